@@ -1,0 +1,268 @@
+"""Typed settings: defaults ← config file (YAML) ← environment ← CLI flags.
+
+The config file lives at ``platformdirs.user_config_dir("reme-tui")/config.yaml`` unless ``REME_CONFIG`` or
+``--config`` names another. Environment variables (all optional):
+
+- ``REME_VAULT``, ``REME_STATE_DIR``, ``REME_CONFIG``, ``REME_TIMEZONE``, ``REME_CHUNK_BYTES``
+- ``REME_EMBEDDER`` (``offline`` | ``openai`` | ``none``), ``REME_EMBEDDING_BASE_URL``, ``REME_EMBEDDING_MODEL``,
+  ``REME_EMBEDDING_API_KEY``, ``REME_EMBEDDING_DIM``
+- ``REME_LLM_PROVIDER``, ``REME_LLM_MODEL``, ``REME_LLM_BASE_URL``, ``REME_LLM_API_KEY``
+
+Derived state (index, vectors, caches, catalogs) lives outside the vault (DESIGN §2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+APP_NAME = "reme-tui"
+
+
+class ConfigError(ValueError):
+    """A config file or setting value is invalid; the message names the key and the source."""
+
+
+@dataclass
+class EmbedderSettings:
+    """Which embedder produces vectors.
+
+    ``kind``: ``offline`` (the bundled multilingual USE model, 512-d), ``openai`` (any OpenAI-compatible
+    ``/v1/embeddings`` endpoint) or ``none`` (keyword search only).
+    """
+
+    kind: str = "offline"
+    base_url: str | None = None
+    model: str = "text-embedding-3-small"
+    api_key: str | None = None
+    dimensions: int | None = None
+    timeout: float = 30.0
+    batch_size: int = 64
+
+
+@dataclass
+class LLMSettings:
+    """The chat/LLM provider; empty model or key means no LLM is configured."""
+
+    provider: str = ""
+    model: str = ""
+    base_url: str | None = None
+    api_key: str | None = None
+    timeout: float = 120.0
+    max_retries: int = 2
+
+    @property
+    def configured(self) -> bool:
+        """True when a provider and a key (or a base_url for keyless local servers) are set."""
+        return bool(self.provider and (self.api_key or self.base_url))
+
+
+@dataclass
+class LayerSettings:
+    """Folder names of the vault's layers (relative to the vault root)."""
+
+    resource_dir: str = "resource"
+    daily_dir: str = "daily"
+    digest_dir: str = "digest"
+    session_dir: str = "session"
+
+    def all(self) -> list[str]:
+        return [self.resource_dir, self.daily_dir, self.digest_dir, self.session_dir]
+
+
+@dataclass
+class Settings:
+    """All settings of one run. Paths are absolute after :func:`load_settings`."""
+
+    vault: Path | None = None
+    state_dir: Path | None = None
+    timezone: str = ""  # IANA name; "" = the system's zone
+    chunk_bytes: int = 2000
+    max_file_bytes: int = 8 * 1024 * 1024
+    embedder: EmbedderSettings = field(default_factory=EmbedderSettings)
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    layers: LayerSettings = field(default_factory=LayerSettings)
+    search_vector_weight: float = 0.7
+    search_keyword_weight: float = 0.3
+    rrf_k: int = 60
+    ann_threshold: int = 200_000
+    keymap: dict[str, str] = field(default_factory=dict)
+    theme: str = "textual-dark"
+    config_path: Path | None = None
+    is_demo: bool = False
+
+    def tzinfo(self):
+        """The configured ``zoneinfo.ZoneInfo`` (or the system's local zone when unset).
+
+        Raises ConfigError for an unknown IANA name.
+        """
+        from datetime import datetime
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        if not self.timezone:
+            return datetime.now().astimezone().tzinfo
+        try:
+            return ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ConfigError(f"timezone: unknown IANA zone {self.timezone!r}") from exc
+
+    def today(self) -> str:
+        """Today's date (YYYY-MM-DD) in the app's timezone."""
+        from datetime import datetime
+
+        return datetime.now(self.tzinfo()).date().isoformat()
+
+
+def default_config_path() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.yaml"
+
+
+def default_data_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir(APP_NAME))
+
+
+def state_dir_for(vault: Path) -> Path:
+    """Default state dir of a vault: ``<user data dir>/vaults/<sha256(real path)[:16]>``."""
+    real = str(Path(vault).resolve())
+    return default_data_dir() / "vaults" / hashlib.sha256(real.encode("utf-8")).hexdigest()[:16]
+
+
+def _merge(target: Any, values: Mapping[str, Any], source: str, prefix: str = "") -> None:
+    """Copy ``values`` onto dataclass ``target``, type-checking scalars; unknown keys raise ConfigError."""
+    fields = {f.name: f for f in dataclasses.fields(target)}
+    for key, value in values.items():
+        name = str(key).replace("-", "_")
+        if name not in fields:
+            raise ConfigError(f"{source}: unknown setting {prefix}{key!r}")
+        current = getattr(target, name)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{source}: {prefix}{key} must be a mapping")
+            _merge(current, value, source, f"{prefix}{key}.")
+            continue
+        setattr(target, name, _coerce(value, current, fields[name], f"{source}: {prefix}{key}"))
+
+
+def _coerce(value: Any, current: Any, fld: dataclasses.Field, where: str) -> Any:
+    ftype = str(fld.type)
+    if value is None:
+        return None if "None" in ftype else current
+    try:
+        if ftype.startswith("Path"):
+            return Path(os.path.expanduser(str(value)))
+        if ftype.startswith("bool"):
+            if isinstance(value, str):
+                return value.strip().lower() in ("1", "true", "yes", "on")
+            return bool(value)
+        if ftype.startswith("int"):
+            return int(value)
+        if ftype.startswith("float"):
+            return float(value)
+        if ftype.startswith("dict"):
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where} must be a mapping")
+            return {str(k): str(v) for k, v in value.items()}
+        return str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: invalid value {value!r} ({exc})") from exc
+
+
+def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    simple = {
+        "REME_VAULT": "vault",
+        "REME_STATE_DIR": "state_dir",
+        "REME_TIMEZONE": "timezone",
+        "REME_CHUNK_BYTES": "chunk_bytes",
+    }
+    for var, key in simple.items():
+        if env.get(var):
+            out[key] = env[var]
+    emb = {
+        "REME_EMBEDDER": "kind",
+        "REME_EMBEDDING_BASE_URL": "base_url",
+        "REME_EMBEDDING_MODEL": "model",
+        "REME_EMBEDDING_API_KEY": "api_key",
+        "REME_EMBEDDING_DIM": "dimensions",
+    }
+    e = {key: env[var] for var, key in emb.items() if env.get(var)}
+    if e.get("base_url") and "kind" not in e:
+        e["kind"] = "openai"
+    if e:
+        out["embedder"] = e
+    llm = {
+        "REME_LLM_PROVIDER": "provider",
+        "REME_LLM_MODEL": "model",
+        "REME_LLM_BASE_URL": "base_url",
+        "REME_LLM_API_KEY": "api_key",
+    }
+    lv = {key: env[var] for var, key in llm.items() if env.get(var)}
+    if lv:
+        out["llm"] = lv
+    return out
+
+
+def load_settings(
+    cli: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    config_path: str | Path | None = None,
+) -> Settings:
+    """Build :class:`Settings` from defaults ← config file ← ``env`` ← ``cli`` (later wins).
+
+    ``cli`` keys use setting names (``vault``, ``state_dir``, ``timezone`` …; nested as mappings). A missing
+    config file is fine; an unreadable or invalid one raises :class:`ConfigError` naming the file.
+    When no vault is configured anywhere, ``vault`` stays ``None`` (the caller opens the demo vault).
+    """
+    import yaml
+
+    env = dict(os.environ if env is None else env)
+    cli = dict(cli or {})
+    settings = Settings()
+    path = Path(config_path or cli.pop("config", None) or env.get("REME_CONFIG") or default_config_path())
+    path = path.expanduser()
+    settings.config_path = path
+    if path.is_file():
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise ConfigError(f"config file {path}: {exc}") from exc
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"config file {path}: top level must be a mapping")
+        _merge(settings, data, f"config file {path}")
+    elif env.get("REME_CONFIG") or config_path:
+        raise ConfigError(f"config file {path} does not exist")
+    _merge(settings, _env_values(env), "environment")
+    cli.pop("config", None)
+    _merge(settings, {k: v for k, v in cli.items() if v is not None}, "command line")
+    # The SDKs' own key variables are the last fallback for the LLM key.
+    if not settings.llm.api_key:
+        fallback = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}.get(settings.llm.provider)
+        if fallback and env.get(fallback):
+            settings.llm.api_key = env[fallback]
+    if settings.chunk_bytes < 200:
+        raise ConfigError(f"chunk_bytes must be at least 200 (got {settings.chunk_bytes})")
+    if settings.embedder.kind not in ("offline", "openai", "none"):
+        raise ConfigError(f"embedder.kind must be offline, openai or none (got {settings.embedder.kind!r})")
+    settings.tzinfo()  # validate early
+    if settings.vault is not None:
+        settings.vault = Path(settings.vault).expanduser().resolve()
+    if settings.state_dir is not None:
+        settings.state_dir = Path(settings.state_dir).expanduser().resolve()
+    return settings
+
+
+def finalize_state_dir(settings: Settings) -> Path:
+    """Fill ``settings.state_dir`` from the vault when unset and return it (not created here)."""
+    if settings.state_dir is None:
+        if settings.vault is None:
+            raise ConfigError("no vault configured")
+        settings.state_dir = state_dir_for(settings.vault)
+    return settings.state_dir

@@ -1,0 +1,539 @@
+"""The engine façade: the one object the TUI and the CLI talk to.
+
+``Engine.open(settings)`` wires the store, tokenizer, embedder, vector index, indexer and searcher of one vault.
+Methods return typed dataclasses; :mod:`reme_engine.jobs` exposes them as named jobs with ``key=value``
+parameters and JSON results (``reme-tui job NAME …``).
+
+Threading: every method may be called from any thread (the TUI calls them from Textual thread workers).
+Vault mutations and index writes are serialised by ``write_lock``; reads run concurrently (SQLite WAL).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import __version__
+from .config import ConfigError, Settings, finalize_state_dir
+from .index.indexer import Indexer, IndexReport, Progress
+from .index.store import Store
+from .vault.io import SkipFile, WriteConflict, atomic_write, read_text, text_hash
+from .vault.paths import VaultPathError, resolve
+
+
+class EngineError(Exception):
+    """A job failed for a reason the user can act on (bad path, conflict, missing file). Message is user-facing."""
+
+
+#: Lines a single ``read`` returns at most.
+MAX_READ_LINES = 5000
+
+
+@dataclass
+class ReadResult:
+    path: str
+    start_line: int
+    end_line: int
+    total_lines: int
+    text: str
+    sha: str
+    truncated: bool
+
+
+@dataclass
+class WriteResult:
+    path: str
+    created: bool
+    sha: str
+    bytes: int
+    indexed: bool = True
+
+
+@dataclass
+class DeleteResult:
+    path: str
+    surviving_inlinks: list[dict]
+
+
+@dataclass
+class MoveResult:
+    src: str
+    dst: str
+    rewritten_files: list[str]
+    rewritten_links: int
+    conflicts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StatResult:
+    path: str
+    exists: bool
+    is_dir: bool
+    size: int | None
+    mtime: float | None
+    indexed: bool
+    chunks: int
+    name: str | None = None
+    description: str | None = None
+    sha: str | None = None
+    warning: str | None = None
+    skipped_reason: str | None = None
+
+
+class Engine:
+    """One open vault. Create with :meth:`open`; call :meth:`close` when done."""
+
+    def __init__(self, settings: Settings, *, embedder=None) -> None:
+        if settings.vault is None:
+            raise ConfigError("no vault configured")
+        self.settings = settings
+        self.vault = Path(settings.vault).resolve()
+        if not self.vault.is_dir():
+            raise ConfigError(f"vault folder does not exist: {self.vault}")
+        self.state_dir = finalize_state_dir(settings)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.write_lock = threading.RLock()
+        self.store = Store(self.state_dir / "index.sqlite", self.state_dir / "embeddings.sqlite")
+        from .index.tokenizer import default_tokenizer
+
+        self.tokenizer = default_tokenizer()
+        self.vectors = None
+        from .index.embedder import make_embedder
+
+        self.embedder = embedder if embedder is not None else make_embedder(settings)
+        if self.embedder is not None:
+            from .index.vectors import VectorState
+
+            self.vectors = VectorState(self.store, self.embedder, self.state_dir, settings.ann_threshold)
+        self.indexer = Indexer(self.vault, settings, self.store, self.tokenizer, self.vectors)
+        self._searcher = None
+        self._closed = False
+
+    @classmethod
+    def open(cls, settings: Settings, *, embedder=None) -> "Engine":
+        """Open the vault named by ``settings.vault`` (state dir created). Raises ConfigError.
+
+        ``embedder``: an already-loaded :class:`Embedder` to share (tests, the app's workers); default: per settings.
+        """
+        return cls(settings, embedder=embedder)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._searcher is not None:
+            self._searcher.close()
+        self.store.close()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- paths --------------------------------------------------------------------------------------------
+    def _resolve(self, rel: str, *, allow_root: bool = False):
+        try:
+            return resolve(self.vault, rel, allow_root=allow_root)
+        except VaultPathError as exc:
+            raise EngineError(str(exc)) from exc
+
+    def _protected(self, rel: str) -> bool:
+        layers = self.settings.layers
+        protected = set(layers.all()) | {f"{layers.digest_dir}/{b}" for b in ("personal", "procedure", "wiki")}
+        protected.add(f"{layers.session_dir}/dialog")
+        return rel.strip("/") in protected or rel.strip("/") == ""
+
+    # -- indexing -----------------------------------------------------------------------------------------
+    def index(self, progress: Progress | None = None, *, vectors: bool = True) -> IndexReport:
+        """Full incremental sync (keyword + graph), then the vector pass when ``vectors`` and an embedder exist."""
+        with self.write_lock:
+            report = self.indexer.sync(progress)
+            with self.store.write():
+                self.store.set_meta("last_sync", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        if vectors:
+            self.embed_pending(progress, report)
+        return report
+
+    def embed_pending(self, progress: Progress | None = None, report: IndexReport | None = None,
+                      should_stop: Callable[[], bool] | None = None) -> IndexReport:
+        """The vector pass alone (see :meth:`Indexer.embed_pending`)."""
+        report = report or IndexReport()
+        if self.vectors is None:
+            return report
+        with self.write_lock:
+            self.vectors.open()
+            return self.indexer.embed_pending(progress, report, should_stop)
+
+    def index_paths(self, paths: list[str], *, vectors: bool = True) -> IndexReport:
+        """Re-index just ``paths`` (the app's own writes, watcher batches)."""
+        with self.write_lock:
+            report = self.indexer.sync(paths=paths)
+            if vectors and self.vectors is not None and self.vectors.ready and report.chunks_added:
+                self.indexer.embed_pending(report=report)
+        return report
+
+    def reindex(self, progress: Progress | None = None, *, clear: bool = False, vectors: bool = True) -> IndexReport:
+        """Re-sync the index; ``clear`` drops the index first (the embedding cache is kept, nothing re-embeds)."""
+        if clear:
+            with self.write_lock:
+                with self.store.write() as c:
+                    for t in ("chunks_fts", "links", "chunks", "files", "skipped", "vec_tombstones"):
+                        c.execute(f"DELETE FROM {t}")
+                if self.vectors is not None:
+                    self.vectors.index = None
+                    self.vectors.path.unlink(missing_ok=True)
+        return self.index(progress, vectors=vectors)
+
+    # -- search -------------------------------------------------------------------------------------------
+    @property
+    def searcher(self):
+        if self._searcher is None:
+            from .search.hybrid import HybridSearcher
+
+            s = self.settings
+            self._searcher = HybridSearcher(self.store, self.tokenizer, self.vectors,
+                                            vector_weight=s.search_vector_weight,
+                                            keyword_weight=s.search_keyword_weight, rrf_k=s.rrf_k)
+        return self._searcher
+
+    def search(self, query: str, *, limit: int = 10, mode: str = "hybrid", filters=None, neighbors: bool = True):
+        """Hybrid/keyword/vector search (:class:`reme_engine.search.hybrid.SearchResult`).
+
+        In hybrid/vector mode the vector index is opened on first use (loading faiss and, lazily, the model).
+        """
+        if mode in ("hybrid", "vector") and self.vectors is not None and not self.vectors.ready:
+            try:
+                self.vectors.open()
+            except Exception as exc:  # a corrupt index must not break keyword search
+                self.vectors.error = str(exc)
+        return self.searcher.search(query, limit=limit, mode=mode, filters=filters, neighbors=neighbors)
+
+    def neighbors(self, path: str, limit_out: int | None = 10, limit_in: int | None = 10):
+        from .search.graph import neighborhood
+
+        return neighborhood(self.store, self._resolve(path).rel, limit_out, limit_in)
+
+    def traverse(self, path: str, depth: int = 1, direction: str = "both", max_nodes: int = 200):
+        from .search.graph import traverse
+
+        try:
+            return traverse(self.store, self._resolve(path).rel, depth, direction, max_nodes)
+        except ValueError as exc:
+            raise EngineError(str(exc)) from exc
+
+    # -- file jobs ----------------------------------------------------------------------------------------
+    def read(self, path: str, start_line: int = 1, end_line: int | None = None) -> ReadResult:
+        """Lines ``start_line``..``end_line`` (1-based, inclusive) of a text file; at most MAX_READ_LINES."""
+        vp = self._resolve(path)
+        if not vp.abs.is_file():
+            raise EngineError(f"no such file: {vp.rel}")
+        try:
+            tf = read_text(vp.abs, self.settings.max_file_bytes)
+        except SkipFile as exc:
+            raise EngineError(f"cannot read {vp.rel}: {exc.reason}") from exc
+        lines = tf.text.splitlines(keepends=True)
+        total = len(lines)
+        start = max(1, int(start_line))
+        end = total if end_line is None else min(total, int(end_line))
+        truncated = False
+        if end - start + 1 > MAX_READ_LINES:
+            end = start + MAX_READ_LINES - 1
+            truncated = True
+        text = "".join(lines[start - 1 : end]) if start <= end else ""
+        return ReadResult(vp.rel, start, max(end, start - 1), total, text, tf.sha, truncated)
+
+    def write(self, path: str, content: str, *, overwrite: bool = True, expected_sha: str | None = None) -> WriteResult:
+        """Create or replace a text file atomically and index it.
+
+        ``overwrite=False`` refuses an existing file; ``expected_sha`` (from a read) refuses when the file changed
+        since (EngineError, nothing written).
+        """
+        vp = self._resolve(path)
+        if vp.abs.is_dir():
+            raise EngineError(f"{vp.rel} is a folder")
+        with self.write_lock:
+            exists = vp.abs.exists()
+            if exists and not overwrite:
+                raise EngineError(f"{vp.rel} already exists (pass overwrite=true to replace it)")
+            expect: Any = False
+            if expected_sha:
+                expect = expected_sha
+            elif not exists:
+                expect = None
+            try:
+                sha = atomic_write(vp.abs, content, expected_sha=expect)
+            except WriteConflict as exc:
+                raise EngineError(f"not written: {exc}") from exc
+            self.index_paths([vp.rel])
+        return WriteResult(vp.rel, not exists, sha, len(content.encode("utf-8")))
+
+    def edit(self, path: str, old: str, new: str, *, count: int = 1) -> WriteResult:
+        """Replace ``old`` with ``new`` in a file. ``count``: expected occurrences (0 = replace all).
+
+        Raises EngineError when ``old`` is absent or occurs a different number of times than ``count``.
+        """
+        if not old:
+            raise EngineError("old text must not be empty")
+        r = self.read(path, 1, None)
+        if r.truncated:
+            raise EngineError(f"{r.path} is too long to edit in one piece")
+        vp = self._resolve(path)
+        tf = read_text(vp.abs, self.settings.max_file_bytes)
+        n = tf.text.count(old)
+        if n == 0:
+            raise EngineError(f"text to replace not found in {vp.rel}")
+        if count and n != count:
+            raise EngineError(f"text occurs {n} times in {vp.rel}, expected {count}; give more context or count=0")
+        new_text = tf.text.replace(old, new)
+        with self.write_lock:
+            try:
+                sha = atomic_write(vp.abs, new_text, expected_sha=tf.sha)
+            except WriteConflict as exc:
+                raise EngineError(f"not written: {exc}") from exc
+            self.index_paths([vp.rel])
+        return WriteResult(vp.rel, False, sha, len(new_text.encode("utf-8")))
+
+    def delete(self, path: str) -> DeleteResult:
+        """Delete a file and report the links that still point to it (now dangling)."""
+        vp = self._resolve(path)
+        if self._protected(vp.rel):
+            raise EngineError(f"refusing to delete the vault root or a layer folder: {vp.rel or '/'}")
+        if vp.abs.is_dir():
+            raise EngineError(f"{vp.rel} is a folder; delete its files one by one")
+        if not vp.abs.exists() and not vp.abs.is_symlink():
+            raise EngineError(f"no such file: {vp.rel}")
+        from .search.graph import inlinks
+
+        with self.write_lock:
+            survivors, _ = inlinks(self.store, vp.rel, None)
+            vp.abs.unlink()
+            self.index_paths([vp.rel])
+        return DeleteResult(vp.rel, [n.to_dict() for n in survivors])
+
+    def move(self, src: str, dst: str) -> MoveResult:
+        """Move/rename a file and rewrite every inbound link (anchor, alias, embed kept), atomically per file.
+
+        Refuses to overwrite an existing ``dst``, to move the root or a layer folder, and folders.
+        A linking file changed meanwhile is reported in ``conflicts`` and left untouched.
+        """
+        s = self._resolve(src)
+        d = self._resolve(dst)
+        if self._protected(s.rel) or self._protected(d.rel):
+            raise EngineError("refusing to move the vault root or a layer folder")
+        if s.abs.is_dir():
+            raise EngineError(f"{s.rel} is a folder; moving folders is not supported")
+        if not s.abs.is_file():
+            raise EngineError(f"no such file: {s.rel}")
+        if d.abs.exists():
+            raise EngineError(f"destination exists: {d.rel}")
+        from .markdown.links import rewrite_links
+
+        with self.write_lock:
+            self.indexer.sync(paths=[s.rel])
+            resolver = self.indexer.build_resolver()
+            sources = [r[0] for r in self.store.conn.execute(
+                "SELECT DISTINCT f.path FROM links l JOIN files f ON f.id = l.src_id WHERE l.resolved = ?",
+                (s.rel,))]
+            d.abs.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(s.abs, d.abs)
+            rewritten, total, conflicts = [], 0, []
+            for src_path in sources:
+                # the moved note's own self-links live at its new path now
+                cur_path = d.rel if src_path == s.rel else src_path
+                vp = self._resolve(cur_path)
+                try:
+                    tf = read_text(vp.abs, self.settings.max_file_bytes)
+                except (OSError, SkipFile):
+                    conflicts.append(cur_path)
+                    continue
+                new_text, n = rewrite_links(tf.text, src_path, resolver, s.rel, d.rel)
+                if n == 0:
+                    continue
+                if tf.encoding == "utf-8-sig":
+                    new_text = "\ufeff" + new_text
+                try:
+                    atomic_write(vp.abs, new_text, expected_sha=tf.sha)
+                except WriteConflict:
+                    conflicts.append(cur_path)
+                    continue
+                rewritten.append(cur_path)
+                total += n
+            self.index_paths([s.rel, d.rel, *rewritten])
+        return MoveResult(s.rel, d.rel, rewritten, total, conflicts)
+
+    def list(self, path: str = "", *, recursive: bool = False, limit: int = 2000) -> dict:
+        """Entries of a folder: ``{path, entries: [{path, is_dir, size, mtime}], truncated}`` (hidden ones skipped)."""
+        vp = self._resolve(path, allow_root=True)
+        if not vp.abs.is_dir():
+            raise EngineError(f"not a folder: {vp.rel or '/'}")
+        entries = []
+        truncated = False
+        if recursive:
+            it = (Path(dp) / n for dp, dns, fns in os.walk(vp.abs)
+                  for n in (dns.__setitem__(slice(None), sorted(x for x in dns if not x.startswith("."))) or sorted(fns))
+                  if not n.startswith("."))
+        else:
+            it = (p for p in sorted(vp.abs.iterdir()) if not p.name.startswith("."))
+        for p in it:
+            if len(entries) >= limit:
+                truncated = True
+                break
+            try:
+                st = p.stat()
+            except OSError:
+                continue
+            rel = p.relative_to(self.vault).as_posix()
+            entries.append({"path": rel, "is_dir": p.is_dir(), "size": st.st_size, "mtime": st.st_mtime})
+        return {"path": vp.rel, "entries": entries, "truncated": truncated}
+
+    def stat(self, path: str) -> StatResult:
+        vp = self._resolve(path, allow_root=True)
+        exists = vp.abs.exists()
+        st = vp.abs.stat() if exists else None
+        info = self.store.file_info(vp.rel)
+        chunks = 0
+        if info:
+            chunks = self.store.conn.execute("SELECT count(*) FROM chunks WHERE file_id=?", (info["id"],)).fetchone()[0]
+        sk = self.store.conn.execute("SELECT reason FROM skipped WHERE path=?", (vp.rel,)).fetchone()
+        return StatResult(vp.rel, exists, vp.abs.is_dir(), st.st_size if st else None, st.st_mtime if st else None,
+                          info is not None, chunks, info["name"] if info else None,
+                          info["description"] if info else None, info["sha"] if info else None,
+                          info["warning"] if info else None, sk[0] if sk else None)
+
+    # -- frontmatter --------------------------------------------------------------------------------------
+    def frontmatter_read(self, path: str) -> dict:
+        """``{path, frontmatter, warning}`` parsed from the file on disk."""
+        from .markdown.frontmatter import parse_frontmatter
+
+        r = self.read(path)
+        fm = parse_frontmatter(r.text)
+        return {"path": r.path, "frontmatter": fm.meta, "warning": fm.warning, "has_block": fm.has_block}
+
+    def frontmatter_update(self, path: str, updates: dict | None = None, delete: list[str] | None = None) -> dict:
+        """Merge ``updates`` into / remove ``delete`` keys from the frontmatter, keeping order and unknown keys."""
+        from .markdown.frontmatter import FrontmatterError, parse_frontmatter, update_frontmatter
+
+        vp = self._resolve(path)
+        if not vp.abs.is_file():
+            raise EngineError(f"no such file: {vp.rel}")
+        with self.write_lock:
+            tf = read_text(vp.abs, self.settings.max_file_bytes)
+            try:
+                new_text = update_frontmatter(tf.text, updates or {}, delete or ())
+            except FrontmatterError as exc:
+                raise EngineError(f"{vp.rel}: {exc}") from exc
+            if tf.encoding == "utf-8-sig" and not new_text.startswith("\ufeff"):
+                new_text = "\ufeff" + new_text
+            try:
+                atomic_write(vp.abs, new_text, expected_sha=tf.sha)
+            except WriteConflict as exc:
+                raise EngineError(f"not written: {exc}") from exc
+            self.index_paths([vp.rel])
+        return {"path": vp.rel, "frontmatter": parse_frontmatter(new_text.lstrip("\ufeff")).meta}
+
+    # -- daily --------------------------------------------------------------------------------------------
+    def daily_create(self, date: str = ""):
+        from .vault import daily
+
+        date = self._date(date)
+        with self.write_lock:
+            res = daily.daily_create(self.vault, date, self.settings.layers)
+            self.index_paths([p for p in [getattr(res, "page_path", None)] if p])
+        return res
+
+    def daily_list(self, date: str = ""):
+        from .vault import daily
+
+        return daily.daily_list(self.vault, self._date(date), self.settings.layers)
+
+    def list_days(self) -> list[str]:
+        from .vault import daily
+
+        return daily.list_days(self.vault, self.settings.layers)
+
+    def daily_reindex(self, date: str = "", insert_markers: bool = False):
+        from .vault import daily
+
+        date = self._date(date)
+        with self.write_lock:
+            try:
+                res = daily.daily_reindex(self.vault, date, self.settings.layers, insert_markers=insert_markers)
+            except WriteConflict as exc:
+                raise EngineError(f"day page changed while regenerating: {exc}") from exc
+            page = getattr(res, "path", None) or getattr(res, "page_path", None)
+            if page:
+                self.index_paths([page])
+        return res
+
+    def _date(self, date: str) -> str:
+        from .vault.daily import valid_date
+
+        if not date:
+            return self.settings.today()
+        try:
+            return valid_date(date)
+        except ValueError as exc:
+            raise EngineError(str(exc)) from exc
+
+    # -- proactive ----------------------------------------------------------------------------------------
+    def proactive_read(self, date: str = "", include_content: bool = True, horizon_days: int = 1,
+                       min_confidence: float = 0.4):
+        from .proactive.read import proactive_read
+
+        return proactive_read(self.vault, date=date, include_content=include_content, horizon_days=horizon_days,
+                              min_confidence=min_confidence, today=self.settings.today(),
+                              layers=self.settings.layers)
+
+    # -- status -------------------------------------------------------------------------------------------
+    def status(self) -> dict:
+        """Index figures for the status line: counts, last sync time, embedder and LLM state."""
+        counts = self.store.counts()
+        return {
+            "vault": str(self.vault),
+            "state_dir": str(self.state_dir),
+            **counts,
+            "embedder": self.embedder.space if self.embedder else None,
+            "vectors_loaded": bool(self.vectors and self.vectors.ready),
+            "vectors": len(self.vectors.index) if self.vectors and self.vectors.index is not None else None,
+            "llm_configured": self.settings.llm.configured,
+            "tokenizer": self.tokenizer.fingerprint,
+            "last_indexed": self.store.get_meta("last_sync"),
+        }
+
+    def health_check(self) -> dict:
+        """Component health: store readable, vault readable, embedder state, skipped files with reasons."""
+        checks: dict[str, Any] = {}
+        ok = True
+        try:
+            self.store.conn.execute("SELECT 1").fetchone()
+            checks["store"] = "ok"
+        except Exception as exc:  # pragma: no cover
+            checks["store"] = f"error: {exc}"
+            ok = False
+        checks["vault"] = "ok" if os.access(self.vault, os.R_OK | os.X_OK) else "error: not readable"
+        ok = ok and checks["vault"] == "ok"
+        if self.embedder is None:
+            checks["embedder"] = "disabled (keyword search only)"
+        else:
+            checks["embedder"] = f"{self.embedder.space}" + (f" (error: {self.vectors.error})"
+                                                               if self.vectors and self.vectors.error else "")
+        checks["llm"] = "configured" if self.settings.llm.configured else "not configured (LLM features off)"
+        return {"ok": ok, "version": __version__, "checks": checks, "index": self.store.counts(),
+                "skipped": self.store.skipped()}
+
+
+def result_to_dict(obj: Any) -> Any:
+    """Dataclasses (and objects with ``to_dict``) to plain JSON-able structures."""
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    if hasattr(obj, "__dataclass_fields__"):
+        return asdict(obj)
+    if isinstance(obj, list):
+        return [result_to_dict(x) for x in obj]
+    return obj
+

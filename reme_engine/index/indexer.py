@@ -1,0 +1,620 @@
+"""Incremental indexing of a vault: scan → diff by content hash → parse/chunk/tokenize → store; then vectors.
+
+Two passes (DESIGN §9: the embedder, not the keyword pass, bounds a cold index):
+
+1. :meth:`Indexer.sync` — the keyword + graph pass. Walks the vault, classifies files as added / modified /
+   removed / renamed / unchanged (mtime+size as a fast path, the content hash decides), and applies each file's
+   new rows (file, chunks, FTS postings, links) in a transaction. Keyword search and the graph are complete
+   when it returns.
+2. :meth:`Indexer.embed_pending` — the vector pass. Embeds chunks that have no vector yet, reusing the
+   embedding cache (keyed by embedding space + text hash) so moved or re-indexed text is never re-embedded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat as stat_mod
+import threading
+import time
+import unicodedata
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+
+from ..config import Settings
+from ..vault.io import SkipFile, read_text, text_hash
+from ..vault.paths import is_hidden
+from .store import Store
+
+#: Progress callback: ``(stage, done, total, detail)``; stage is "scan", "index", "links" or "embed".
+Progress = Callable[[str, int, int, str], None]
+
+MARKDOWN_EXTS = (".md", ".markdown")
+TEXT_EXTS = (".txt", ".json", ".jsonl", ".csv", ".yaml", ".yml", ".html", ".htm")
+#: Files inside the layers' folders with these extensions are indexed; elsewhere only Markdown is.
+_DATE_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
+#: Files committed per transaction during a big sync (each file's rows are still applied atomically).
+BATCH_FILES = 256
+EMBED_BATCH = 64
+
+
+@dataclass
+class ScanEntry:
+    rel: str
+    abs: Path
+    mtime: float
+    size: int
+
+
+@dataclass
+class IndexReport:
+    """What a sync did. Counts are files unless named otherwise; ``skipped`` lists ``{path, reason}``."""
+
+    scanned: int = 0
+    added: int = 0
+    modified: int = 0
+    removed: int = 0
+    renamed: int = 0
+    unchanged: int = 0
+    skipped: list[dict] = field(default_factory=list)
+    chunks_added: int = 0
+    chunks_removed: int = 0
+    chunks_total: int = 0
+    links_total: int = 0
+    embedded: int = 0
+    embed_cached: int = 0
+    embed_error: str | None = None
+    seconds_keyword: float = 0.0
+    seconds_vector: float = 0.0
+    changed_paths: list[str] = field(default_factory=list)
+    removed_paths: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class ParsedFile:
+    rel: str
+    sha: str
+    size: int
+    mtime: float
+    kind: str
+    meta: dict
+    name: str
+    description: str
+    date: str | None
+    aliases: list[str]
+    warning: str | None
+    chunks: list  # list[Chunk]
+    links: list  # list[Link]
+    title_tokens: str
+
+
+def path_date(rel: str) -> str | None:
+    """The first ``YYYY-MM-DD`` path component (folder or file stem) of ``rel``, if it is a real date."""
+    from datetime import date
+
+    for part in rel.split("/"):
+        stem = part.rsplit(".", 1)[0] if "." in part else part
+        m = _DATE_RE.match(stem)
+        if m:
+            try:
+                return date(int(m[1]), int(m[2]), int(m[3])).isoformat()
+            except ValueError:
+                continue
+    return None
+
+
+def chunk_vid(path: str, text: str, occurrence: int) -> int:
+    """Stable 60-bit id of a chunk: from the chunk hash of (path, text), disambiguated by occurrence."""
+    from ..markdown.chunker import chunk_id
+
+    h = chunk_id(path, text if occurrence == 0 else f"{text}\x00{occurrence}")
+    return int(h[:15], 16)
+
+
+def _as_str_list(v) -> list[str]:
+    if v is None:
+        return []
+    if isinstance(v, (list, tuple)):
+        return [str(x) for x in v if x is not None and str(x).strip()]
+    return [str(v)] if str(v).strip() else []
+
+
+def _first_line_summary(text: str, limit: int = 120) -> str:
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith(("#", "```", "~~~", "---", "|", "<", "!")) or "::" in s:
+            continue
+        s = s.lstrip("-*> ").strip()
+        if s:
+            return s[:limit] + ("…" if len(s) > limit else "")
+    return ""
+
+
+class Indexer:
+    """Keeps the store (and the vector index) in step with the vault. Thread-safe: one writer at a time."""
+
+    def __init__(self, vault: Path, settings: Settings, store: Store, tokenizer, vectors=None) -> None:
+        self.vault = Path(vault)
+        self.settings = settings
+        self.store = store
+        self.tokenizer = tokenizer
+        self.vectors = vectors  # VectorState or None
+        self.lock = threading.RLock()
+        layers = settings.layers
+        self._text_roots = tuple(f"{d}/" for d in (layers.resource_dir, layers.daily_dir, layers.digest_dir))
+        self._check_tokenizer()
+
+    # -- scanning -----------------------------------------------------------------------------------------
+    def _check_tokenizer(self) -> None:
+        fp = self.store.get_meta("tokenizer")
+        if fp != self.tokenizer.fingerprint:
+            with self.store.write() as c:
+                if fp is not None:
+                    # Different tokens: every file must be re-tokenised. Forget hashes so sync re-reads all.
+                    c.execute("UPDATE files SET sha = '', mtime = -1")
+                self.store.set_meta("tokenizer", self.tokenizer.fingerprint)
+
+    def is_indexable(self, rel: str) -> bool:
+        low = rel.lower()
+        if low.endswith(MARKDOWN_EXTS):
+            return True
+        return low.endswith(TEXT_EXTS) and rel.startswith(self._text_roots)
+
+    def scan(self, report: IndexReport | None = None) -> tuple[dict[str, ScanEntry], list[str]]:
+        """Walk the vault. Returns ``({rel: entry} of indexable files, all file paths for link resolution)``.
+
+        Hidden files/folders are ignored. Directory symlinks are not followed (no loops); a file symlink is
+        used only when its target is inside the vault. Skips are appended to ``report.skipped``.
+        """
+        root = self.vault.resolve()
+        entries: dict[str, ScanEntry] = {}
+        all_paths: list[str] = []
+        skips = report.skipped if report is not None else []
+
+        def onerror(err: OSError) -> None:
+            skips.append({"path": str(getattr(err, "filename", "?")), "reason": f"unreadable folder: {err.strerror}"})
+
+        for dirpath, dirnames, filenames in os.walk(root, onerror=onerror, followlinks=False):
+            rel_dir = os.path.relpath(dirpath, root)
+            rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for fn in filenames:
+                if fn.startswith(".") or fn.endswith("~"):
+                    continue
+                rel = unicodedata.normalize("NFC", f"{rel_dir}/{fn}" if rel_dir else fn)
+                abs_p = Path(dirpath) / fn
+                try:
+                    st = os.lstat(abs_p)
+                    if stat_mod.S_ISLNK(st.st_mode):
+                        real = abs_p.resolve()
+                        if not real.is_relative_to(root):
+                            if self.is_indexable(rel):
+                                skips.append({"path": rel, "reason": "symlink leaves the vault"})
+                            continue
+                        st = os.stat(abs_p)
+                    if not stat_mod.S_ISREG(st.st_mode):
+                        continue
+                except (OSError, RuntimeError) as exc:  # broken link, symlink loop, vanished
+                    if self.is_indexable(rel):
+                        skips.append({"path": rel, "reason": f"unreadable: {getattr(exc, 'strerror', None) or exc}"})
+                    continue
+                all_paths.append(rel)
+                if self.is_indexable(rel):
+                    if rel in entries:  # NFC/NFD twins: both names normalise to one path
+                        skips.append({"path": rel, "reason": "duplicate name after Unicode normalisation"})
+                        continue
+                    entries[rel] = ScanEntry(rel, abs_p, st.st_mtime, st.st_size)
+        return entries, all_paths
+
+    # -- parsing ------------------------------------------------------------------------------------------
+    def parse(self, entry: ScanEntry) -> ParsedFile:
+        """Read and parse one file. Raises SkipFile (with a reason) or OSError (vanished)."""
+        from ..markdown.chunker import chunk_markdown, chunk_plain
+
+        tf = read_text(entry.abs, self.settings.max_file_bytes)
+        text = tf.text
+        rel = entry.rel
+        stem = rel.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        budget = self.settings.chunk_bytes
+        meta: dict = {}
+        warning = None
+        links: list = []
+        if rel.lower().endswith(MARKDOWN_EXTS):
+            from ..markdown.frontmatter import parse_frontmatter
+            from ..markdown.links import frontmatter_links, parse_links
+
+            fm = parse_frontmatter(text)
+            meta, warning = fm.meta, fm.warning
+            body = text[fm.body_offset :]
+            chunks = chunk_markdown(body, line_offset=fm.body_start_line - 1, max_bytes=budget)
+            links = parse_links(body, start_line=fm.body_start_line, start_offset=fm.body_offset)
+            links.extend(frontmatter_links(meta))
+            kind = "markdown"
+        else:
+            body = text
+            chunks = chunk_plain(text, max_bytes=budget)
+            kind = "text"
+        name = ""
+        for key in ("name", "title"):
+            v = meta.get(key)
+            if isinstance(v, (str, int, float)) and str(v).strip():
+                name = str(v).strip()
+                break
+        name = name or stem
+        desc_v = meta.get("description")
+        description = str(desc_v).strip() if isinstance(desc_v, (str, int, float)) else ""
+        if not description:
+            description = _first_line_summary(body)
+        aliases = _as_str_list(meta.get("aliases")) + _as_str_list(meta.get("alias"))
+        from ..markdown.frontmatter import frontmatter_text_values
+
+        title_text = " ".join([stem, name, *frontmatter_text_values(meta)]) if meta else f"{stem} {name}"
+        title_tokens = " ".join(self.tokenizer.tokenize(title_text[:20000]))
+        return ParsedFile(
+            rel=rel, sha=tf.sha, size=tf.size, mtime=tf.mtime, kind=kind, meta=meta, name=name,
+            description=description[:300], date=path_date(rel), aliases=aliases, warning=warning,
+            chunks=chunks, links=links, title_tokens=title_tokens,
+        )
+
+    # -- writing ------------------------------------------------------------------------------------------
+    def _apply(self, c, pf: ParsedFile, old_id: int | None, report: IndexReport) -> int:
+        """Write one parsed file's rows (inside the caller's transaction); returns the file id."""
+        now = time.time()
+        fm_json = json.dumps(pf.meta, ensure_ascii=False, default=str)
+        if old_id is None:
+            cur = c.execute(
+                "INSERT INTO files(path, mtime, size, sha, kind, frontmatter, name, description, date, aliases,"
+                " warning, indexed_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (pf.rel, pf.mtime, pf.size, pf.sha, pf.kind, fm_json, pf.name, pf.description, pf.date,
+                 json.dumps(pf.aliases, ensure_ascii=False), pf.warning, now),
+            )
+            fid = cur.lastrowid
+            old_chunks: dict[int, int] = {}
+        else:
+            fid = old_id
+            c.execute(
+                "UPDATE files SET path=?, mtime=?, size=?, sha=?, kind=?, frontmatter=?, name=?, description=?,"
+                " date=?, aliases=?, warning=?, indexed_at=? WHERE id=?",
+                (pf.rel, pf.mtime, pf.size, pf.sha, pf.kind, fm_json, pf.name, pf.description, pf.date,
+                 json.dumps(pf.aliases, ensure_ascii=False), pf.warning, now, fid),
+            )
+            old_chunks = {r[0]: r[1] for r in c.execute("SELECT id, has_vec FROM chunks WHERE file_id=?", (fid,))}
+            c.execute("DELETE FROM links WHERE src_id=?", (fid,))
+            if old_chunks:
+                ids = list(old_chunks)
+                for i in range(0, len(ids), 500):
+                    part = ids[i : i + 500]
+                    c.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({','.join('?' * len(part))})", part)
+        seen: dict[str, int] = {}
+        new_ids: list[int] = []
+        chunk_rows = []
+        fts_rows = []
+        tokenize = self.tokenizer.tokenize
+        for ordn, ch in enumerate(pf.chunks):
+            occ = seen.get(ch.text, 0)
+            seen[ch.text] = occ + 1
+            vid = chunk_vid(pf.rel, ch.text, occ)
+            new_ids.append(vid)
+            etext = ch.embed_text()
+            fts_rows.append((vid, " ".join(tokenize(etext)), pf.title_tokens))
+            if vid in old_chunks:
+                c.execute("UPDATE chunks SET ord=?, start_line=?, end_line=? WHERE id=?",
+                          (ordn, ch.start_line, ch.end_line, vid))
+            else:
+                chunk_rows.append((vid, fid, ordn, ch.start_line, ch.end_line,
+                                   json.dumps(list(ch.headings), ensure_ascii=False), ch.text, text_hash(etext)))
+        # A chunk id already used by another file (hash collision or a file copied while its twin is indexed
+        # under the same path) is replaced: ids must stay unique.
+        c.executemany(
+            "INSERT OR REPLACE INTO chunks(id, file_id, ord, start_line, end_line, headings, text, text_hash, has_vec)"
+            " VALUES (?,?,?,?,?,?,?,?,0)",
+            chunk_rows,
+        )
+        c.executemany("INSERT INTO chunks_fts(rowid, body, title) VALUES (?,?,?)", fts_rows)
+        gone = [i for i in old_chunks if i not in set(new_ids)]
+        if gone:
+            for i in range(0, len(gone), 500):
+                part = gone[i : i + 500]
+                c.execute(f"DELETE FROM chunks WHERE id IN ({','.join('?' * len(part))})", part)
+            c.executemany("INSERT OR IGNORE INTO vec_tombstones(id) VALUES (?)", [(g,) for g in gone])
+        report.chunks_added += len(chunk_rows)
+        report.chunks_removed += len(gone)
+        c.executemany(
+            "INSERT INTO links(src_id, target, resolved, virtual, anchor, alias, predicate, embed, kind, line,"
+            " ambiguous, original) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(fid, lk.target, None, lk.target, lk.anchor, lk.alias, lk.predicate, int(lk.embed), lk.kind,
+              lk.line, 0, lk.original) for lk in pf.links],
+        )
+        c.execute("DELETE FROM skipped WHERE path=?", (pf.rel,))
+        return fid
+
+    def _remove(self, c, rel: str, fid: int) -> list[int]:
+        ids = [r[0] for r in c.execute("SELECT id FROM chunks WHERE file_id=?", (fid,))]
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            c.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({','.join('?' * len(part))})", part)
+        c.execute("DELETE FROM files WHERE id=?", (fid,))  # cascades to chunks and links
+        c.executemany("INSERT OR IGNORE INTO vec_tombstones(id) VALUES (?)", [(i,) for i in ids])
+        return ids
+
+    def _record_skip(self, c, rel: str, reason: str, entry: ScanEntry | None, report: IndexReport) -> None:
+        report.skipped.append({"path": rel, "reason": reason})
+        c.execute(
+            "INSERT OR REPLACE INTO skipped(path, reason, size, mtime, at) VALUES (?,?,?,?,?)",
+            (rel, reason, entry.size if entry else None, entry.mtime if entry else None, time.time()),
+        )
+
+    # -- the keyword + graph pass ---------------------------------------------------------------------------
+    def sync(self, progress: Progress | None = None, *, paths: Iterable[str] | None = None) -> IndexReport:
+        """Bring files, chunks, postings and links up to date with the vault.
+
+        ``paths``: limit the work to these vault-relative paths (a watcher batch or the app's own writes);
+        ``None`` = full scan. Never raises for a bad file: it is skipped with a reason.
+        """
+        t0 = time.perf_counter()
+        report = IndexReport()
+        prog = progress or (lambda *a: None)
+        with self.lock:
+            known = self.store.file_rows()
+            if paths is None:
+                entries, all_paths = self.scan(report)
+                scope = set(entries) | set(known)
+            else:
+                entries, all_paths = {}, None
+                scope = set()
+                root = self.vault.resolve()
+                for rel in paths:
+                    rel = unicodedata.normalize("NFC", rel.strip("/"))
+                    if not rel or is_hidden(rel) or not self.is_indexable(rel):
+                        continue
+                    scope.add(rel)
+                    p = root / rel
+                    try:
+                        st = os.stat(p)
+                        real = p.resolve()
+                        if stat_mod.S_ISREG(st.st_mode) and real.is_relative_to(root):
+                            entries[rel] = ScanEntry(rel, p, st.st_mtime, st.st_size)
+                        elif stat_mod.S_ISREG(st.st_mode):
+                            report.skipped.append({"path": rel, "reason": "symlink leaves the vault"})
+                    except (OSError, RuntimeError):
+                        pass
+            report.scanned = len(entries)
+            prior_skips = {r[0]: (r[1], r[2], r[3]) for r in self.store.conn.execute(
+                "SELECT path, reason, size, mtime FROM skipped")}
+            todo: list[tuple[ScanEntry, int | None]] = []
+            for rel in sorted(scope):
+                e = entries.get(rel)
+                k = known.get(rel)
+                if e is None:
+                    continue
+                if k is not None and k[1] == e.mtime and k[2] == e.size and k[3]:
+                    report.unchanged += 1
+                    continue
+                ps = prior_skips.get(rel)
+                if k is None and ps is not None and ps[1] == e.size and ps[2] == e.mtime:
+                    report.skipped.append({"path": rel, "reason": ps[0]})  # still bad, unchanged since
+                    continue
+                todo.append((e, k[0] if k else None))
+            removed = [rel for rel in scope if rel in known and rel not in entries]
+            removed_by_sha: dict[str, list[str]] = {}
+            for rel in removed:
+                removed_by_sha.setdefault(known[rel][3], []).append(rel)
+            paths_changed = bool(removed)
+            total = len(todo)
+            prog("index", 0, total, "")
+            done = 0
+            batch: list[tuple[ScanEntry, int | None]] = []
+
+            def flush(batch) -> None:
+                nonlocal paths_changed
+                parsed: list[tuple[ScanEntry, int | None, ParsedFile | None, str | None]] = []
+                for e, fid in batch:
+                    try:
+                        parsed.append((e, fid, self.parse(e), None))
+                    except SkipFile as sk:
+                        parsed.append((e, fid, None, sk.reason))
+                    except FileNotFoundError:
+                        parsed.append((e, fid, None, "__vanished__"))
+                    except (OSError, RuntimeError, RecursionError, ValueError) as exc:
+                        parsed.append((e, fid, None, f"unreadable: {exc}"))
+                with self.store.write() as c:
+                    for e, fid, pf, reason in parsed:
+                        if pf is None:
+                            if fid is not None:
+                                ids = self._remove(c, e.rel, fid)
+                                report.chunks_removed += len(ids)
+                                report.removed += 1
+                                report.removed_paths.append(e.rel)
+                                paths_changed = True
+                            if reason != "__vanished__":
+                                self._record_skip(c, e.rel, reason, e, report)
+                            continue
+                        if fid is not None and known[e.rel][3] == pf.sha:
+                            # Touched, not changed: refresh the fast-path stamp only.
+                            c.execute("UPDATE files SET mtime=?, size=? WHERE id=?", (pf.mtime, pf.size, fid))
+                            report.unchanged += 1
+                            continue
+                        old = None
+                        if fid is None and removed_by_sha.get(pf.sha):
+                            # A removed file with the same content: a rename. Reuse its row (and vectors'
+                            # cache entries through the text hash).
+                            src = removed_by_sha[pf.sha].pop(0)
+                            removed.remove(src)
+                            old = known[src][0]
+                            report.renamed += 1
+                            report.removed_paths.append(src)
+                            paths_changed = True
+                        elif fid is None:
+                            report.added += 1
+                            paths_changed = True
+                        else:
+                            report.modified += 1
+                        target = fid if fid is not None else old
+                        self._apply(c, pf, target, report)
+                        report.changed_paths.append(pf.rel)
+                        if fid is not None and known[e.rel] and pf.aliases:
+                            paths_changed = True
+
+            for item in todo:
+                batch.append(item)
+                if len(batch) >= BATCH_FILES:
+                    flush(batch)
+                    done += len(batch)
+                    batch = []
+                    prog("index", done, total, item[0].rel)
+            if batch:
+                flush(batch)
+                done += len(batch)
+                prog("index", done, total, "")
+            if removed:
+                with self.store.write() as c:
+                    for rel in removed:
+                        ids = self._remove(c, rel, known[rel][0])
+                        report.chunks_removed += len(ids)
+                        report.removed += 1
+                        report.removed_paths.append(rel)
+                        c.execute("DELETE FROM skipped WHERE path=?", (rel,))
+            if paths is None:
+                # Files skipped earlier that no longer exist are forgotten.
+                with self.store.write() as c:
+                    gone = [p for p in prior_skips if p not in entries]
+                    c.executemany("DELETE FROM skipped WHERE path=?", [(p,) for p in gone])
+            prog("links", 0, 1, "")
+            self.resolve_links(all_paths=all_paths, only_changed=not paths_changed,
+                               changed=report.changed_paths)
+            prog("links", 1, 1, "")
+            if self.vectors is not None and (report.chunks_removed or removed):
+                self.vectors.apply_tombstones()
+            counts = self.store.counts()
+            report.chunks_total = counts["chunks"]
+            report.links_total = counts["links"]
+        report.seconds_keyword = time.perf_counter() - t0
+        return report
+
+    # -- links --------------------------------------------------------------------------------------------
+    def build_resolver(self, all_paths: list[str] | None = None):
+        """A :class:`LinkResolver` over every file of the vault (scan) and the aliases in the index."""
+        from ..markdown.links import LinkResolver
+
+        if all_paths is None:
+            all_paths = self.store.get_meta("all_paths_cache")
+            all_paths = json.loads(all_paths) if all_paths else [r[0] for r in self.store.conn.execute("SELECT path FROM files")]
+        aliases = {p: json.loads(a) for p, a in self.store.conn.execute(
+            "SELECT path, aliases FROM files WHERE aliases != '[]'")}
+        return LinkResolver(all_paths, aliases)
+
+    def resolve_links(self, *, all_paths: list[str] | None, only_changed: bool, changed: list[str]) -> None:
+        """(Re)compute ``links.resolved``: for every link when the set of files changed, else for ``changed``."""
+        if all_paths is not None:
+            with self.store.write():
+                self.store.set_meta("all_paths_cache", json.dumps(all_paths, ensure_ascii=False))
+        if only_changed and not changed:
+            return
+        resolver = self.build_resolver(all_paths)
+        c = self.store.conn
+        if only_changed:
+            rows = []
+            for i in range(0, len(changed), 500):
+                part = changed[i : i + 500]
+                rows += c.execute(
+                    "SELECT l.id, l.target, f.path, l.resolved, l.ambiguous, l.virtual FROM links l JOIN files f"
+                    f" ON f.id = l.src_id WHERE f.path IN ({','.join('?' * len(part))})", part).fetchall()
+        else:
+            rows = c.execute("SELECT l.id, l.target, f.path, l.resolved, l.ambiguous, l.virtual FROM links l"
+                             " JOIN files f ON f.id = l.src_id").fetchall()
+        updates = []
+        for lid, target, src, old_res, old_amb, old_virt in rows:
+            if not target:  # same-note heading link
+                r_path, amb, virt = src, 0, src
+            else:
+                r = resolver.resolve(target, src)
+                r_path, amb, virt = r.path, int(r.ambiguous), (r.path or r.virtual)
+            if (r_path, amb, virt) != (old_res, old_amb, old_virt):
+                updates.append((r_path, amb, virt, lid))
+        if updates:
+            with self.store.write() as cw:
+                cw.executemany("UPDATE links SET resolved=?, ambiguous=?, virtual=? WHERE id=?", updates)
+
+    # -- the vector pass ----------------------------------------------------------------------------------
+    def embed_pending(self, progress: Progress | None = None, report: IndexReport | None = None,
+                      should_stop: Callable[[], bool] | None = None) -> IndexReport:
+        """Give every chunk without a vector one (cache first, then the embedder). Saves the faiss index.
+
+        Embedder failures are recorded in ``report.embed_error`` (search then degrades to keyword-only for
+        the missing chunks); they never raise.
+        """
+        from ..markdown.chunker import Chunk
+        from .embedder import EmbedderError
+
+        report = report or IndexReport()
+        if self.vectors is None:
+            return report
+        t0 = time.perf_counter()
+        prog = progress or (lambda *a: None)
+        vs = self.vectors
+        space = vs.embedder.space
+        c = self.store.conn
+        rows = c.execute("SELECT id, text_hash, text, headings FROM chunks WHERE has_vec = 0").fetchall()
+        total = len(rows)
+        prog("embed", 0, total, "")
+        done = 0
+        dirty = False
+        # 1) cache hits, in bulk
+        pending = []
+        for i in range(0, len(rows), 500):
+            part = rows[i : i + 500]
+            hashes = list({r[1] for r in part})
+            cached = {h: v for h, v in c.execute(
+                f"SELECT text_hash, vec FROM emb.embeddings WHERE space=? AND text_hash IN ({','.join('?' * len(hashes))})",
+                [space, *hashes])}
+            hit_ids, hit_vecs = [], []
+            for r in part:
+                blob = cached.get(r[1])
+                if blob is not None and len(blob) == 4 * vs.dim:
+                    hit_ids.append(r[0])
+                    hit_vecs.append(np.frombuffer(blob, dtype=np.float32))
+                else:
+                    pending.append(r)
+            if hit_ids:
+                vs.add(np.asarray(hit_ids, dtype=np.int64), np.vstack(hit_vecs))
+                with self.store.write() as cw:
+                    cw.executemany("UPDATE chunks SET has_vec=1 WHERE id=?", [(h,) for h in hit_ids])
+                report.embed_cached += len(hit_ids)
+                done += len(hit_ids)
+                dirty = True
+                prog("embed", done, total, "")
+        # 2) encode the rest in batches; commit each batch so progress survives interruption
+        for i in range(0, len(pending), EMBED_BATCH):
+            if should_stop is not None and should_stop():
+                break
+            part = pending[i : i + EMBED_BATCH]
+            texts = [Chunk(0, 0, r[2], tuple(json.loads(r[3]))).embed_text() for r in part]
+            try:
+                m = vs.embedder.embed(texts)
+            except EmbedderError as exc:
+                report.embed_error = str(exc)
+                break
+            ids = np.asarray([r[0] for r in part], dtype=np.int64)
+            with self.store.write() as cw:
+                cw.executemany(
+                    "INSERT OR REPLACE INTO emb.embeddings(space, text_hash, vec) VALUES (?,?,?)",
+                    [(space, r[1], m[j].tobytes()) for j, r in enumerate(part)],
+                )
+                # A chunk may have been removed meanwhile; only mark the ones still present.
+                cw.executemany("UPDATE chunks SET has_vec=1 WHERE id=?", [(int(x),) for x in ids])
+            vs.add(ids, m)
+            report.embedded += len(part)
+            done += len(part)
+            dirty = True
+            prog("embed", done, total, "")
+        if dirty:
+            vs.save()
+        report.seconds_vector = time.perf_counter() - t0
+        return report

@@ -1,0 +1,212 @@
+"""The SQLite store of the index (DESIGN §5): files, chunks, links, the FTS5 keyword table, skips, catalogs.
+
+One database file in the state dir, WAL mode. Each thread gets its own connection (``sqlite3`` connections are
+not shared across threads); writers are serialised by the engine. All changes to one file happen in one
+transaction, so a crash leaves the previous consistent state.
+
+The embedding cache is a second database (``embeddings.sqlite``) so that deleting the index keeps it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+SCHEMA_VERSION = 2
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS files (
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    mtime REAL NOT NULL,
+    size INTEGER NOT NULL,
+    sha TEXT NOT NULL,
+    kind TEXT NOT NULL,              -- 'markdown' | 'text'
+    frontmatter TEXT NOT NULL,       -- JSON object
+    name TEXT NOT NULL,              -- frontmatter name/title, else file stem
+    description TEXT NOT NULL,
+    date TEXT,                       -- YYYY-MM-DD from a daily/<date> or resource/<date> segment
+    aliases TEXT NOT NULL,           -- JSON list
+    warning TEXT,
+    indexed_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY,          -- stable: 63 bits of the chunk hash; also the faiss id and the FTS rowid
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    ord INTEGER NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    headings TEXT NOT NULL,          -- JSON list (breadcrumb)
+    text TEXT NOT NULL,
+    text_hash TEXT NOT NULL,         -- hash of the embedding text (cache key)
+    has_vec INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS chunks_file ON chunks(file_id);
+CREATE INDEX IF NOT EXISTS chunks_novec ON chunks(has_vec) WHERE has_vec = 0;
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(body, title, tokenize = 'unicode61 remove_diacritics 0');
+CREATE TABLE IF NOT EXISTS links (
+    id INTEGER PRIMARY KEY,
+    src_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    target TEXT NOT NULL,
+    resolved TEXT,                   -- vault-relative path or NULL (dangling)
+    virtual TEXT NOT NULL,           -- virtual node id for dangling targets
+    anchor TEXT,
+    alias TEXT,
+    predicate TEXT,
+    embed INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    ambiguous INTEGER NOT NULL DEFAULT 0,
+    original TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS links_src ON links(src_id);
+CREATE INDEX IF NOT EXISTS links_resolved ON links(resolved);
+CREATE INDEX IF NOT EXISTS links_virtual ON links(virtual);
+CREATE TABLE IF NOT EXISTS skipped (
+    path TEXT PRIMARY KEY, reason TEXT NOT NULL, size INTEGER, mtime REAL, at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS vec_tombstones (id INTEGER PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS catalog (
+    name TEXT NOT NULL, path TEXT NOT NULL, sha TEXT NOT NULL, at REAL NOT NULL,
+    PRIMARY KEY (name, path)
+);
+"""
+
+EMB_SCHEMA = """
+CREATE TABLE IF NOT EXISTS embeddings (
+    space TEXT NOT NULL, text_hash TEXT NOT NULL, vec BLOB NOT NULL,
+    PRIMARY KEY (space, text_hash)
+) WITHOUT ROWID;
+"""
+
+
+class Store:
+    """Thread-aware access to the index database.
+
+    ``conn`` is this thread's connection. ``write()`` is a context manager around one transaction
+    (``BEGIN IMMEDIATE`` … ``COMMIT``/``ROLLBACK``).
+    """
+
+    def __init__(self, db_path: Path, emb_path: Path) -> None:
+        self.db_path = Path(db_path)
+        self.emb_path = Path(emb_path)
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        conn = self.conn
+        if self.get_meta("schema_version") not in (None, str(SCHEMA_VERSION)):
+            # Older schema: the index is derived data, rebuild it from scratch.
+            self.close()
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(self.db_path) + suffix).unlink(missing_ok=True)
+            conn = self.conn
+        with self.write():
+            self.set_meta("schema_version", str(SCHEMA_VERSION))
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA temp_store=MEMORY")
+        conn.execute("PRAGMA cache_size=-65536")
+        conn.executescript(SCHEMA)
+        conn.execute("ATTACH DATABASE ? AS emb", (str(self.emb_path),))
+        conn.executescript(EMB_SCHEMA.replace("EXISTS embeddings", "EXISTS emb.embeddings"))
+        with self._all_lock:
+            self._all.append(conn)
+        return conn
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        c = getattr(self._local, "conn", None)
+        if c is None:
+            c = self._local.conn = self._connect()
+        return c
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction on this thread's connection; rolls back on any exception."""
+        c = self.conn
+        if c.in_transaction:  # nested use joins the outer transaction
+            yield c
+            return
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            yield c
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        else:
+            c.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for c in conns:
+            try:
+                c.close()
+            except sqlite3.Error:
+                pass
+        self._local = threading.local()
+
+    # -- meta -------------------------------------------------------------------------------------------
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    # -- files ------------------------------------------------------------------------------------------
+    def file_rows(self) -> dict[str, tuple[int, float, int, str]]:
+        """``{path: (id, mtime, size, sha)}`` of every indexed file."""
+        return {r[0]: (r[1], r[2], r[3], r[4]) for r in self.conn.execute("SELECT path, id, mtime, size, sha FROM files")}
+
+    def file_info(self, path: str) -> dict | None:
+        """The files row of ``path`` as a dict (frontmatter/aliases decoded), or None."""
+        r = self.conn.execute(
+            "SELECT id, path, mtime, size, sha, kind, frontmatter, name, description, date, aliases, warning "
+            "FROM files WHERE path = ?",
+            (path,),
+        ).fetchone()
+        if r is None:
+            return None
+        return {
+            "id": r[0], "path": r[1], "mtime": r[2], "size": r[3], "sha": r[4], "kind": r[5],
+            "frontmatter": json.loads(r[6]), "name": r[7], "description": r[8], "date": r[9],
+            "aliases": json.loads(r[10]), "warning": r[11],
+        }
+
+    def names(self, paths: list[str]) -> dict[str, tuple[str, str]]:
+        """``{path: (name, description)}`` for the indexed paths among ``paths``."""
+        out: dict[str, tuple[str, str]] = {}
+        for i in range(0, len(paths), 500):
+            part = paths[i : i + 500]
+            q = f"SELECT path, name, description FROM files WHERE path IN ({','.join('?' * len(part))})"
+            for p, n, d in self.conn.execute(q, part):
+                out[p] = (n, d)
+        return out
+
+    def counts(self) -> dict[str, int]:
+        c = self.conn
+        return {
+            "files": c.execute("SELECT count(*) FROM files").fetchone()[0],
+            "chunks": c.execute("SELECT count(*) FROM chunks").fetchone()[0],
+            "links": c.execute("SELECT count(*) FROM links").fetchone()[0],
+            "dangling_links": c.execute("SELECT count(*) FROM links WHERE resolved IS NULL").fetchone()[0],
+            "chunks_without_vectors": c.execute("SELECT count(*) FROM chunks WHERE has_vec = 0").fetchone()[0],
+            "skipped": c.execute("SELECT count(*) FROM skipped").fetchone()[0],
+        }
+
+    def skipped(self) -> list[dict]:
+        return [
+            {"path": p, "reason": r}
+            for p, r in self.conn.execute("SELECT path, reason FROM skipped ORDER BY path")
+        ]

@@ -1,0 +1,300 @@
+"""The vector leg's faiss index with stable ids (DESIGN §5).
+
+Exact inner-product search (``IndexIDMap2(IndexFlatIP)``) below ``ann_threshold`` vectors; above it an HNSW graph
+(M=32, efConstruction=40, efSearch=256: recall@10 ≈ 0.99 at 100k per PITFALLS, measured again in
+``bench/bench_search.py``). HNSW cannot delete, so removed ids are tombstoned and filtered at search time; the
+graph is rebuilt when tombstones exceed 10 % of it.
+
+Ids are the chunk ids of the store (63-bit ints); ``IndexIDMap2`` accepts the same id twice silently, so
+``add`` removes an id before re-adding it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 40
+HNSW_EF_SEARCH = 256
+
+
+def _faiss():
+    import faiss
+
+    # Single queries run ~2x faster on one thread on 2-core machines (PITFALLS).
+    faiss.omp_set_num_threads(1)
+    return faiss
+
+
+class VectorIndex:
+    """Vectors keyed by int64 id. Thread-safe (one lock). Vectors must be L2-normalised float32 of ``dim``."""
+
+    def __init__(self, dim: int, ann_threshold: int = 200_000) -> None:
+        self.dim = dim
+        self.ann_threshold = ann_threshold
+        self._lock = threading.RLock()
+        self._ids: set[int] = set()
+        self._tomb: set[int] = set()
+        self._index = self._new_flat()
+        self.kind = "flat"
+
+    def _new_flat(self):
+        faiss = _faiss()
+        return faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
+
+    def _new_hnsw(self):
+        faiss = _faiss()
+        inner = faiss.IndexHNSWFlat(self.dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+        inner.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        inner.hnsw.efSearch = HNSW_EF_SEARCH
+        return faiss.IndexIDMap2(inner)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, vid: int) -> bool:
+        return vid in self._ids
+
+    def add(self, ids: np.ndarray, vecs: np.ndarray) -> None:
+        """Add (or replace) vectors. ``ids`` int64 (n,), ``vecs`` float32 (n, dim)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        vecs = np.ascontiguousarray(vecs, dtype=np.float32)
+        if len(ids) == 0:
+            return
+        if vecs.shape != (len(ids), self.dim):
+            raise ValueError(f"vectors shape {vecs.shape} != ({len(ids)}, {self.dim})")
+        with self._lock:
+            again = [int(i) for i in ids if int(i) in self._ids]
+            if again:
+                self.remove(np.asarray(again, dtype=np.int64))
+            # re-adding a tombstoned id to HNSW: the old copy stays tombstoned by value, so rebuild instead
+            if self.kind == "hnsw" and any(int(i) in self._tomb for i in ids):
+                self._rebuild(extra=(ids, vecs))
+                return
+            self._index.add_with_ids(vecs, ids)
+            self._ids.update(int(i) for i in ids)
+            if self.kind == "flat" and len(self._ids) >= self.ann_threshold:
+                self._rebuild()
+
+    def remove(self, ids: np.ndarray) -> None:
+        """Remove ids (unknown ids are ignored)."""
+        with self._lock:
+            present = [int(i) for i in np.asarray(ids, dtype=np.int64) if int(i) in self._ids]
+            if not present:
+                return
+            if self.kind == "flat":
+                self._index.remove_ids(np.asarray(present, dtype=np.int64))
+            else:
+                self._tomb.update(present)
+            self._ids.difference_update(present)
+            if self.kind == "hnsw" and len(self._tomb) > 0.1 * max(1, len(self._ids)):
+                self._rebuild()
+
+    def _all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        idmap = self._index
+        n = idmap.ntotal
+        all_ids = _faiss().vector_to_array(idmap.id_map).astype(np.int64)
+        vecs = idmap.index.reconstruct_n(0, n) if n else np.zeros((0, self.dim), np.float32)
+        keep = np.fromiter((int(i) not in self._tomb for i in all_ids), dtype=bool, count=len(all_ids))
+        return all_ids[keep], vecs[keep]
+
+    def _rebuild(self, extra: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        ids, vecs = self._all_vectors()
+        if extra is not None:
+            ids = np.concatenate([ids, extra[0]])
+            vecs = np.vstack([vecs, extra[1]])
+        self._tomb.clear()
+        if len(ids) >= self.ann_threshold:
+            self._index, self.kind = self._new_hnsw(), "hnsw"
+        else:
+            self._index, self.kind = self._new_flat(), "flat"
+        if len(ids):
+            self._index.add_with_ids(np.ascontiguousarray(vecs, dtype=np.float32), ids)
+        self._ids = set(int(i) for i in ids)
+
+    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """Top ``k`` ``(id, inner product)`` pairs, best first. ``allowed``: optional int64 ids to restrict to."""
+        faiss = _faiss()
+        q = np.ascontiguousarray(query, dtype=np.float32).reshape(1, self.dim)
+        with self._lock:
+            if not self._ids or k <= 0:
+                return []
+            fetch = min(k + len(self._tomb), self._index.ntotal)
+            params = None
+            if allowed is not None:
+                allowed = np.asarray(allowed, dtype=np.int64)
+                if len(allowed) == 0:
+                    return []
+                sel = faiss.IDSelectorBatch(allowed)
+                params = faiss.SearchParametersHNSW(sel=sel, efSearch=HNSW_EF_SEARCH) if self.kind == "hnsw" \
+                    else faiss.SearchParameters(sel=sel)
+                fetch = min(fetch, len(allowed) + len(self._tomb))
+            scores, ids = self._index.search(q, fetch, params=params) if params else self._index.search(q, fetch)
+        out: list[tuple[int, float]] = []
+        for i, s in zip(ids[0], scores[0]):
+            if i < 0 or int(i) in self._tomb:
+                continue
+            out.append((int(i), float(s)))
+            if len(out) >= k:
+                break
+        return out
+
+    # -- persistence -------------------------------------------------------------------------------------
+    def save(self, path: Path, stamp: dict) -> None:
+        """Write the index to ``path`` and ``stamp`` (JSON) beside it, atomically (temp + rename)."""
+        faiss = _faiss()
+        path = Path(path)
+        with self._lock:
+            if self._tomb:
+                self._rebuild()
+            tmp = path.with_suffix(path.suffix + ".tmp")
+            faiss.write_index(self._index, str(tmp))
+            os.replace(tmp, path)
+            meta = path.with_suffix(".json")
+            tmpm = meta.with_suffix(".json.tmp")
+            tmpm.write_text(json.dumps({**stamp, "count": len(self._ids), "kind": self.kind}), encoding="utf-8")
+            os.replace(tmpm, meta)
+
+    @classmethod
+    def load(cls, path: Path, dim: int, ann_threshold: int) -> tuple["VectorIndex", dict] | None:
+        """Load an index saved by :meth:`save`; None when missing or unreadable (the caller rebuilds)."""
+        faiss = _faiss()
+        path = Path(path)
+        meta = path.with_suffix(".json")
+        try:
+            stamp = json.loads(meta.read_text(encoding="utf-8"))
+            index = faiss.read_index(str(path))
+        except (OSError, ValueError, RuntimeError):
+            return None
+        if index.d != dim:
+            return None
+        vi = cls(dim, ann_threshold)
+        vi._index = index
+        vi.kind = stamp.get("kind", "flat")
+        vi._ids = set(int(i) for i in faiss.vector_to_array(index.id_map))
+        return vi, stamp
+
+
+class VectorState:
+    """The vector leg of one vault: an embedder, its :class:`VectorIndex` and their consistency with the store.
+
+    The faiss file (``vectors-<space hash>.faiss``) carries a stamp ``{space, generation}``; the store's meta
+    holds the generation of the last save. On :meth:`open` a missing, unreadable or stale file is rebuilt from
+    the embedding cache (no re-embedding); tombstoned chunk ids (removed while the index was not loaded) are
+    applied. ``ready`` is False until :meth:`open` has run.
+    """
+
+    def __init__(self, store, embedder, state_dir: Path, ann_threshold: int) -> None:
+        import hashlib
+
+        self.store = store
+        self.embedder = embedder
+        self.ann_threshold = ann_threshold
+        tag = hashlib.sha256(embedder.space.encode()).hexdigest()[:12]
+        self.path = Path(state_dir) / f"vectors-{tag}.faiss"
+        self.index: VectorIndex | None = None
+        self._lock = threading.RLock()
+        self.error: str | None = None
+
+    @property
+    def dim(self) -> int:
+        return self.embedder.dim
+
+    @property
+    def ready(self) -> bool:
+        return self.index is not None
+
+    def open(self) -> None:
+        """Load or rebuild the index. Remote embedders with an unknown dimension stay unopened until known."""
+        with self._lock:
+            if self.index is not None:
+                return
+            if not self.dim:
+                return
+            gen = self.store.get_meta(f"vec_generation:{self.embedder.space}")
+            loaded = VectorIndex.load(self.path, self.dim, self.ann_threshold)
+            if loaded is not None and gen is not None and loaded[1].get("generation") == int(gen) \
+                    and loaded[1].get("space") == self.embedder.space:
+                self.index = loaded[0]
+                if self.index.kind == "hnsw":
+                    _faiss().downcast_index(self.index._index.index).hnsw.efSearch = HNSW_EF_SEARCH
+                self.apply_tombstones()
+                # chunks marked as vectorised but absent from the file (crash between commit and save)
+                ids = [r[0] for r in self.store.conn.execute("SELECT id FROM chunks WHERE has_vec=1")]
+                missing = [i for i in ids if i not in self.index]
+                if missing:
+                    with self.store.write() as c:
+                        c.executemany("UPDATE chunks SET has_vec=0 WHERE id=?", [(i,) for i in missing])
+                return
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        """Recreate the index from the cache for every chunk; chunks without a cached vector get has_vec=0."""
+        space = self.embedder.space
+        index = VectorIndex(self.dim, self.ann_threshold)
+        c = self.store.conn
+        rows = c.execute(
+            "SELECT c.id, e.vec FROM chunks c LEFT JOIN emb.embeddings e ON e.space = ? AND e.text_hash = c.text_hash",
+            (space,),
+        )
+        ids, vecs, missing = [], [], []
+        expected = 4 * self.dim
+        for cid, blob in rows:
+            if blob is not None and len(blob) == expected:
+                ids.append(cid)
+                vecs.append(np.frombuffer(blob, dtype=np.float32))
+                if len(ids) >= 50_000:
+                    index.add(np.asarray(ids, dtype=np.int64), np.vstack(vecs))
+                    ids, vecs = [], []
+            else:
+                missing.append(cid)
+        if ids:
+            index.add(np.asarray(ids, dtype=np.int64), np.vstack(vecs))
+        with self.store.write() as cw:
+            cw.execute("UPDATE chunks SET has_vec=1")
+            cw.executemany("UPDATE chunks SET has_vec=0 WHERE id=?", [(i,) for i in missing])
+            cw.execute("DELETE FROM vec_tombstones")
+        self.index = index
+        self.save()
+
+    def apply_tombstones(self) -> None:
+        """Remove ids recorded in ``vec_tombstones`` from the loaded index (kept in the table until saved)."""
+        with self._lock:
+            if self.index is None:
+                return
+            ids = [r[0] for r in self.store.conn.execute("SELECT id FROM vec_tombstones")]
+            if ids:
+                self.index.remove(np.asarray(ids, dtype=np.int64))
+
+    def add(self, ids: np.ndarray, vecs: np.ndarray) -> None:
+        with self._lock:
+            if self.index is None:
+                if not self.dim:
+                    self.embedder.dim = vecs.shape[1]  # remote embedder: learnt from the first reply
+                self.open() if self.dim else None
+                if self.index is None:
+                    self.index = VectorIndex(self.dim, self.ann_threshold)
+            self.index.add(ids, vecs)
+
+    def save(self) -> None:
+        """Persist the index, bump the generation, forget applied tombstones."""
+        with self._lock:
+            if self.index is None:
+                return
+            key = f"vec_generation:{self.embedder.space}"
+            gen = int(self.store.get_meta(key) or 0) + 1
+            tomb = [r[0] for r in self.store.conn.execute("SELECT id FROM vec_tombstones")]
+            self.index.save(self.path, {"space": self.embedder.space, "generation": gen})
+            with self.store.write() as c:
+                self.store.set_meta(key, str(gen))
+                c.executemany("DELETE FROM vec_tombstones WHERE id=?", [(i,) for i in tomb])
+
+    def search(self, query_vec: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        if self.index is None:
+            return []
+        return self.index.search(query_vec, k, allowed)

@@ -1,0 +1,501 @@
+"""AST-aware chunking of notes into search/embedding units (DESIGN §4 "Chunking", seed 003 §2.4).
+
+Shapes and units
+----------------
+* Line numbers in a :class:`Chunk` are 1-based, inclusive, and count *file* lines: body line 1 is file line
+  ``line_offset + 1`` (``line_offset`` = number of frontmatter lines the caller stripped).
+* Lines are delimited by ``\\n``, ``\\r\\n`` or a lone ``\\r`` (what markdown-it and Python's universal-newline
+  ``open()`` both use). Chunk text joins its lines with ``\\n`` and has no trailing newline.
+* ``max_bytes`` is a budget in UTF-8 bytes of ``Chunk.text`` (the breadcrumb added by :meth:`Chunk.embed_text` is
+  not counted). Every chunk fits the budget, with one unavoidable exception: when ``max_bytes`` is smaller than a
+  single character's UTF-8 encoding (e.g. ``max_bytes=3`` and an emoji), that character is emitted whole rather
+  than cut in half.
+
+What ``Chunk.text`` holds
+-------------------------
+Normally exactly the body lines ``start_line..end_line``. Three documented exceptions, all from splitting a block
+that alone exceeds the budget:
+
+1. *Table pieces*: every piece after the first is the header row + delimiter row followed by its body rows;
+   ``start_line..end_line`` is the range of those body rows only (the header lines are covered by the first piece).
+2. *Fenced-code pieces*: each piece is re-wrapped in the opening fence line and (if the fence is closed) the closing
+   fence line; ``start_line..end_line`` is the range of its code lines, extended to the real fence line on the first
+   and last piece where that line is part of the text anyway.
+3. *One oversized line*: cut into slices at UTF-8 character boundaries (preferring whitespace / CJK punctuation);
+   each slice is a chunk with ``start_line == end_line`` and its text is a slice of that line. Whitespace-only
+   slices are dropped; the other slices concatenate back to the line.
+
+Invariants: chunks come in line order, ranges never overlap (slices of one line share it), no chunk is empty or
+blank, and every non-blank body line lies inside some chunk's range. Blank lines between blocks never start or end a
+chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import accumulate
+from typing import NamedTuple
+
+from markdown_it import MarkdownIt
+
+__all__ = ["DEFAULT_MAX_BYTES", "Chunk", "chunk_id", "chunk_markdown", "chunk_plain", "split_lines"]
+
+DEFAULT_MAX_BYTES = 2000
+
+# Preferred cut points inside an oversized line (cut *after* them), so slices end on a word or clause.
+_BREAKS = tuple(s.encode() for s in (" ", "\t", "。", "，", "、", "；", "！", "？", "）"))
+_ATX_RE = re.compile(r" {0,3}#{1,6}(?=[ \t]|$)(.*)")
+_ATX_CLOSE_RE = re.compile(r"(?:^|[ \t]+)#+$")
+_SETEXT_UNDERLINE_RE = re.compile(r" {0,3}(?:=+|-+)[ \t]*")
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One retrievable piece of a note.
+
+    start_line / end_line: 1-based inclusive file lines. text: see module docstring. headings: titles of the
+    innermost section containing the whole chunk, outermost first (e.g. ``("光伏产业链", "上游：硅料", "多晶硅工艺")``);
+    ``()`` for text before the first heading or packed across top-level sections.
+    """
+
+    start_line: int
+    end_line: int
+    text: str
+    headings: tuple[str, ...] = ()
+
+    def embed_text(self) -> str:
+        """Text for embeddings and BM25: breadcrumb lines (``"# A\\n## B\\n"``, depth = position in the
+        breadcrumb) followed by ``text``. When the chunk begins with the innermost heading itself, that heading is
+        not repeated."""
+        hs = self.headings
+        if hs and _leading_heading(self.text) == hs[-1]:
+            hs = hs[:-1]
+        if not hs:
+            return self.text
+        crumb = "".join(f"{'#' * min(i + 1, 6)} {h}\n" for i, h in enumerate(hs))
+        return crumb + self.text
+
+
+def chunk_id(path: str, text: str) -> str:
+    """Stable 32-hex-char id of a chunk: blake2b-128 of (vault-relative path, chunk text).
+
+    Line numbers are deliberately excluded, so a chunk that only moves within its file keeps its id (and its
+    cached embedding)."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(path.encode("utf-8", "surrogatepass"))
+    h.update(b"\0")  # separator: ("ab", "c") and ("a", "bc") must differ
+    h.update(text.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def split_lines(text: str) -> list[str]:
+    """Split like markdown-it / universal newlines (``\\r\\n``, ``\\r``, ``\\n``); ``""`` → ``[""]``."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def chunk_markdown(body: str, *, line_offset: int = 0, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Chunk]:
+    """Chunk a Markdown body (frontmatter already removed) by its heading/section structure.
+
+    body: Markdown text; line_offset: file lines before the body; max_bytes: UTF-8 byte budget per chunk text.
+    Returns chunks in line order; ``[]`` for empty or blank input.
+    """
+    doc = _Doc(body, max_bytes)
+    if doc.empty:
+        return []
+    root = _build_sections(_parse_blocks(doc))
+    return doc.to_chunks(_section_pieces(doc, root), line_offset)
+
+
+def chunk_plain(text: str, *, line_offset: int = 0, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Chunk]:
+    """Chunk non-Markdown text (.txt, .json, .csv, …): pack whole lines greedily up to ``max_bytes`` UTF-8 bytes;
+    a line over budget is cut into slices. Units and invariants as for :func:`chunk_markdown`; headings are ``()``.
+    """
+    doc = _Doc(text, max_bytes)
+    if doc.empty:
+        return []
+    return doc.to_chunks(doc.pack(doc.line_pieces(0, len(doc.lines) - 1, ()), ()), line_offset)
+
+
+# --------------------------------------------------------------------------------------------------- internals
+
+
+class _Piece(NamedTuple):
+    """A chunk in the making. start/end: 0-based inclusive body lines. text None → the lines themselves.
+    mergeable: may be packed with neighbouring mergeable pieces (only plain line ranges of the same section)."""
+
+    start: int
+    end: int
+    headings: tuple[str, ...]
+    text: str | None
+    mergeable: bool
+
+
+class _Block(NamedTuple):
+    kind: str  # markdown-it block type without "_open" ("paragraph", "table", "fence", "heading", "other", …)
+    start: int  # 0-based inclusive, trimmed of blank lines
+    end: int
+    level: int = 0  # heading level 1..6
+    title: str = ""  # heading title, whitespace-normalised
+    items: tuple[tuple[int, int], ...] = ()  # list items (start, end), contiguous over the list
+    closed: bool = False  # fence has a closing fence line (= its last line)
+
+
+class _Section:
+    __slots__ = ("level", "path", "heading", "blocks", "children", "start", "end")
+
+    def __init__(self, level: int, path: tuple[str, ...], heading: _Block | None) -> None:
+        self.level = level
+        self.path = path
+        self.heading = heading
+        self.blocks: list[_Block] = []  # content before the first subsection
+        self.children: list[_Section] = []
+        self.start = heading.start if heading else 0
+        self.end = heading.end if heading else -1
+
+
+@lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    # Only block structure and line maps are needed: skipping inline parsing roughly halves parse time.
+    return MarkdownIt("commonmark").enable("table").disable(["inline", "text_join"])
+
+
+class _Doc:
+    """The body as lines plus O(1) byte sizes of any line range."""
+
+    def __init__(self, text: str, max_bytes: int) -> None:
+        if not isinstance(max_bytes, int) or max_bytes < 1:
+            raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
+        self.budget = max_bytes
+        lines = split_lines(text)
+        if lines[0].startswith("\ufeff"):  # a BOM would turn "# Title" into a paragraph
+            lines[0] = lines[0][1:]
+        self.lines = lines
+        self.empty = not any(not _blank(s) for s in lines)
+        # prefix[i] = UTF-8 bytes of lines[:i], each counted with its "\n"; isascii() skips most encodes
+        self.prefix = list(
+            accumulate(
+                ((len(s) if s.isascii() else len(s.encode("utf-8", "surrogatepass"))) + 1 for s in lines), initial=0
+            )
+        )
+
+    def size(self, a: int, b: int) -> int:
+        """UTF-8 bytes of lines a..b (inclusive) joined with "\\n"."""
+        return self.prefix[b + 1] - self.prefix[a] - 1
+
+    def join(self, a: int, b: int) -> str:
+        return "\n".join(self.lines[a : b + 1])
+
+    def blank(self, i: int) -> bool:
+        return _blank(self.lines[i])
+
+    # -- splitting ---------------------------------------------------------------------------------------------
+
+    def line_pieces(self, a: int, b: int, path: tuple[str, ...]) -> list[_Piece]:
+        """Each non-blank line a..b as a mergeable piece; a line over budget becomes frozen slices."""
+        out: list[_Piece] = []
+        for i in range(a, b + 1):
+            if self.blank(i):
+                continue
+            if self.size(i, i) <= self.budget:
+                out.append(_Piece(i, i, path, None, True))
+            else:
+                out.extend(_Piece(i, i, path, s, False) for s in _split_line(self.lines[i], self.budget))
+        return out
+
+    def block_pieces(self, blk: _Block, path: tuple[str, ...]) -> list[_Piece]:
+        if self.size(blk.start, blk.end) <= self.budget:
+            return [_Piece(blk.start, blk.end, path, None, True)]
+        if blk.kind in ("bullet_list", "ordered_list"):
+            out: list[_Piece] = []
+            for s, e in blk.items:  # whole items stay mergeable, so pack() groups them greedily
+                if self.size(s, e) <= self.budget:
+                    out.append(_Piece(s, e, path, None, True))
+                else:
+                    out.extend(self.line_pieces(s, e, path))
+            return out
+        if blk.kind == "table" and blk.end >= blk.start + 2:
+            return self._wrapped(blk.start, blk.start + 1, blk.end + 1, blk.end, path)
+        if blk.kind == "fence" and blk.end >= blk.start + 1:
+            post = blk.end if blk.closed else blk.end + 1
+            return self._wrapped(blk.start, blk.start, post, blk.end, path)
+        return self.line_pieces(blk.start, blk.end, path)
+
+    def _wrapped(self, a: int, pre_end: int, post_start: int, b: int, path: tuple[str, ...]) -> list[_Piece]:
+        """Split lines a..b whose prefix a..pre_end (table header+delimiter, opening fence) and optional suffix
+        post_start..b (closing fence) are repeated around each piece of the body in between."""
+        body_s, body_e = pre_end + 1, post_start - 1
+        has_post = post_start <= b
+        pre_bytes = self.size(a, pre_end)
+        post_bytes = self.size(post_start, b) if has_post else -1
+        avail = self.budget - (pre_bytes + 1) - (post_bytes + 1)
+        if body_s > body_e or avail <= 0:
+            return self.line_pieces(a, b, path)
+
+        # Greedy groups of body lines (s, e); e == -1 marks a single line too big to wrap.
+        groups: list[tuple[int, int]] = []
+        cur_s = cur_e = -1
+        for i in range(body_s, body_e + 1):
+            if self.blank(i):
+                continue  # blank code lines ride along inside a group, never start or end one
+            if cur_s >= 0 and self.size(cur_s, i) <= avail:
+                cur_e = i
+                continue
+            if cur_s >= 0:
+                groups.append((cur_s, cur_e))
+                cur_s = -1
+            if self.size(i, i) <= avail:
+                cur_s = cur_e = i
+            else:
+                groups.append((i, -1))
+        if cur_s >= 0:
+            groups.append((cur_s, cur_e))
+        if not groups:  # body only blank lines
+            return self.line_pieces(a, b, path)
+
+        pre_text = self.join(a, pre_end)
+        post_text = self.join(post_start, b) if has_post else ""
+        out: list[_Piece] = []
+        last = len(groups) - 1
+        for k, (s, e) in enumerate(groups):
+            if e < 0:
+                if k == 0:
+                    out.extend(self.line_pieces(a, pre_end, path))
+                out.extend(self.line_pieces(s, s, path))
+                if k == last and has_post:
+                    out.extend(self.line_pieces(post_start, b, path))
+                continue
+            start, lead = s, True
+            end, trail = e, has_post
+            # First/last piece: take in the real prefix/suffix lines (and blank lines between) if that still fits,
+            # so the text is plain file lines there.
+            if k == 0 and self.size(a, e) + (post_bytes + 1 if has_post else 0) <= self.budget:
+                start, lead = a, False
+            if k == last and has_post and self.size(start, b) + (pre_bytes + 1 if lead else 0) <= self.budget:
+                end, trail = b, False
+            if k == 0 and lead:
+                out.extend(self.line_pieces(a, pre_end, path))  # cover the prefix lines themselves
+            text = self.join(start, end)
+            if lead:
+                text = pre_text + "\n" + text
+            if trail:
+                text = text + "\n" + post_text
+            out.append(_Piece(start, end, path, text, False))
+            if k == last and trail:
+                out.extend(self.line_pieces(post_start, b, path))
+        return out
+
+    # -- packing -----------------------------------------------------------------------------------------------
+
+    def pack(self, items: list[_Piece], path: tuple[str, ...]) -> list[_Piece]:
+        """Greedily merge runs of consecutive mergeable pieces while the joined line range fits the budget.
+        A merged run is attributed to ``path`` (the enclosing section); a lone piece keeps its own headings."""
+        out: list[_Piece] = []
+        first: _Piece | None = None
+        end = 0
+        count = 0
+
+        def flush() -> None:
+            if first is not None:
+                out.append(first if count == 1 else _Piece(first.start, end, path, None, True))
+
+        for p in items:
+            if not p.mergeable:
+                flush()
+                first = None
+                out.append(p)
+            elif first is not None and self.size(first.start, p.end) <= self.budget:
+                end = p.end
+                count += 1
+            else:
+                flush()
+                first, end, count = p, p.end, 1
+        flush()
+        return out
+
+    def to_chunks(self, pieces: list[_Piece], line_offset: int) -> list[Chunk]:
+        base = line_offset + 1
+        return [
+            Chunk(p.start + base, p.end + base, p.text if p.text is not None else self.join(p.start, p.end), p.headings)
+            for p in pieces
+        ]
+
+
+def _blank(s: str) -> bool:
+    # CommonMark's notion of a blank line: only spaces and tabs.
+    return not s.strip(" \t")
+
+
+def _norm_title(s: str) -> str:
+    return " ".join(s.split())
+
+
+def _leading_heading(text: str) -> str | None:
+    """Title of the heading the text starts with (ATX, or one-line setext), else None."""
+    first, _, rest = text.partition("\n")
+    m = _ATX_RE.fullmatch(first)
+    if m:
+        return _norm_title(_ATX_CLOSE_RE.sub("", m.group(1).strip(" \t")))
+    second = rest.partition("\n")[0]
+    if rest and _SETEXT_UNDERLINE_RE.fullmatch(second) and not _blank(first):
+        return _norm_title(first)
+    return None
+
+
+def _split_line(line: str, max_bytes: int) -> list[str]:
+    """Cut one line into slices of at most max_bytes UTF-8 bytes, never inside a character, preferring to cut
+    after whitespace/CJK punctuation in the slice's second half. Whitespace-only slices are dropped."""
+    data = line.encode("utf-8", "surrogatepass")
+    n = len(data)
+    out: list[str] = []
+    pos = 0
+    while pos < n:
+        end = pos + max_bytes
+        if end >= n:
+            end = n
+        else:
+            while end > pos and (data[end] & 0xC0) == 0x80:  # back off continuation bytes
+                end -= 1
+            if end == pos:  # one character wider than the budget: emit it whole (documented exception)
+                end = pos + 1
+                while end < n and (data[end] & 0xC0) == 0x80:
+                    end += 1
+            else:
+                floor = pos + max_bytes // 2
+                best = max(data.rfind(sep, floor, end) + len(sep) for sep in _BREAKS)
+                if best > floor:
+                    end = best
+        piece = data[pos:end].decode("utf-8", "surrogatepass")
+        if not _blank(piece):
+            out.append(piece)
+        pos = end
+    return out
+
+
+def _parse_blocks(doc: _Doc) -> list[_Block]:
+    """Top-level blocks from markdown-it's token maps, trimmed of blank lines. Non-blank lines no token claims
+    (link reference definitions, anything past the nesting limit) become "other" blocks, so nothing is lost."""
+    lines = doc.lines
+    n = len(lines)
+    tokens = _parser().parse("\n".join(lines))
+    out: list[_Block] = []
+    pos = 0  # first line not yet assigned to a block
+
+    def gap(a: int, b: int) -> None:  # runs of non-blank lines in [a, b)
+        i = a
+        while i < b:
+            if doc.blank(i):
+                i += 1
+                continue
+            j = i
+            while j + 1 < b and not doc.blank(j + 1):
+                j += 1
+            out.append(_Block("other", i, j))
+            i = j + 1
+
+    ntok = len(tokens)
+    for idx, tok in enumerate(tokens):
+        if tok.level != 0 or tok.nesting < 0 or tok.map is None:
+            continue
+        a, b = max(tok.map[0], pos), min(tok.map[1], n)  # clamp: never overlap, never past the end
+        if a >= b:
+            continue
+        gap(pos, a)
+        pos = b
+        b -= 1
+        while a <= b and doc.blank(a):
+            a += 1
+        while b >= a and doc.blank(b):
+            b -= 1
+        if a > b:
+            continue
+        kind = tok.type.removesuffix("_open")
+        if kind == "heading":
+            inline = tokens[idx + 1] if idx + 1 < ntok else None
+            title = inline.content if inline is not None and inline.type == "inline" else ""
+            out.append(_Block(kind, a, b, level=int(tok.tag[1:]), title=_norm_title(title)))
+        elif kind in ("bullet_list", "ordered_list"):
+            out.append(_Block(kind, a, b, items=_list_items(doc, tokens, idx, a, b)))
+        elif kind == "fence":
+            out.append(_Block(kind, a, b, closed=b > a and _closes_fence(lines[b], tok.markup)))
+        else:
+            out.append(_Block(kind, a, b))
+    gap(pos, n)
+    return out
+
+
+def _list_items(doc: _Doc, tokens: list, idx: int, a: int, b: int) -> tuple[tuple[int, int], ...]:
+    """Item ranges of the top-level list opening at tokens[idx], made contiguous over a..b (so every list line
+    belongs to an item) and trimmed of blank lines."""
+    starts = [a]
+    for tok in tokens[idx + 1 :]:
+        if tok.level == 0:  # the list's closing token
+            break
+        if tok.type == "list_item_open" and tok.level == 1 and tok.map and a < tok.map[0] <= b:
+            if tok.map[0] > starts[-1]:
+                starts.append(tok.map[0])
+    items = []
+    for k, s in enumerate(starts):
+        e = starts[k + 1] - 1 if k + 1 < len(starts) else b
+        while s <= e and doc.blank(s):
+            s += 1
+        while e >= s and doc.blank(e):
+            e -= 1
+        if s <= e:
+            items.append((s, e))
+    return tuple(items)
+
+
+def _closes_fence(line: str, markup: str) -> bool:
+    if not markup:
+        return False
+    stripped = line.lstrip(" ")
+    if len(line) - len(stripped) > 3:
+        return False
+    stripped = stripped.rstrip(" \t")
+    return len(stripped) >= len(markup) and stripped == markup[0] * len(stripped)
+
+
+def _build_sections(blocks: list[_Block]) -> _Section:
+    """Nest blocks into sections: a heading owns everything up to the next heading of the same or higher level."""
+    root = _Section(0, (), None)
+    stack = [root]
+    for blk in blocks:
+        if blk.kind == "heading":
+            while stack[-1].level >= blk.level:
+                stack.pop()
+            sec = _Section(blk.level, stack[-1].path + (blk.title,), blk)
+            stack[-1].children.append(sec)
+            stack.append(sec)
+        else:
+            stack[-1].blocks.append(blk)
+    _set_extent(root)
+    return root
+
+
+def _set_extent(sec: _Section) -> None:
+    for child in sec.children:
+        _set_extent(child)
+    if sec.children:
+        sec.end = sec.children[-1].end
+    elif sec.blocks:
+        sec.end = sec.blocks[-1].end
+
+
+def _section_pieces(doc: _Doc, sec: _Section) -> list[_Piece]:
+    """Pieces for a section (the root, or one too big to be a single chunk): its heading line, its own blocks, then
+    each subsection — whole if it fits, else recursively split (those pieces are final and never re-merged, so a
+    chunk's breadcrumb stays accurate). Recursion depth ≤ 7 (root + H1..H6)."""
+    items: list[_Piece] = []
+    if sec.heading is not None:
+        items.extend(doc.block_pieces(sec.heading, sec.path))
+    for blk in sec.blocks:
+        items.extend(doc.block_pieces(blk, sec.path))
+    for child in sec.children:
+        if doc.size(child.start, child.end) <= doc.budget:
+            items.append(_Piece(child.start, child.end, child.path, None, True))
+        else:
+            items.extend(p._replace(mergeable=False) for p in _section_pieces(doc, child))
+    return doc.pack(items, sec.path)

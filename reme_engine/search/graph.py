@@ -1,0 +1,171 @@
+"""The wikilink graph over the store's ``links`` table: neighbour directories (hop 2) and BFS traversal.
+
+Edges come from :mod:`reme_engine.markdown.links` (the one link parser) via the indexer; here they are only read.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import asdict, dataclass, field
+
+#: Hop-2 directory limits per file (seed 003 §4.3: at most 10 outlinks + 10 inlinks, one line each).
+MAX_OUTLINKS = 10
+MAX_INLINKS = 10
+
+
+@dataclass
+class Neighbor:
+    """One edge seen from a note. ``direction``: "out" or "in"; ``dangling`` when the target has no file
+    (then ``path`` is the virtual node id). ``predicate`` is the Dataview key or None for a plain link."""
+
+    path: str
+    direction: str
+    name: str
+    description: str
+    predicate: str | None
+    embed: bool
+    dangling: bool
+    anchor: str | None = None
+    line: int = 0
+    ambiguous: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Neighborhood:
+    path: str
+    outlinks: list[Neighbor] = field(default_factory=list)
+    inlinks: list[Neighbor] = field(default_factory=list)
+    outlinks_total: int = 0
+    inlinks_total: int = 0
+
+    def to_dict(self) -> dict:
+        return {
+            "path": self.path,
+            "outlinks": [n.to_dict() for n in self.outlinks],
+            "inlinks": [n.to_dict() for n in self.inlinks],
+            "outlinks_total": self.outlinks_total,
+            "inlinks_total": self.inlinks_total,
+        }
+
+
+def _names(store, paths: list[str]) -> dict[str, tuple[str, str]]:
+    return store.names(sorted(set(paths)))
+
+
+def outlinks(store, path: str, limit: int | None = MAX_OUTLINKS) -> tuple[list[Neighbor], int]:
+    """Distinct outgoing edges of ``path`` (typed predicates first, then by line) and their total count."""
+    rows = store.conn.execute(
+        "SELECT l.resolved, l.virtual, l.predicate, l.embed, l.anchor, l.line, l.ambiguous FROM links l"
+        " JOIN files f ON f.id = l.src_id WHERE f.path = ? ORDER BY (l.predicate IS NULL), l.line",
+        (path,),
+    ).fetchall()
+    seen: dict[tuple, None] = {}
+    uniq = []
+    for resolved, virtual, pred, embed, anchor, line, amb in rows:
+        dst = resolved or virtual
+        if dst == path and resolved:  # same-note heading links are not graph edges
+            continue
+        key = (dst, pred)
+        if key in seen:
+            continue
+        seen[key] = None
+        uniq.append((dst, resolved is None, pred, bool(embed), anchor, line, bool(amb)))
+    total = len(uniq)
+    if limit is not None:
+        uniq = uniq[:limit]
+    names = _names(store, [u[0] for u in uniq if not u[1]])
+    out = []
+    for dst, dangling, pred, embed, anchor, line, amb in uniq:
+        n, d = names.get(dst, (dst.rsplit("/", 1)[-1].rsplit(".", 1)[0], ""))
+        out.append(Neighbor(dst, "out", n, d, pred, embed, dangling, anchor, line, amb))
+    return out, total
+
+
+def inlinks(store, path: str, limit: int | None = MAX_INLINKS) -> tuple[list[Neighbor], int]:
+    """Distinct notes linking to ``path`` (backlinks), typed first, and their total count."""
+    rows = store.conn.execute(
+        "SELECT f.path, l.predicate, l.embed, l.line FROM links l JOIN files f ON f.id = l.src_id"
+        " WHERE (l.resolved = ? OR (l.resolved IS NULL AND l.virtual = ?)) AND f.path != ?"
+        " ORDER BY (l.predicate IS NULL), f.path, l.line",
+        (path, path, path),
+    ).fetchall()
+    seen: dict[tuple, None] = {}
+    uniq = []
+    for src, pred, embed, line in rows:
+        if (src, pred) in seen:
+            continue
+        seen[(src, pred)] = None
+        uniq.append((src, pred, bool(embed), line))
+    total = len(uniq)
+    if limit is not None:
+        uniq = uniq[:limit]
+    names = _names(store, [u[0] for u in uniq])
+    return [Neighbor(src, "in", *names.get(src, (src, "")), pred, embed, False, None, line)
+            for src, pred, embed, line in uniq], total
+
+
+def neighborhood(store, path: str, limit_out: int | None = MAX_OUTLINKS,
+                 limit_in: int | None = MAX_INLINKS) -> Neighborhood:
+    """Hop-2 directory of one note: at most ``limit_out`` outlinks and ``limit_in`` inlinks."""
+    o, ot = outlinks(store, path, limit_out)
+    i, it = inlinks(store, path, limit_in)
+    return Neighborhood(path, o, i, ot, it)
+
+
+@dataclass
+class TraverseResult:
+    """BFS result: ``nodes`` in visit order with ``depth``; ``edges`` as ``{src, dst, predicate, embed}``."""
+
+    start: str
+    depth: int
+    direction: str
+    nodes: list[dict]
+    edges: list[dict]
+    truncated: bool
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def traverse(store, start: str, depth: int = 1, direction: str = "both", max_nodes: int = 200) -> TraverseResult:
+    """Breadth-first walk over links from ``start`` up to ``depth`` hops.
+
+    ``direction``: "out" (follow outlinks), "in" (follow backlinks) or "both". Dangling targets appear as
+    nodes with ``dangling: true`` and are not expanded. Stops after ``max_nodes`` nodes (``truncated``).
+    Raises ValueError for a bad direction or negative depth.
+    """
+    if direction not in ("out", "in", "both"):
+        raise ValueError("direction must be out, in or both")
+    if depth < 0:
+        raise ValueError("depth must be >= 0")
+    info = store.file_info(start)
+    nodes: dict[str, dict] = {start: {"path": start, "depth": 0, "name": info["name"] if info else start,
+                                      "description": info["description"] if info else "",
+                                      "dangling": info is None}}
+    edges: list[dict] = []
+    queue = deque([start])
+    truncated = False
+    while queue:
+        cur = queue.popleft()
+        d = nodes[cur]["depth"]
+        if d >= depth or nodes[cur]["dangling"]:
+            continue
+        nbrs: list[Neighbor] = []
+        if direction in ("out", "both"):
+            nbrs += outlinks(store, cur, None)[0]
+        if direction in ("in", "both"):
+            nbrs += inlinks(store, cur, None)[0]
+        for n in nbrs:
+            src, dst = (cur, n.path) if n.direction == "out" else (n.path, cur)
+            edges.append({"src": src, "dst": dst, "predicate": n.predicate, "embed": n.embed})
+            if n.path not in nodes:
+                if len(nodes) >= max_nodes:
+                    truncated = True
+                    continue
+                nodes[n.path] = {"path": n.path, "depth": d + 1, "name": n.name, "description": n.description,
+                                 "dangling": n.dangling}
+                queue.append(n.path)
+    return TraverseResult(start, depth, direction, list(nodes.values()), edges, truncated)

@@ -1,0 +1,276 @@
+"""Hybrid search: BM25 (SQLite FTS5 over our own tokens) + dense vectors (faiss), fused by weighted RRF.
+
+Fusion (Cormack, Clarke & Büttcher 2009, "Reciprocal Rank Fusion outperforms Condorcet and individual rank
+learning methods"; weights from seed 003 §4.2)::
+
+    score(d) = Σ_leg  w_leg / (k + rank_leg(d))      k = 60, w_vector = 0.7, w_keyword = 0.3
+
+over ``min(200, 5·limit)`` candidates per leg. Only documents a leg actually retrieved get a rank in it:
+keyword hits need at least one matching term (FTS5 never returns zero-score rows), so BM25 never ranks a
+non-matching document (PITFALLS: ranking zero-score hits wrecked recall). Each hit keeps both legs' ranks and
+raw scores so the UI can say why it ranked.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .graph import neighborhood
+
+#: FTS5 column weights for bm25(): chunk body, then the note's title fields (file stem, name, aliases, tags…).
+BM25_WEIGHTS = (1.0, 1.5)
+#: Query terms sent to FTS5 at most (long pasted queries would otherwise scan most postings).
+MAX_QUERY_TERMS = 32
+MODES = ("hybrid", "keyword", "vector")
+
+
+@dataclass
+class SearchFilters:
+    """Restrict a search. ``path_prefix`` (folder or path start), ``paths`` (exact), ``date_from``/``date_to``
+    (inclusive YYYY-MM-DD, matched against a date path segment), ``frontmatter`` ({key: value}; a list-valued
+    key matches when it contains the value)."""
+
+    path_prefix: str | None = None
+    paths: list[str] | None = None
+    date_from: str | None = None
+    date_to: str | None = None
+    frontmatter: dict[str, Any] | None = None
+
+    def empty(self) -> bool:
+        return not (self.path_prefix or self.paths or self.date_from or self.date_to or self.frontmatter)
+
+    def sql(self) -> tuple[str, list]:
+        """A WHERE fragment over ``files f`` and its parameters."""
+        conds, params = [], []
+        if self.path_prefix:
+            conds.append("substr(f.path, 1, ?) = ?")
+            params += [len(self.path_prefix), self.path_prefix]
+        if self.paths:
+            conds.append(f"f.path IN ({','.join('?' * len(self.paths))})")
+            params += list(self.paths)
+        if self.date_from:
+            conds.append("f.date >= ?")
+            params.append(self.date_from)
+        if self.date_to:
+            conds.append("f.date <= ?")
+            params.append(self.date_to)
+        for key, value in (self.frontmatter or {}).items():
+            jp = "$." + json.dumps(str(key), ensure_ascii=False)
+            conds.append(
+                "(json_extract(f.frontmatter, ?) = ? OR EXISTS (SELECT 1 FROM json_each(f.frontmatter, ?) j"
+                " WHERE j.value = ?))"
+            )
+            v = value if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+            params += [jp, v, jp, v]
+        return (" AND ".join(conds) or "1"), params
+
+
+@dataclass
+class Hit:
+    """One fused result: a chunk of ``path`` covering file lines ``start_line``..``end_line`` (1-based, inclusive).
+
+    ``score`` is the fused RRF score; ``keyword_rank``/``vector_rank`` are 1-based ranks in each leg (None when
+    the leg did not retrieve it), ``keyword_score`` the BM25 score (higher is better), ``vector_score`` the
+    cosine similarity, ``keyword_rrf``/``vector_rrf`` each leg's share of ``score``."""
+
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    text: str
+    headings: list[str]
+    name: str
+    description: str
+    chunk_id: int
+    keyword_rank: int | None = None
+    keyword_score: float | None = None
+    vector_rank: int | None = None
+    vector_score: float | None = None
+    keyword_rrf: float = 0.0
+    vector_rrf: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class SearchResult:
+    """Hits best first, the hop-2 neighbour directory per hit file, timings (ms) and what degraded, if anything."""
+
+    query: str
+    mode: str
+    hits: list[Hit]
+    neighbors: dict[str, dict] = field(default_factory=dict)
+    took_ms: float = 0.0
+    keyword_ms: float = 0.0
+    vector_ms: float = 0.0
+    degraded: str | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "query": self.query, "mode": self.mode, "hits": [h.to_dict() for h in self.hits],
+            "neighbors": self.neighbors, "took_ms": round(self.took_ms, 3), "keyword_ms": round(self.keyword_ms, 3),
+            "vector_ms": round(self.vector_ms, 3), "degraded": self.degraded,
+        }
+
+
+def fts_query(tokens: list[str]) -> str:
+    """An FTS5 MATCH expression OR-ing the (already tokenised, alphanumeric) terms, each quoted."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens[:MAX_QUERY_TERMS])
+
+
+def rrf(legs: dict[str, list[tuple[int, float]]], weights: dict[str, float], k: int = 60) -> dict[int, dict]:
+    """Weighted reciprocal rank fusion. ``legs``: {leg: [(id, raw score) best first]} → {id: details}.
+
+    Details: ``score`` (Σ w/(k+rank)), ``<leg>_rank`` (1-based), ``<leg>_score`` (raw) and ``<leg>_rrf``.
+    Pure function, no I/O.
+    """
+    fused: dict[int, dict] = {}
+    for leg, ranked in legs.items():
+        w = weights.get(leg, 0.0)
+        for rank, (doc, raw) in enumerate(ranked, start=1):
+            d = fused.setdefault(doc, {"score": 0.0})
+            part = w / (k + rank)
+            d["score"] += part
+            d[f"{leg}_rank"] = rank
+            d[f"{leg}_score"] = raw
+            d[f"{leg}_rrf"] = part
+    return fused
+
+
+class HybridSearcher:
+    """Runs both legs (the vector leg on a worker thread, concurrently) and fuses them."""
+
+    def __init__(self, store, tokenizer, vectors=None, *, vector_weight: float = 0.7, keyword_weight: float = 0.3,
+                 rrf_k: int = 60) -> None:
+        self.store = store
+        self.tokenizer = tokenizer
+        self.vectors = vectors
+        self.weights = {"vector": vector_weight, "keyword": keyword_weight}
+        self.k = rrf_k
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reme-vector-leg")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- legs ---------------------------------------------------------------------------------------------
+    def keyword_leg(self, query: str, n: int, filters: SearchFilters | None) -> list[tuple[int, float]]:
+        """BM25 top ``n`` as ``[(chunk id, score)]``, score = −bm25() so higher is better."""
+        tokens = self.tokenizer.query_tokens(query)
+        if not tokens:
+            return []
+        where, params = ("1", [])
+        if filters is not None and not filters.empty():
+            where, params = filters.sql()
+            where = f"chunks_fts.rowid IN (SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE {where})"
+        sql = (f"SELECT rowid, bm25(chunks_fts, {BM25_WEIGHTS[0]}, {BM25_WEIGHTS[1]}) AS s FROM chunks_fts"
+               f" WHERE chunks_fts MATCH ? AND {where} ORDER BY s LIMIT ?")
+        rows = self.store.conn.execute(sql, [fts_query(tokens), *params, n]).fetchall()
+        return [(r[0], -r[1]) for r in rows]
+
+    def allowed_ids(self, filters: SearchFilters) -> np.ndarray:
+        where, params = filters.sql()
+        rows = self.store.conn.execute(
+            f"SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE {where}", params).fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def vector_leg(self, query: str, n: int, filters: SearchFilters | None) -> list[tuple[int, float]]:
+        """Dense top ``n`` as ``[(chunk id, cosine)]``. Raises EmbedderError when the embedder fails."""
+        vs = self.vectors
+        if vs is None or not vs.ready:
+            return []
+        qv = vs.embedder.embed([query])[0]
+        allowed = None
+        if filters is not None and not filters.empty():
+            # own connection per thread: this runs on the worker
+            allowed = self.allowed_ids(filters)
+        return vs.search(qv, n, allowed)
+
+    # -- search -------------------------------------------------------------------------------------------
+    def search(self, query: str, *, limit: int = 10, mode: str = "hybrid", filters: SearchFilters | None = None,
+               neighbors: bool = True) -> SearchResult:
+        """Search ``query``; ``mode`` is hybrid, keyword or vector. Raises ValueError for a bad mode/limit."""
+        from ..index.embedder import EmbedderError
+
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}")
+        if limit < 1:
+            raise ValueError("limit must be >= 1")
+        t0 = time.perf_counter()
+        n = min(200, 5 * limit)
+        degraded = None
+        query = query.strip()
+        legs: dict[str, list[tuple[int, float]]] = {}
+        kw_ms = vec_ms = 0.0
+        if not query:
+            return SearchResult(query, mode, [], took_ms=0.0)
+        vec_future = None
+        use_vec = mode in ("hybrid", "vector")
+        if use_vec:
+            if self.vectors is None:
+                degraded = "no embedder configured: keyword search only"
+            elif not self.vectors.ready:
+                degraded = "vector index not loaded yet: keyword search only"
+            else:
+                def run_vec():
+                    ts = time.perf_counter()
+                    return self.vector_leg(query, n, filters), (time.perf_counter() - ts) * 1000
+
+                vec_future = self._pool.submit(run_vec)
+        if mode in ("hybrid", "keyword"):
+            ts = time.perf_counter()
+            legs["keyword"] = self.keyword_leg(query, n, filters)
+            kw_ms = (time.perf_counter() - ts) * 1000
+        if vec_future is not None:
+            try:
+                legs["vector"], vec_ms = vec_future.result()
+            except EmbedderError as exc:
+                degraded = f"embedder failed, keyword search only: {exc}"
+                if mode == "vector":
+                    legs["keyword"] = self.keyword_leg(query, n, filters)
+        weights = dict(self.weights)
+        if mode != "hybrid":
+            weights = {"keyword": 1.0, "vector": 1.0}
+        fused = rrf(legs, weights, self.k)
+        top = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], kv[0]))
+        hits = self._materialize(top, limit)
+        result = SearchResult(query, mode, hits, took_ms=0.0, keyword_ms=kw_ms, vector_ms=vec_ms, degraded=degraded)
+        if neighbors:
+            for h in hits:
+                if h.path not in result.neighbors:
+                    result.neighbors[h.path] = neighborhood(self.store, h.path).to_dict()
+        result.took_ms = (time.perf_counter() - t0) * 1000
+        return result
+
+    def _materialize(self, top: list[tuple[int, dict]], limit: int) -> list[Hit]:
+        """Join fused ids with chunk rows; ids whose chunk vanished (stale vectors) are skipped."""
+        hits: list[Hit] = []
+        c = self.store.conn
+        i = 0
+        while len(hits) < limit and i < len(top):
+            part = top[i : i + limit * 2]
+            i += len(part)
+            ids = [cid for cid, _ in part]
+            rows = {r[0]: r for r in c.execute(
+                "SELECT c.id, f.path, c.start_line, c.end_line, c.text, c.headings, f.name, f.description"
+                f" FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id IN ({','.join('?' * len(ids))})", ids)}
+            for cid, d in part:
+                r = rows.get(cid)
+                if r is None:
+                    continue
+                hits.append(Hit(
+                    path=r[1], start_line=r[2], end_line=r[3], score=d["score"], text=r[4],
+                    headings=json.loads(r[5]), name=r[6], description=r[7], chunk_id=cid,
+                    keyword_rank=d.get("keyword_rank"), keyword_score=d.get("keyword_score"),
+                    vector_rank=d.get("vector_rank"), vector_score=d.get("vector_score"),
+                    keyword_rrf=d.get("keyword_rrf", 0.0), vector_rrf=d.get("vector_rrf", 0.0),
+                ))
+                if len(hits) >= limit:
+                    break
+        return hits

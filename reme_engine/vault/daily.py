@@ -1,0 +1,420 @@
+"""Daily-layer helpers: day folders, day index pages and their generated card index (DESIGN §2).
+
+A day is ``<daily_dir>/<date>/`` (its cards: ``*.md`` files, ``interests.yaml`` …) plus the day page
+``<daily_dir>/<date>.md``. The app owns only the section between :data:`INDEX_START` and :data:`INDEX_END` in a day
+page; everything outside the markers is the user's and is kept byte-for-byte (BOM and CRLF included).
+
+The app never inserts the index section into a day page that has no markers (for example an existing Obsidian daily
+note) unless the caller passes ``insert_markers=True``.
+
+All paths in results are vault-relative POSIX strings; all result types are dataclasses that
+``dataclasses.asdict`` turns into JSON-serialisable dicts.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reme_engine.config import LayerSettings
+from reme_engine.vault.io import SkipFile, WriteConflict, atomic_write, read_text
+from reme_engine.vault.paths import is_hidden, resolve, to_rel
+
+INDEX_START = "<!-- reme:day-index:start -->"
+INDEX_END = "<!-- reme:day-index:end -->"
+
+#: Default size limit for reading cards and day pages (matches ``Settings.max_file_bytes``).
+DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+
+SKIP_NO_MARKERS = "page has no reme index markers"
+
+_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_BOM = b"\xef\xbb\xbf"
+
+
+# --------------------------------------------------------------------------------------------------- results
+
+
+@dataclass
+class DailyCard:
+    """One card of a day.
+
+    ``path``: vault-relative path (``daily/2026-11-28/foo.md``); ``stem``: file name without ``.md``;
+    ``name``/``description``: from frontmatter (``name`` falls back to the stem, ``description`` to "");
+    ``kind``: ``session`` (has ``session_id``), ``resource`` (has ``source_resource``) or ``note``;
+    ``size`` in bytes, ``mtime`` as POSIX seconds; ``warning``: why the card could not be read (then name = stem).
+    """
+
+    path: str
+    stem: str
+    name: str
+    description: str
+    kind: str
+    size: int
+    mtime: float
+    warning: str | None = None
+
+
+@dataclass
+class DailyCreateResult:
+    """Outcome of :func:`daily_create`: ``page``/``folder`` are vault-relative; the flags say what was created now."""
+
+    date: str
+    page: str
+    folder: str
+    page_created: bool
+    folder_created: bool
+
+
+@dataclass
+class DailyReindexResult:
+    """Outcome of :func:`daily_reindex`.
+
+    ``path``: the day page (vault-relative); ``changed``: the page was written; ``created``: the page was created;
+    ``cards``: number of cards indexed; ``skipped``: a reason when nothing was written on purpose
+    (e.g. :data:`SKIP_NO_MARKERS`), else None; ``sha``: content hash of the page after the call (None if absent).
+    """
+
+    date: str
+    path: str
+    changed: bool
+    created: bool
+    cards: int
+    skipped: str | None = None
+    sha: str | None = None
+
+
+# --------------------------------------------------------------------------------------------------- helpers
+
+
+def valid_date(date: Any) -> str:
+    """Return ``date`` as ``YYYY-MM-DD`` if it is a real calendar date, else raise ``ValueError``.
+
+    Accepts a string (surrounding whitespace ignored) or a ``datetime.date`` (YAML 1.1 loaders produce those).
+    """
+    if isinstance(date, _dt.datetime):
+        raise ValueError(f"invalid date {date!r}: expected YYYY-MM-DD, not a timestamp")
+    if isinstance(date, _dt.date):
+        return date.isoformat()
+    if not isinstance(date, str):
+        raise ValueError(f"invalid date {date!r}: expected a YYYY-MM-DD string")
+    text = date.strip()
+    if not _DATE_RE.match(text):
+        raise ValueError(f"invalid date {date!r}: expected YYYY-MM-DD")
+    try:
+        _dt.date.fromisoformat(text)
+    except ValueError as exc:
+        raise ValueError(f"invalid date {date!r}: not a calendar date ({exc})") from exc
+    return text
+
+
+def _layers(layers: LayerSettings | None) -> LayerSettings:
+    return layers if layers is not None else LayerSettings()
+
+
+def _daily_dir(layers: LayerSettings | None) -> str:
+    return _layers(layers).daily_dir.strip("/") or "daily"
+
+
+def _minimal_frontmatter(text: str) -> dict:
+    """Leading ``---`` block parsed with ``yaml.safe_load``; {} when absent, invalid or not a mapping."""
+    import yaml
+
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.splitlines()
+    if not lines or lines[0].rstrip() != "---":
+        return {}
+    for i in range(1, len(lines)):
+        if lines[i].rstrip() in ("---", "..."):
+            try:
+                meta = yaml.safe_load("\n".join(lines[1:i]))
+            except yaml.YAMLError:
+                return {}
+            return meta if isinstance(meta, dict) else {}
+    return {}
+
+
+def _frontmatter_meta(text: str) -> dict:
+    """Frontmatter mapping via ``reme_engine.markdown.frontmatter`` when available, else a minimal parse."""
+    try:
+        from reme_engine.markdown.frontmatter import parse_frontmatter  # type: ignore[import-not-found]
+    except Exception:  # noqa: BLE001 - module absent or broken: fall back
+        return _minimal_frontmatter(text)
+    try:
+        meta = parse_frontmatter(text).meta
+    except Exception:  # noqa: BLE001
+        return _minimal_frontmatter(text)
+    return meta if isinstance(meta, dict) else _minimal_frontmatter(text)
+
+
+def _as_text(value: Any) -> str:
+    """A frontmatter value as one line of text (dates ISO, lists joined, None → "")."""
+    if value is None:
+        return ""
+    if isinstance(value, (_dt.date, _dt.datetime)):
+        return value.isoformat()
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_as_text(v) for v in value if v is not None)
+    return " ".join(str(value).split())
+
+
+def _md_files(folder: Path) -> list[Path]:
+    out: list[Path] = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for f in files:
+            if not f.startswith(".") and f.lower().endswith(".md"):
+                out.append(Path(root) / f)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------- listing
+
+
+def daily_list(
+    vault: Path, date: str, layers: LayerSettings | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
+) -> list[DailyCard]:
+    """Cards of ``date``: every ``*.md`` under ``<daily_dir>/<date>/`` (recursive, hidden entries skipped),
+    sorted by vault-relative path. A missing folder gives ``[]``.
+
+    Raises ``ValueError`` for an invalid date and ``VaultPathError`` for a daily dir outside the vault.
+    Unreadable cards (binary, oversized, undecodable) are listed with ``warning`` set and ``name`` = stem.
+    """
+    date = valid_date(date)
+    vault = Path(vault)
+    folder = resolve(vault, f"{_daily_dir(layers)}/{date}")
+    if not folder.abs.is_dir():
+        return []
+    root = resolve(vault, "", allow_root=True).abs
+    cards: list[DailyCard] = []
+    for p in _md_files(folder.abs):
+        try:
+            rel = to_rel(root, p)
+        except ValueError:
+            continue
+        if is_hidden(rel):
+            continue
+        stem = p.name[: -len(".md")]
+        warning = None
+        meta: dict = {}
+        try:
+            tf = read_text(p, max_bytes)
+            size, mtime = tf.size, tf.mtime
+            meta = _frontmatter_meta(tf.text)
+        except SkipFile as exc:
+            warning = exc.reason
+            st = p.stat()
+            size, mtime = st.st_size, st.st_mtime
+        except FileNotFoundError:
+            continue  # vanished meanwhile
+        except OSError as exc:
+            warning = f"cannot read: {exc.strerror or exc}"
+            size, mtime = 0, 0.0
+        if meta.get("session_id") is not None:
+            kind = "session"
+        elif meta.get("source_resource") is not None:
+            kind = "resource"
+        else:
+            kind = "note"
+        cards.append(
+            DailyCard(
+                path=rel,
+                stem=stem,
+                name=_as_text(meta.get("name")) or stem,
+                description=_as_text(meta.get("description")),
+                kind=kind,
+                size=size,
+                mtime=mtime,
+                warning=warning,
+            )
+        )
+    cards.sort(key=lambda c: c.path)
+    return cards
+
+
+def list_days(vault: Path, layers: LayerSettings | None = None) -> list[str]:
+    """Dates (``YYYY-MM-DD``) that have a day page ``<daily_dir>/<date>.md`` or a day folder, newest first.
+
+    Other entries of the daily folder are ignored; a missing daily folder gives ``[]``.
+    """
+    folder = resolve(Path(vault), _daily_dir(layers))
+    if not folder.abs.is_dir():
+        return []
+    days: set[str] = set()
+    for entry in os.scandir(folder.abs):
+        name = entry.name
+        if entry.is_dir():
+            cand = name
+        elif entry.is_file() and name.lower().endswith(".md"):
+            cand = name[:-3]
+        else:
+            continue
+        try:
+            days.add(valid_date(cand))
+        except ValueError:
+            continue
+    return sorted(days, reverse=True)
+
+
+# --------------------------------------------------------------------------------------------------- rendering
+
+
+def _alias(text: str) -> str:
+    text = " ".join(text.split())
+    return text.replace("|", "/").replace("[", "(").replace("]", ")").replace("<!--", "<!-")
+
+
+def render_day_index(date: str, cards: list[DailyCard]) -> str:
+    """The generated text that goes between the markers (markers not included), ``\\n`` line endings.
+
+    One bullet per card: ``- [[<card path without .md>|<name>]] — <description>`` (`` — description`` omitted
+    when empty). Each line ends with a newline; no cards gives "". ``date`` is validated (``ValueError``).
+    """
+    valid_date(date)
+    lines = []
+    for c in cards:
+        target = c.path[:-3] if c.path.lower().endswith(".md") else c.path
+        line = f"- [[{target}|{_alias(c.name or c.stem)}]]"
+        desc = " ".join((c.description or "").split()).replace("<!--", "<!-")
+        if desc:
+            line += f" — {desc}"
+        lines.append(line + "\n")
+    return "".join(lines)
+
+
+def _section(inner: str, nl: str) -> str:
+    return INDEX_START + nl + inner.replace("\n", nl) + INDEX_END
+
+
+def _new_page(date: str, inner: str) -> str:
+    return f'---\nname: "{date}"\ndate: {date}\n---\n\n# {date}\n\n{_section(inner, chr(10))}\n'
+
+
+# --------------------------------------------------------------------------------------------------- writing
+
+
+def daily_create(
+    vault: Path, date: str, layers: LayerSettings | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
+) -> DailyCreateResult:
+    """Idempotently create ``<daily_dir>/<date>/`` and the day page ``<daily_dir>/<date>.md``.
+
+    A new page gets frontmatter (``name``, ``date``), a ``# <date>`` heading and the marker section listing the
+    cards already in the folder. Existing folders/pages are never touched; the flags report what was created by
+    this call. Raises ``ValueError`` (invalid date), ``VaultPathError``, ``OSError``.
+    """
+    date = valid_date(date)
+    vault = Path(vault)
+    d = _daily_dir(layers)
+    folder = resolve(vault, f"{d}/{date}")
+    page = resolve(vault, f"{d}/{date}.md")
+    folder_created = False
+    if not folder.abs.is_dir():
+        folder.abs.mkdir(parents=True, exist_ok=True)
+        folder_created = True
+    page_created = False
+    if not page.abs.exists():
+        inner = render_day_index(date, daily_list(vault, date, layers, max_bytes=max_bytes))
+        try:
+            atomic_write(page.abs, _new_page(date, inner), expected_sha=None)
+            page_created = True
+        except WriteConflict:
+            page_created = False  # someone else created it meanwhile: keep theirs
+    return DailyCreateResult(
+        date=date, page=page.rel, folder=folder.rel, page_created=page_created, folder_created=folder_created
+    )
+
+
+def _encode_like(text: str, encoding: str) -> bytes:
+    data = text.encode("utf-8")
+    return _BOM + data if encoding == "utf-8-sig" else data
+
+
+def daily_reindex(
+    vault: Path,
+    date: str,
+    layers: LayerSettings | None = None,
+    *,
+    create_if_missing: bool = True,
+    insert_markers: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> DailyReindexResult:
+    """Regenerate the card index between the markers of ``<daily_dir>/<date>.md``.
+
+    - Page missing: created (as :func:`daily_create` would) when ``create_if_missing``, else
+      ``skipped="day page does not exist"``.
+    - Page with markers: only the text between ``INDEX_START`` and the first following ``INDEX_END`` is replaced;
+      all bytes outside are kept (a UTF-8 BOM and CRLF line endings too — the generated lines use the page's
+      newline style). Unchanged content is not rewritten (``changed=False``).
+    - Page without markers: nothing is written, ``skipped`` = :data:`SKIP_NO_MARKERS`, unless
+      ``insert_markers=True``, which appends the section at the end of the page.
+    - A start marker without an end marker (or the reverse), an unreadable page (binary, oversized, UTF-16):
+      nothing is written, ``skipped`` names the reason.
+
+    The write is checked against the content hash that was read (``atomic_write(expected_sha=…)``); if the user
+    edited the page in between, the page is re-read and the update retried once; a second conflict raises
+    :class:`WriteConflict` and the user's version stays on disk. Raises ``ValueError`` (invalid date),
+    ``VaultPathError``, ``OSError``.
+    """
+    date = valid_date(date)
+    vault = Path(vault)
+    d = _daily_dir(layers)
+    page = resolve(vault, f"{d}/{date}.md")
+
+    def result(**kw: Any) -> DailyReindexResult:
+        base = dict(date=date, path=page.rel, changed=False, created=False, cards=len(cards))
+        base.update(kw)
+        return DailyReindexResult(**base)
+
+    attempts = 2
+    for attempt in range(attempts):
+        last = attempt == attempts - 1
+        cards = daily_list(vault, date, layers, max_bytes=max_bytes)
+        inner = render_day_index(date, cards)
+        if not page.abs.exists():
+            if not create_if_missing:
+                return result(skipped="day page does not exist")
+            try:
+                sha = atomic_write(page.abs, _new_page(date, inner), expected_sha=None)
+            except WriteConflict:
+                if last:
+                    raise
+                continue
+            return result(changed=True, created=True, sha=sha)
+        try:
+            tf = read_text(page.abs, max_bytes)
+        except FileNotFoundError:
+            if last:
+                raise
+            continue
+        except SkipFile as exc:
+            return result(skipped=f"day page not readable: {exc.reason}")
+        if tf.encoding not in ("utf-8", "utf-8-sig"):
+            return result(skipped=f"day page is {tf.encoding}; only UTF-8 pages are rewritten", sha=tf.sha)
+        text = tf.text
+        nl = "\r\n" if "\r\n" in text else "\n"
+        s = text.find(INDEX_START)
+        e = text.find(INDEX_END, s + len(INDEX_START)) if s >= 0 else -1
+        if s < 0 and INDEX_END not in text:
+            if not insert_markers:
+                return result(skipped=SKIP_NO_MARKERS, sha=tf.sha)
+            sep = "" if text == "" else (nl if text.endswith("\n") else nl + nl)
+            new = text + sep + _section(inner, nl) + nl
+        elif s < 0 or e < 0:
+            return result(skipped="page has malformed reme index markers (start and end do not pair up)", sha=tf.sha)
+        else:
+            new = text[:s] + _section(inner, nl) + text[e + len(INDEX_END) :]
+        if new == text:
+            return result(sha=tf.sha)
+        try:
+            sha = atomic_write(page.abs, _encode_like(new, tf.encoding), expected_sha=tf.sha)
+        except WriteConflict:
+            if last:
+                raise
+            continue
+        return result(changed=True, sha=sha)
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -1,0 +1,73 @@
+"""Safe path resolution inside a vault (DESIGN §8).
+
+Every path that reaches the file system from a job, an LLM reply or a link goes through :func:`resolve`.
+Vault-relative paths are POSIX strings in Unicode NFC (so NFD names from macOS compare equal).
+"""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+
+class VaultPathError(ValueError):
+    """A path is empty, absolute, escapes the vault, or names something it must not."""
+
+
+@dataclass(frozen=True)
+class VaultPath:
+    """A checked path: ``rel`` is the vault-relative POSIX path ("" for the root), ``abs`` the absolute path."""
+
+    rel: str
+    abs: Path
+
+
+def normalize_rel(rel: str) -> str:
+    """NFC-normalise and convert separators; does not check safety (use :func:`resolve`)."""
+    return unicodedata.normalize("NFC", rel.replace("\\", "/")).strip("/")
+
+
+def resolve(vault: Path, rel: str | os.PathLike[str], *, allow_root: bool = False) -> VaultPath:
+    """Resolve ``rel`` against ``vault`` and prove it stays inside.
+
+    Refuses (``VaultPathError``): NUL bytes, absolute paths, drive letters, ``.``/``..`` components, the root
+    itself unless ``allow_root``, and any path whose real location (after symlinks) leaves the vault.
+    The file need not exist.
+    """
+    raw = os.fspath(rel)
+    if "\x00" in raw:
+        raise VaultPathError("path contains a NUL byte")
+    text = raw.replace("\\", "/")
+    if text.startswith("/") or (len(text) > 1 and text[1] == ":"):
+        raise VaultPathError(f"absolute paths are not allowed: {raw!r}")
+    parts = [p for p in text.split("/") if p != ""]
+    for p in parts:
+        if p in (".", ".."):
+            raise VaultPathError(f"'.' and '..' are not allowed in vault paths: {raw!r}")
+    norm = unicodedata.normalize("NFC", "/".join(parts))
+    if not norm and not allow_root:
+        raise VaultPathError("the vault root itself is not a valid target")
+    root = Path(vault).resolve()
+    target = root.joinpath(*PurePosixPath(norm).parts) if norm else root
+    # On disk the name may be NFD (macOS) — prefer an existing variant so reads find the file.
+    if norm and not target.exists():
+        alt = root.joinpath(*PurePosixPath(unicodedata.normalize("NFD", norm)).parts)
+        if alt.exists():
+            target = alt
+    real = target.resolve()
+    if real != root and not real.is_relative_to(root):
+        raise VaultPathError(f"path leaves the vault (symlink?): {raw!r}")
+    return VaultPath(norm, target)
+
+
+def to_rel(vault: Path, path: Path) -> str:
+    """The vault-relative NFC POSIX path of an absolute ``path`` inside ``vault`` (no symlink resolution)."""
+    rel = Path(path).relative_to(vault).as_posix()
+    return unicodedata.normalize("NFC", rel)
+
+
+def is_hidden(rel: str) -> bool:
+    """True for dot-files/folders anywhere in the path (``.obsidian``, ``.trash``, ``.git``)."""
+    return any(part.startswith(".") for part in rel.split("/"))

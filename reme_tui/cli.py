@@ -1,0 +1,201 @@
+"""The ``reme-tui`` command line.
+
+    reme-tui [--vault DIR]                         open the app (the demo vault when none is configured)
+    reme-tui --refresh [--vault DIR] [--date D]    headless: bring the index up to date, print a summary
+    reme-tui job NAME [key=value ...]              run one engine job, print one JSON object
+
+Imports stay lazy so ``job`` and ``--refresh`` never pay for Textual, and keyword-only jobs never load the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="reme-tui",
+        description="A local-first, self-evolving personal knowledge base in the terminal.",
+        epilog="Jobs: `reme-tui job help` lists them. Environment: REME_VAULT, REME_STATE_DIR, REME_CONFIG, "
+        "REME_EMBEDDER, REME_EMBEDDING_BASE_URL/MODEL/API_KEY, REME_LLM_PROVIDER/MODEL/BASE_URL/API_KEY.",
+    )
+    p.add_argument("--vault", help="vault folder (default: REME_VAULT, the config file, else the demo vault)")
+    p.add_argument("--config", help="config file (default: REME_CONFIG or the platform config dir)")
+    p.add_argument("--state-dir", help="where the index and caches live (default: outside the vault)")
+    p.add_argument("--embedder", choices=["offline", "openai", "none"], help="embedder kind")
+    p.add_argument("--refresh", action="store_true", help="run the headless refresh and exit")
+    p.add_argument("--date", help="date for --refresh (YYYY-MM-DD, default today)")
+    p.add_argument("--no-vectors", action="store_true", help="--refresh: skip the vector pass")
+    p.add_argument("--version", action="store_true", help="print the version and exit")
+    p.add_argument("command", nargs="?", help="`job` to run one engine job")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="job name and key=value parameters")
+    return p
+
+
+def load(args: argparse.Namespace):
+    """Settings from defaults ← config ← env ← flags; opens the demo vault when no vault is configured."""
+    from reme_engine.config import default_data_dir, load_settings
+
+    cli = {"vault": args.vault, "state_dir": args.state_dir}
+    if args.embedder:
+        cli["embedder"] = {"kind": args.embedder}
+    settings = load_settings(cli, config_path=args.config)
+    if settings.vault is None:
+        from reme_engine.demo import install_demo_vault
+
+        settings.vault = install_demo_vault(default_data_dir() / "demo-vault").resolve()
+        settings.is_demo = True
+    return settings
+
+
+def _err(msg: str) -> None:
+    print(f"reme-tui: {msg}", file=sys.stderr)
+
+
+def run_job_cli(args: argparse.Namespace, rest: list[str]) -> int:
+    from reme_engine.jobs import JOBS, run_job
+
+    if not rest:
+        _err("job needs a name; `reme-tui job help` lists them")
+        return 2
+    name, raw = rest[0], {}
+    for item in rest[1:]:
+        if "=" not in item:
+            print(json.dumps({"success": False, "job": name, "error": f"expected key=value, got {item!r}"}))
+            return 2
+        k, v = item.split("=", 1)
+        raw[k] = v
+    job = JOBS.get(name)
+    engine = None
+    try:
+        if job is not None and job.needs_engine:
+            from reme_engine.engine import Engine
+
+            engine = Engine.open(load(args))
+        result = run_job(engine, name, raw)
+    except Exception as exc:  # config errors and the like: still one JSON object
+        from reme_engine.config import ConfigError
+
+        if not isinstance(exc, (ConfigError, OSError)):
+            raise
+        result = {"success": False, "job": name, "error": str(exc)}
+    finally:
+        if engine is not None:
+            engine.close()
+    print(json.dumps(result, ensure_ascii=False, default=str))
+    return 0 if result.get("success") else 1
+
+
+class _Bar:
+    """A one-line progress bar on stderr (only when stderr is a terminal; otherwise stage lines)."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.stage = None
+        self.last = 0.0
+
+    def __call__(self, stage: str, done: int, total: int, detail: str) -> None:
+        now = time.monotonic()
+        if stage != self.stage:
+            if self.tty and self.stage is not None:
+                sys.stderr.write("\n")
+            self.stage = stage
+            if not self.tty:
+                sys.stderr.write(f"{stage}: {total} to do\n")
+        if not self.tty:
+            return
+        if now - self.last < 0.05 and done < total:
+            return
+        self.last = now
+        width = 30
+        frac = done / total if total else 1.0
+        bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
+        sys.stderr.write(f"\r{stage:>6} [{bar}] {done}/{total}")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.tty and self.stage is not None:
+            sys.stderr.write("\n")
+
+
+def run_refresh(args: argparse.Namespace) -> int:
+    from reme_engine.engine import Engine
+
+    settings = load(args)
+    t0 = time.perf_counter()
+    bar = _Bar()
+    try:
+        with Engine.open(settings) as engine:
+            if args.date:
+                engine._date(args.date)  # validate early
+            report = engine.indexer.sync(bar)
+            with engine.store.write():
+                engine.store.set_meta("last_sync", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+            if not args.no_vectors:
+                engine.embed_pending(bar, report)
+            counts = engine.store.counts()
+    except Exception as exc:
+        bar.close()
+        _err(f"refresh failed: {exc}")
+        return 1
+    bar.close()
+    dt = time.perf_counter() - t0
+    lines = [
+        f"vault      {settings.vault}" + ("  (demo)" if settings.is_demo else ""),
+        f"files      scanned {report.scanned}  added {report.added}  changed {report.modified}  "
+        f"removed {report.removed}  renamed {report.renamed}  unchanged {report.unchanged}  "
+        f"skipped {len(report.skipped)}",
+        f"chunks     {counts['chunks']} in index  (+{report.chunks_added} / -{report.chunks_removed})",
+        f"links      {counts['links']}  ({counts['dangling_links']} dangling)",
+        f"vectors    embedded {report.embedded}  from cache {report.embed_cached}  "
+        f"pending {counts['chunks_without_vectors']}" + (f"  error: {report.embed_error}" if report.embed_error else ""),
+        f"time       {dt:.2f}s  (keyword+graph {report.seconds_keyword:.2f}s, vectors {report.seconds_vector:.2f}s)",
+        "dream      skipped: needs an LLM (set REME_LLM_PROVIDER and REME_LLM_API_KEY)"
+        if not settings.llm.configured else "dream      not run (not available in this version)",
+    ]
+    if report.skipped:
+        lines.append("skipped files:")
+        for s in report.skipped[:15]:
+            lines.append(f"  {s['path']}: {s['reason']}")
+        if len(report.skipped) > 15:
+            lines.append(f"  … and {len(report.skipped) - 15} more (see `reme-tui job health_check`)")
+    print("\n".join(lines))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.version:
+            from reme_engine import __version__
+
+            print(f"reme-tui {__version__}")
+            return 0
+        if args.command == "job":
+            return run_job_cli(args, args.args)
+        if args.command is not None:
+            _err(f"unknown command {args.command!r} (did you mean `reme-tui job {args.command}`?)")
+            return 2
+        if args.refresh:
+            return run_refresh(args)
+        from reme_tui.app import run_app
+
+        return run_app(load(args))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        from reme_engine.config import ConfigError
+
+        if isinstance(exc, ConfigError):
+            _err(str(exc))
+            return 2
+        raise
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""Shared fixtures: real vaults copied into temp dirs, engines with isolated state dirs, one loaded embedder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("REME_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+def shared(rel: str) -> Path:
+    """Path of a shared dataset; skips the test when it is not available."""
+    p = SHARED_DATA / rel
+    if not p.exists():
+        pytest.skip(f"shared data not available: {rel}")
+    return p
+
+
+@pytest.fixture(autouse=True)
+def _isolate_env(monkeypatch, tmp_path_factory):
+    """No test reads the developer's config or writes to the real user data dir."""
+    home = tmp_path_factory.mktemp("home")
+    for var in ("REME_VAULT", "REME_STATE_DIR", "REME_CONFIG", "REME_EMBEDDER", "REME_EMBEDDING_BASE_URL",
+                "REME_LLM_PROVIDER", "REME_LLM_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "REME_TIMEZONE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The real offline embedder, loaded once per test session (~1.2 s)."""
+    from reme_engine.index.embedder import OfflineEmbedder
+
+    e = OfflineEmbedder()
+    e.load()
+    return e
+
+
+def copy_vault(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, symlinks=True)
+    return dst
+
+
+@pytest.fixture
+def make_engine(tmp_path, embedder):
+    """``make_engine(vault, embed=True, **settings)`` → an open Engine with its state in tmp_path; closed after."""
+    from reme_engine.config import load_settings
+    from reme_engine.engine import Engine
+
+    engines = []
+
+    def make(vault: Path, *, embed: bool = True, **overrides):
+        cli = {"vault": str(vault), "state_dir": str(tmp_path / f"state{len(engines)}")}
+        if not embed:
+            cli["embedder"] = {"kind": "none"}
+        cli.update(overrides)
+        settings = load_settings(cli, env={})
+        eng = Engine.open(settings, embedder=embedder if embed else None)
+        engines.append(eng)
+        return eng
+
+    yield make
+    for e in engines:
+        e.close()
+
+
+@pytest.fixture
+def demo_vault(tmp_path) -> Path:
+    from reme_engine.demo import demo_vault_source
+
+    return copy_vault(demo_vault_source(), tmp_path / "demo")
+
+
+@pytest.fixture(scope="session")
+def zh_vault_index(tmp_path_factory, embedder):
+    """knowledge-garden-zh copied and fully indexed once per session (keyword + vectors), read-only use."""
+    from reme_engine.config import load_settings
+    from reme_engine.engine import Engine
+
+    src = shared("vaults/knowledge-garden-zh")
+    base = tmp_path_factory.mktemp("kgzh")
+    vault = copy_vault(src, base / "vault")
+    settings = load_settings({"vault": str(vault), "state_dir": str(base / "state")}, env={})
+    eng = Engine.open(settings, embedder=embedder)
+    eng.index()
+    yield eng
+    eng.close()

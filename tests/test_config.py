@@ -1,0 +1,66 @@
+"""Settings precedence: defaults ← config file ← environment ← CLI flags."""
+
+from pathlib import Path
+
+import pytest
+
+from reme_engine.config import ConfigError, load_settings, state_dir_for
+
+
+def test_defaults_without_anything(tmp_path):
+    s = load_settings({}, env={}, config_path=None)
+    assert s.vault is None
+    assert s.chunk_bytes == 2000
+    assert s.embedder.kind == "offline"
+    assert not s.llm.configured
+
+
+def test_precedence_file_env_cli(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    v1, v2, v3 = (tmp_path / n for n in ("a", "b", "c"))
+    cfg.write_text(f"vault: {v1}\nchunk_bytes: 1500\ntimezone: Asia/Shanghai\nembedder:\n  kind: none\n")
+    s = load_settings({}, env={"REME_CONFIG": str(cfg)})
+    assert s.vault == v1.resolve() and s.chunk_bytes == 1500 and s.embedder.kind == "none"
+    assert s.timezone == "Asia/Shanghai"
+    s = load_settings({}, env={"REME_CONFIG": str(cfg), "REME_VAULT": str(v2), "REME_CHUNK_BYTES": "900"})
+    assert s.vault == v2.resolve() and s.chunk_bytes == 900
+    s = load_settings({"vault": str(v3)}, env={"REME_CONFIG": str(cfg), "REME_VAULT": str(v2)})
+    assert s.vault == v3.resolve()
+
+
+def test_embedding_env_selects_remote():
+    s = load_settings({}, env={"REME_EMBEDDING_BASE_URL": "http://127.0.0.1:9/v1", "REME_EMBEDDING_MODEL": "m",
+                               "REME_EMBEDDING_API_KEY": "k"})
+    assert s.embedder.kind == "openai" and s.embedder.model == "m" and s.embedder.api_key == "k"
+
+
+def test_llm_key_falls_back_to_sdk_variable():
+    s = load_settings({}, env={"REME_LLM_PROVIDER": "anthropic", "ANTHROPIC_API_KEY": "sk-x"})
+    assert s.llm.api_key == "sk-x" and s.llm.configured
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("vault: [unclosed", "config file"),
+    ("- a\n- b\n", "mapping"),
+    ("no_such_key: 1\n", "unknown setting"),
+    ("chunk_bytes: lots\n", "chunk_bytes"),
+    ("timezone: Mars/Base\n", "timezone"),
+    ("embedder:\n  kind: magic\n", "embedder.kind"),
+])
+def test_bad_config_is_a_clear_error(tmp_path, text, needle):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError, match=needle):
+        load_settings({}, env={}, config_path=cfg)
+
+
+def test_missing_explicit_config_is_an_error(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings({}, env={"REME_CONFIG": str(tmp_path / "nope.yaml")})
+
+
+def test_state_dir_is_outside_the_vault_and_stable(tmp_path):
+    a = state_dir_for(tmp_path / "v")
+    assert a == state_dir_for(tmp_path / "v")
+    assert not a.is_relative_to(tmp_path)
+    assert a != state_dir_for(tmp_path / "w")
