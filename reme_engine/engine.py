@@ -167,6 +167,8 @@ class Engine:
             return report
         with self.write_lock:
             self.vectors.open()
+            report.embed_cached += self.vectors.restored_from_cache
+            self.vectors.restored_from_cache = 0
             return self.indexer.embed_pending(progress, report, should_stop)
 
     def index_paths(self, paths: list[str], *, vectors: bool = True) -> IndexReport:
@@ -443,7 +445,8 @@ class Engine:
         date = self._date(date)
         with self.write_lock:
             res = daily.daily_create(self.vault, date, self.settings.layers)
-            self.index_paths([p for p in [getattr(res, "page_path", None)] if p])
+            if res.page_created:
+                self.index_paths([res.page])
         return res
 
     def daily_list(self, date: str = ""):
@@ -465,9 +468,8 @@ class Engine:
                 res = daily.daily_reindex(self.vault, date, self.settings.layers, insert_markers=insert_markers)
             except WriteConflict as exc:
                 raise EngineError(f"day page changed while regenerating: {exc}") from exc
-            page = getattr(res, "path", None) or getattr(res, "page_path", None)
-            if page:
-                self.index_paths([page])
+            if res.changed:
+                self.index_paths([res.path])
         return res
 
     def _date(self, date: str) -> str:

@@ -200,6 +200,8 @@ class VectorState:
         self.index: VectorIndex | None = None
         self._lock = threading.RLock()
         self.error: str | None = None
+        #: vectors restored from the embedding cache by the last rebuild (reported once, then reset)
+        self.restored_from_cache = 0
 
     @property
     def dim(self) -> int:
@@ -255,6 +257,7 @@ class VectorState:
                 missing.append(cid)
         if ids:
             index.add(np.asarray(ids, dtype=np.int64), np.vstack(vecs))
+        self.restored_from_cache += len(index)
         with self.store.write() as cw:
             cw.execute("UPDATE chunks SET has_vec=1")
             cw.executemany("UPDATE chunks SET has_vec=0 WHERE id=?", [(i,) for i in missing])

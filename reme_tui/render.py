@@ -1,0 +1,177 @@
+"""Pure text helpers for the views: wikilinks → Markdown links, one-line summaries, cell-width truncation.
+
+No Textual imports here, so these are cheap to test. Widths are terminal *cells* (CJK and most emoji take two),
+measured with Rich's ``cell_len`` — never ``len()``.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+from rich.cells import cell_len, set_cell_size
+
+#: Link scheme of rewritten wikilinks; the note view turns a click on one into a FollowLink request.
+WIKILINK_SCHEME = "wikilink:"
+
+_MD_ESCAPE_RE = re.compile(r"([\\`*_\[\]<>#|~])")
+_LINE_ANCHOR_RE = re.compile(r"^L(\d+)(?:-L?(\d+))?$")
+
+
+def _escape(text: str) -> str:
+    return _MD_ESCAPE_RE.sub(r"\\\1", text)
+
+
+def _shown(link) -> str:
+    """Link text: the alias, else the target's last path segment (full paths are noise in a narrow pane)."""
+    if link.alias is not None and link.alias.strip():
+        return link.alias.strip()
+    name = link.target.rsplit("/", 1)[-1] if link.target else ""
+    if link.anchor:
+        anchor = link.anchor.lstrip("^").replace("#", " › ")
+        name = f"{name} › {anchor}" if name else anchor
+    return name or link.original
+
+
+def wikilinks_to_markdown(body: str) -> str:
+    """Turn ``[[T]]``, ``[[T#h]]``, ``[[T|alias]]`` and ``![[T]]`` into ``[text](wikilink:T#h)`` links.
+
+    Links are found by the one link parser (``reme_engine.markdown.links``), so code spans, fenced code and
+    comments are skipped exactly as the index skips them. A wikilink never spans lines, so the line structure
+    is kept (block source lines still map to file lines). Embeds are shown as links marked ⎘, not inlined.
+    """
+    from reme_engine.markdown.links import parse_links
+
+    if "[[" not in body:
+        return body
+    out: list[str] = []
+    pos = 0
+    for link in parse_links(body):
+        if link.kind != "wikilink" or link.start < pos:
+            continue
+        shown = _shown(link)
+        if link.embed:
+            shown = f"⎘ {shown}"
+        out.append(body[pos : link.start])
+        out.append(f"[{_escape(shown)}]({WIKILINK_SCHEME}{quote(link.link, safe='')})")
+        pos = link.end
+    out.append(body[pos:])
+    return "".join(out)
+
+
+def parse_href(href: str) -> tuple[str, str | None] | None:
+    """``(target, anchor)`` of a clicked link that should open a vault note, or None for web/mail links.
+
+    ``href`` is as ``Markdown.LinkClicked`` reports it: already URL-decoded once, which undoes our quoting, so
+    it is not decoded again. Accepts our ``wikilink:`` scheme and plain relative links such as ``other.md`` or
+    ``../x.md#Heading``.
+    """
+    if href.startswith(WIKILINK_SCHEME):
+        raw = href[len(WIKILINK_SCHEME):]
+    elif re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", href) or href.startswith("//"):
+        return None
+    else:
+        raw = href
+    target, _, anchor = raw.partition("#")
+    return target.strip(), (anchor.strip() or None)
+
+
+def line_anchor(anchor: str | None) -> tuple[int, int | None] | None:
+    """``L9`` / ``L9-L12`` anchors as ``(start, end)`` file lines, else None."""
+    if not anchor:
+        return None
+    m = _LINE_ANCHOR_RE.match(anchor)
+    if not m:
+        return None
+    return int(m[1]), (int(m[2]) if m[2] else None)
+
+
+# -- one-line text --------------------------------------------------------------------------------------------
+
+
+def one_line(text: str) -> str:
+    """Collapse whitespace (newlines included) to single spaces."""
+    return " ".join(str(text).split())
+
+
+def truncate_cells(text: str, width: int, ellipsis: str = "…") -> str:
+    """``text`` cut to at most ``width`` terminal cells, ending in ``ellipsis`` when cut (CJK/emoji aware)."""
+    if width <= 0:
+        return ""
+    if cell_len(text) <= width:
+        return text
+    keep = width - cell_len(ellipsis)
+    if keep <= 0:
+        return ellipsis[:width]
+    # set_cell_size pads with a space when a wide character straddles the edge; drop that pad
+    return set_cell_size(text, keep).rstrip(" ") + ellipsis
+
+
+def _as_text(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_as_text(v) for v in value if v is not None)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_as_text(v)}" for k, v in value.items())
+    return one_line(str(value))
+
+
+def frontmatter_summary(meta: dict) -> str:
+    """``name — description · #tag #tag`` from a note's frontmatter ('' when none of these keys exist)."""
+    if not meta:
+        return ""
+    name = _as_text(meta.get("name") or meta.get("title"))
+    desc = _as_text(meta.get("description"))
+    tags_v = meta.get("tags")
+    tags = tags_v if isinstance(tags_v, (list, tuple)) else ([tags_v] if tags_v else [])
+    tag_text = " ".join("#" + one_line(str(t)).lstrip("#") for t in tags if t is not None and str(t).strip())
+    parts = [p for p in (name, desc) if p]
+    head = " — ".join(parts)
+    if tag_text:
+        head = f"{head} · {tag_text}" if head else tag_text
+    return head
+
+
+_MD_NOISE_RE = re.compile(r"^\s{0,3}(#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*)")
+_WIKILINK_RE = re.compile(r"!?\[\[([^\[\]|#]*)(?:#[^\[\]|]*)?(?:\|([^\[\]]*))?\]\]")
+
+
+def snippet(text: str, width: int = 200) -> str:
+    """One line of a chunk for a result row: Markdown markers and wikilink brackets dropped, cut to ``width`` cells."""
+    lines = []
+    for raw in text.splitlines():
+        s = raw.strip()
+        if not s or s.startswith(("```", "~~~", "---", "|---", "| ---")):
+            continue
+        s = _MD_NOISE_RE.sub("", s)
+        lines.append(s)
+        if cell_len(" ".join(lines)) > width:
+            break
+    flat = one_line(" ".join(lines))
+    # [[a/b|c]] → c, [[a/b]] → b; bounded input (≤ width+line) so the regex stays cheap
+    flat = _WIKILINK_RE.sub(lambda m: (m[2] or m[1].rsplit("/", 1)[-1]), flat[: width * 4])
+    return truncate_cells(flat, width)
+
+
+def why_line(hit) -> str:
+    """Why a hit ranked: each leg's rank and raw score, and the fused score."""
+    parts = []
+    if hit.keyword_rank is not None:
+        parts.append(f"kw #{hit.keyword_rank} ({hit.keyword_score:.2f})")
+    else:
+        parts.append("kw —")
+    if hit.vector_rank is not None:
+        parts.append(f"vec #{hit.vector_rank} ({hit.vector_score:.3f})")
+    else:
+        parts.append("vec —")
+    parts.append(f"fused {hit.score:.4f}")
+    return " · ".join(parts)
+
+
+def human_size(n: int) -> str:
+    for unit in ("B", "KB", "MB"):
+        if n < 1024 or unit == "MB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"

@@ -1,0 +1,126 @@
+"""The vault tree (left pane): Daily (days newest first → their cards), Digest (buckets), then the vault's other
+folders and files, loaded lazily as they are expanded.
+
+The widget never reads the vault itself. It posts:
+
+* :class:`~reme_tui.messages.LoadChildren` when a node whose children are not loaded yet is expanded; the screen
+  answers by calling :meth:`VaultTree.set_children`.
+* :class:`~reme_tui.messages.OpenNote` when a file node is selected (Enter or click).
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from ..messages import LoadChildren, OpenNote, TreeEntry
+
+_ICONS = {"daily": "📅 ", "digest": "🧠 ", "day": "", "dir": "", "file": ""}
+
+
+class VaultTree(Tree[TreeEntry]):
+    """Tree of the vault. Node data is a :class:`TreeEntry`; ``_loaded`` holds ids of nodes with children."""
+
+    BINDINGS = [
+        Binding("right", "expand_node", "Expand", show=False, id="tree.expand"),
+        Binding("left", "collapse_node", "Collapse", show=False, id="tree.collapse"),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__("vault", data=TreeEntry("root", "", "vault", True), id=id)
+        self.show_root = False
+        self.guide_depth = 2
+        self._loaded: set[int] = set()
+        self._loading: set[int] = set()
+
+    # -- filling --------------------------------------------------------------------------------------------
+    def _label(self, entry: TreeEntry) -> Text:
+        label = Text(_ICONS.get(entry.kind, "") + entry.label)
+        if entry.kind in ("daily", "digest"):
+            label.stylize("bold")
+        elif entry.kind == "dir":
+            label.stylize("bold")
+        if entry.dim:
+            label.stylize("dim")
+        return label
+
+    def _add(self, parent: TreeNode[TreeEntry], entry: TreeEntry) -> TreeNode[TreeEntry]:
+        if entry.expandable:
+            return parent.add(self._label(entry), data=entry, allow_expand=True)
+        return parent.add_leaf(self._label(entry), data=entry)
+
+    def set_root(self, entries: list[TreeEntry], groups: dict[str, list[TreeEntry]]) -> None:
+        """Fill the top level; ``groups`` gives the already-known children of group nodes (Daily, Digest)."""
+        self.clear()
+        self._loaded.clear()
+        self._loading.clear()
+        for entry in entries:
+            node = self._add(self.root, entry)
+            kids = groups.get(entry.kind)
+            if kids is not None:
+                for kid in kids:
+                    self._add(node, kid)
+                self._loaded.add(node.id)
+        # the groups are the point of the app: show them open
+        for node in self.root.children:
+            if node.data is not None and node.data.kind in ("daily", "digest") and node.id in self._loaded:
+                node.expand()
+        if self.root.children:
+            self.cursor_line = 0
+
+    def set_children(self, node_id: int, entries: list[TreeEntry], error: str | None = None) -> None:
+        """Replace the children of node ``node_id`` (ignored when the node is gone, e.g. after a reload)."""
+        self._loading.discard(node_id)
+        try:
+            node = self.get_node_by_id(node_id)
+        except Exception:  # UnknownNodeID: the tree was rebuilt meanwhile
+            return
+        node.remove_children()
+        if error:
+            node.add_leaf(Text(f"⚠ {error}", style="dim italic"), data=None)
+        elif not entries:
+            node.add_leaf(Text("(empty)", style="dim italic"), data=None)
+        for entry in entries:
+            self._add(node, entry)
+        self._loaded.add(node_id)
+
+    def find_path(self, path: str) -> TreeNode[TreeEntry] | None:
+        """A loaded node for file ``path`` (first match, breadth first), if any."""
+        queue = list(self.root.children)
+        while queue:
+            node = queue.pop(0)
+            if node.data is not None and node.data.kind == "file" and node.data.path == path:
+                return node
+            queue.extend(node.children)
+        return None
+
+    # -- events ---------------------------------------------------------------------------------------------
+    def on_tree_node_expanded(self, event: Tree.NodeExpanded[TreeEntry]) -> None:
+        node = event.node
+        if node.data is None or node.id in self._loaded or node.id in self._loading:
+            return
+        self._loading.add(node.id)
+        node.add_leaf(Text("loading…", style="dim italic"), data=None)
+        self.post_message(LoadChildren(node.id, node.data))
+
+    def on_tree_node_selected(self, event: Tree.NodeSelected[TreeEntry]) -> None:
+        entry = event.node.data
+        if entry is not None and entry.kind == "file":
+            event.stop()
+            self.post_message(OpenNote(entry.path))
+
+    def action_expand_node(self) -> None:
+        node = self.cursor_node
+        if node is not None and node.allow_expand and not node.is_expanded:
+            node.expand()
+
+    def action_collapse_node(self) -> None:
+        node = self.cursor_node
+        if node is None:
+            return
+        if node.allow_expand and node.is_expanded:
+            node.collapse()
+        elif node.parent is not None and node.parent is not self.root:
+            self.move_cursor(node.parent)

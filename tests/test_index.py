@@ -1,0 +1,218 @@
+"""Incremental indexing on real files: added / modified / removed / renamed, hashes, bad input, vectors."""
+
+import os
+import shutil
+import time
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+
+def _write(p: Path, text: str) -> Path:
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+@pytest.fixture
+def vault(tmp_path):
+    v = tmp_path / "vault"
+    _write(v / "digest/wiki/cobalt.md", "---\nname: 钴\ndescription: 电池正极材料\ntags: [新能源]\n---\n# 钴\n\n"
+           "钴是锂电池正极的关键原料。\n\n相关技术:: [[digest/wiki/battery]]\n")
+    _write(v / "digest/wiki/battery.md", "# Battery\n\nLithium batteries use cobalt cathodes. See [[cobalt]].\n")
+    _write(v / "daily/2026-11-28/notes.md", "# 今天\n\n调研了 [[digest/wiki/cobalt|钴]] 的供应链。\n")
+    _write(v / "Other/plain note.md", "Just an ordinary Obsidian note linking [[missing page]].\n")
+    _write(v / "resource/2026-11-27/data.json", '{"k": "光伏 组件 价格"}\n')
+    _write(v / "elsewhere/data.json", '{"ignored": true}\n')
+    _write(v / ".obsidian/workspace.md", "hidden")
+    return v
+
+
+def test_cold_index_counts_and_scope(make_engine, vault):
+    e = make_engine(vault, embed=False)
+    r = e.index()
+    assert r.added == 5 and r.removed == 0 and not r.skipped
+    paths = {row[0] for row in e.store.conn.execute("SELECT path FROM files")}
+    assert "resource/2026-11-27/data.json" in paths
+    assert "elsewhere/data.json" not in paths  # non-Markdown outside the layers is not indexed
+    assert ".obsidian/workspace.md" not in paths
+    info = e.store.file_info("digest/wiki/cobalt.md")
+    assert info["name"] == "钴" and info["description"] == "电池正极材料"
+    assert e.store.file_info("daily/2026-11-28/notes.md")["date"] == "2026-11-28"
+
+
+def test_noop_and_touch_and_modify(make_engine, vault):
+    e = make_engine(vault, embed=False)
+    e.index()
+    r = e.index()
+    assert (r.added, r.modified, r.removed, r.unchanged) == (0, 0, 0, 5)
+    p = vault / "digest/wiki/battery.md"
+    os.utime(p, (time.time() + 5, time.time() + 5))  # touched, same content
+    r = e.index()
+    assert r.modified == 0 and r.unchanged == 5
+    p.write_text(p.read_text() + "\nSodium-ion is cheaper.\n")
+    r = e.index()
+    assert r.modified == 1 and r.changed_paths == ["digest/wiki/battery.md"]
+    assert e.search("sodium", mode="keyword").hits[0].path == "digest/wiki/battery.md"
+
+
+def test_delete_and_rename_keep_graph_right(make_engine, vault):
+    e = make_engine(vault, embed=False)
+    e.index()
+    assert any(n.path == "daily/2026-11-28/notes.md" for n in e.neighbors("digest/wiki/cobalt.md").inlinks)
+    (vault / "digest/wiki/cobalt.md").rename(vault / "digest/wiki/cobalt-metal.md")
+    r = e.index()
+    assert r.renamed == 1 and r.added == 0 and r.removed == 0
+    # [[cobalt]] by stem no longer resolves; the full-path link dangles too
+    out = e.neighbors("daily/2026-11-28/notes.md").outlinks
+    assert out[0].dangling
+    (vault / "digest/wiki/cobalt-metal.md").rename(vault / "digest/wiki/cobalt.md")
+    e.index()
+    assert not e.neighbors("daily/2026-11-28/notes.md").outlinks[0].dangling
+    (vault / "digest/wiki/battery.md").unlink()
+    r = e.index()
+    assert r.removed == 1
+    assert e.search("lithium", mode="keyword").hits == []
+
+
+def test_dangling_link_becomes_real_when_file_appears(make_engine, vault):
+    e = make_engine(vault, embed=False)
+    e.index()
+    out = e.neighbors("Other/plain note.md").outlinks
+    assert out[0].dangling
+    _write(vault / "Other/missing page.md", "now here")
+    e.index()
+    out = e.neighbors("Other/plain note.md").outlinks
+    assert not out[0].dangling and out[0].path == "Other/missing page.md"
+
+
+def test_typed_predicates_on_edges(make_engine, vault):
+    e = make_engine(vault, embed=False)
+    e.index()
+    out = e.neighbors("digest/wiki/cobalt.md").outlinks
+    assert [(n.path, n.predicate) for n in out] == [("digest/wiki/battery.md", "相关技术")]
+    inl = e.neighbors("digest/wiki/battery.md").inlinks
+    assert ("digest/wiki/cobalt.md", "相关技术") in [(n.path, n.predicate) for n in inl]
+
+
+BAD = {
+    "bad/invalid-yaml.md": ("---\nname: [unclosed\n---\n# Body\nstill indexed 独角兽\n", None),
+    "bad/list-yaml.md": ("---\n- a\n- b\n---\nbody words zebra\n", None),
+    "bad/bom-crlf.md": ("\ufeff---\r\nname: BOM note\r\n---\r\n# T\r\n\r\nkangaroo line\r\n", None),
+    "bad/rule.md": ("---\n\nnot frontmatter, a thematic break\n\nplatypus paragraph\n", None),
+    "bad/brackets.md": ("[" * 40000 + " wombat\n", None),
+    "bad/oneline.md": ("x" * 3_000_000 + " echidna\n", None),
+}
+
+
+def test_bad_input_is_indexed_or_skipped_with_reason(make_engine, tmp_path):
+    v = tmp_path / "v"
+    for rel, (text, _) in BAD.items():
+        _write(v / rel, text)
+    (v / "bad").mkdir(exist_ok=True)
+    (v / "bad/binary.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00binary")
+    (v / "bad/latin1.md").write_bytes("caf\xe9 au lait".encode("latin-1"))
+    (v / "bad/huge.md").write_bytes(b"a" * (9 * 1024 * 1024))
+    (v / "loop").mkdir()
+    (v / "loop/self").symlink_to(v / "loop")
+    (v / "out.md").symlink_to(tmp_path / "outside.md")
+    (tmp_path / "outside.md").write_text("secret")
+    nfd = unicodedata.normalize("NFD", "bad/café.md")
+    _write(v / nfd, "nfd named note llama")
+    e = make_engine(v, embed=False)
+    r = e.index()
+    reasons = {s["path"]: s["reason"] for s in r.skipped}
+    assert "binary" in reasons["bad/binary.md"]
+    assert "UTF-8" in reasons["bad/latin1.md"]
+    assert "too large" in reasons["bad/huge.md"]
+    assert "leaves the vault" in reasons["out.md"]
+    for word, path in [("独角兽", "bad/invalid-yaml.md"), ("zebra", "bad/list-yaml.md"),
+                       ("kangaroo", "bad/bom-crlf.md"), ("platypus", "bad/rule.md"), ("wombat", "bad/brackets.md"),
+                       ("echidna", "bad/oneline.md"), ("llama", unicodedata.normalize("NFC", "bad/café.md"))]:
+        hits = e.search(word, mode="keyword").hits
+        assert hits and hits[0].path == path, word
+    assert e.store.file_info("bad/bom-crlf.md")["name"] == "BOM note"
+    assert e.store.file_info("bad/invalid-yaml.md")["warning"]
+    h = e.search("kangaroo", mode="keyword").hits[0]
+    assert (h.start_line, h.end_line) == (4, 6) or h.start_line <= 6 <= h.end_line
+    health = e.health_check()
+    assert {s["path"] for s in health["skipped"]} >= {"bad/binary.md", "bad/latin1.md", "bad/huge.md"}
+    # skipped files stay skipped without re-reading; a fixed file is indexed
+    (v / "bad/latin1.md").write_text("café au lait fixed", encoding="utf-8")
+    r = e.index()
+    assert r.added == 1 and "bad/latin1.md" not in {s["path"] for s in e.store.skipped()}
+
+
+def test_file_vanishing_during_index_is_not_fatal(make_engine, vault, monkeypatch):
+    e = make_engine(vault, embed=False)
+    from reme_engine.index import indexer as ix
+
+    real_parse = ix.Indexer.parse
+
+    def flaky(self, entry):
+        if entry.rel == "digest/wiki/battery.md":
+            entry.abs.unlink()
+        return real_parse(self, entry)
+
+    monkeypatch.setattr(ix.Indexer, "parse", flaky)
+    r = e.index()
+    assert r.added == 4
+    assert e.store.file_info("digest/wiki/battery.md") is None
+
+
+def test_vectors_cache_and_rebuild(make_engine, vault, tmp_path):
+    e = make_engine(vault)
+    r = e.index()
+    n = r.chunks_total
+    assert r.embedded == n and e.vectors.ready and len(e.vectors.index) == n
+    hits = e.search("cathode material for lithium batteries", mode="vector").hits
+    assert hits[0].vector_rank == 1
+    # deleting the index but keeping the embedding cache: nothing is re-embedded
+    state = e.state_dir
+    e.close()
+    for name in os.listdir(state):
+        if name.startswith("index.sqlite") or name.startswith("vectors-"):
+            os.unlink(state / name)
+    from reme_engine.engine import Engine
+
+    e2 = Engine.open(e.settings, embedder=e.embedder)
+    try:
+        r2 = e2.index()
+        assert r2.embedded == 0 and r2.embed_cached == n
+        assert len(e2.vectors.index) == n
+    finally:
+        e2.close()
+
+
+def test_stale_vector_file_is_rebuilt_from_cache(make_engine, vault):
+    e = make_engine(vault)
+    e.index()
+    path = e.vectors.path
+    e.close()
+    path.write_bytes(b"garbage")
+    from reme_engine.engine import Engine
+
+    e2 = Engine.open(e.settings, embedder=e.embedder)
+    try:
+        r = e2.search("钴 电池", mode="vector")
+        assert r.hits and r.degraded is None
+        assert e2.embed_pending().embedded == 0
+    finally:
+        e2.close()
+
+
+def test_tokenizer_change_rebuilds_keyword_index(make_engine, vault):
+    e = make_engine(vault, embed=False)
+    e.index()
+    with e.store.write():
+        e.store.set_meta("tokenizer", "old-fingerprint")
+    from reme_engine.index.indexer import Indexer
+
+    ix = Indexer(e.vault, e.settings, e.store, e.tokenizer)
+    r = ix.sync()
+    assert r.modified == 5  # every file re-tokenised
+    assert e.store.get_meta("tokenizer") == e.tokenizer.fingerprint
+    fts = e.store.conn.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
+    assert fts == e.store.counts()["chunks"]
+    assert e.search("钴", mode="keyword").hits
