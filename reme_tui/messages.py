@@ -134,11 +134,13 @@ class NeighboursLoaded(Message):
 
 
 class LinkResolved(Message):
-    """A clicked link's ``target`` resolved to ``path`` (None: no such note; ``virtual`` names the missing node)."""
+    """A clicked link's ``target`` resolved to ``path`` (None: no such note; ``virtual`` names the missing node;
+    ``error``: resolution itself failed)."""
 
     def __init__(self, target: str, anchor: str | None, path: str | None, virtual: str | None,
-                 ambiguous: bool = False) -> None:
+                 ambiguous: bool = False, error: str | None = None) -> None:
         super().__init__()
+        self.error = error
         self.target = target
         self.anchor = anchor
         self.path = path

@@ -33,6 +33,23 @@ def _shown(link) -> str:
     return name or link.original
 
 
+#: A Dataview field line (``key:: value``, optionally a list item): shown on a line of its own.
+_FIELD_LINE_RE = re.compile(r"^\s{0,3}(?:[-*+] +)?[^\s`:|\[][^`:|\n]{0,99}::(?:\s|$)")
+
+
+def field_lines_as_breaks(body: str) -> str:
+    """End each ``key:: value`` line with a hard break (two spaces) so consecutive fields do not run together
+    into one paragraph, as they would in plain CommonMark. Trailing spaces at a paragraph's end are dropped by
+    the parser, so this never adds visible text."""
+    if "::" not in body:
+        return body
+    lines = body.split("\n")
+    for i, line in enumerate(lines):
+        if "::" in line and _FIELD_LINE_RE.match(line) and not line.endswith("  "):
+            lines[i] = line + "  "
+    return "\n".join(lines)
+
+
 def wikilinks_to_markdown(body: str) -> str:
     """Turn ``[[T]]``, ``[[T#h]]``, ``[[T|alias]]`` and ``![[T]]`` into ``[text](wikilink:T#h)`` links.
 
@@ -43,7 +60,7 @@ def wikilinks_to_markdown(body: str) -> str:
     from reme_engine.markdown.links import parse_links
 
     if "[[" not in body:
-        return body
+        return field_lines_as_breaks(body)
     out: list[str] = []
     pos = 0
     for link in parse_links(body):
@@ -56,7 +73,7 @@ def wikilinks_to_markdown(body: str) -> str:
         out.append(f"[{_escape(shown)}]({WIKILINK_SCHEME}{quote(link.link, safe='')})")
         pos = link.end
     out.append(body[pos:])
-    return "".join(out)
+    return field_lines_as_breaks("".join(out))
 
 
 def parse_href(href: str) -> tuple[str, str | None] | None:
@@ -133,24 +150,55 @@ def frontmatter_summary(meta: dict) -> str:
     return head
 
 
-_MD_NOISE_RE = re.compile(r"^\s{0,3}(#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*)")
+_MD_NOISE_RE = re.compile(r"^\s{0,3}(#{1,6}\s+|[-*+]\s+(\[[ xX]\]\s+)?|\d+[.)]\s+|>\s*)")
 _WIKILINK_RE = re.compile(r"!?\[\[([^\[\]|#]*)(?:#[^\[\]|]*)?(?:\|([^\[\]]*))?\]\]")
+_COMMENT_RE = re.compile(r"<!--.*?-->|%%.*?%%")
+_EMPHASIS_RE = re.compile(r"(\*\*|__|~~|`)")
+#: Characters of a chunk a snippet looks at (chunks are ~2 KB; this bounds the regex work).
+SNIPPET_SCAN = 4000
 
 
-def snippet(text: str, width: int = 200) -> str:
-    """One line of a chunk for a result row: Markdown markers and wikilink brackets dropped, cut to ``width`` cells."""
+def plain_inline(text: str) -> str:
+    """One line of Markdown as plain text: wikilinks as their shown text, emphasis marks and comments dropped."""
+    flat = _COMMENT_RE.sub(" ", one_line(text))
+    flat = _WIKILINK_RE.sub(lambda m: (m[2] or m[1].rsplit("/", 1)[-1]), flat)
+    return one_line(_EMPHASIS_RE.sub("", flat))
+
+
+def _query_terms(query: str) -> list[str]:
+    """Terms to center a snippet on: the query's words, longest first; long CJK words also by their first two
+    characters (the tokenizer may have matched a shorter word)."""
+    words = [w for w in query.split() if w]
+    extra = [w[:2] for w in words if len(w) > 2 and not w.isascii()]
+    return sorted(set(words + extra), key=len, reverse=True)
+
+
+def snippet(text: str, width: int = 200, query: str = "") -> str:
+    """One line of a chunk for a result row: heading lines, Markdown markers, comments and wikilink brackets
+    dropped; when the first query term found would fall outside ``width`` cells, the line starts shortly before
+    it instead; cut to ``width`` cells."""
     lines = []
-    for raw in text.splitlines():
+    for raw in text[:SNIPPET_SCAN].splitlines():
         s = raw.strip()
-        if not s or s.startswith(("```", "~~~", "---", "|---", "| ---")):
+        if not s or s.startswith(("#", "```", "~~~", "---", "|---", "| ---")):
             continue
-        s = _MD_NOISE_RE.sub("", s)
-        lines.append(s)
-        if cell_len(" ".join(lines)) > width:
-            break
-    flat = one_line(" ".join(lines))
-    # [[a/b|c]] → c, [[a/b]] → b; bounded input (≤ width+line) so the regex stays cheap
-    flat = _WIKILINK_RE.sub(lambda m: (m[2] or m[1].rsplit("/", 1)[-1]), flat[: width * 4])
+        lines.append(_MD_NOISE_RE.sub("", s))
+    flat = plain_inline(" ".join(lines))
+    if query:
+        low = flat.casefold()
+        for term in _query_terms(query):
+            pos = low.find(term.casefold())
+            if pos >= 0:
+                if cell_len(flat[: pos + len(term)]) > width - 2:  # the term would be cut off: move the window
+                    lead = flat[:pos]
+                    # keep about a quarter of the width of context before the term
+                    keep = ""
+                    for ch in reversed(lead):
+                        if cell_len(keep) + cell_len(ch) > max(4, width // 4):
+                            break
+                        keep = ch + keep
+                    flat = "…" + keep + flat[pos:]
+                break
     return truncate_cells(flat, width)
 
 
@@ -158,14 +206,14 @@ def why_line(hit) -> str:
     """Why a hit ranked: each leg's rank and raw score, and the fused score."""
     parts = []
     if hit.keyword_rank is not None:
-        parts.append(f"kw #{hit.keyword_rank} ({hit.keyword_score:.2f})")
+        parts.append(f"kw #{hit.keyword_rank} ({hit.keyword_score:.3g})")
     else:
         parts.append("kw —")
     if hit.vector_rank is not None:
         parts.append(f"vec #{hit.vector_rank} ({hit.vector_score:.3f})")
     else:
         parts.append("vec —")
-    parts.append(f"fused {hit.score:.4f}")
+    parts.append(f"fused {hit.score:.4g}")
     return " · ".join(parts)
 
 

@@ -252,6 +252,12 @@ class Indexer:
         description = str(desc_v).strip() if isinstance(desc_v, (str, int, float)) else ""
         if not description:
             description = _first_line_summary(body)
+        if not chunks:
+            # An empty (or frontmatter-only) note is still findable by its name: one title-only chunk.
+            from ..markdown.chunker import Chunk
+
+            last = max(1, text.count("\n") + (0 if text.endswith("\n") else 1))
+            chunks = [Chunk(last, last, "", (name or stem,))]
         aliases = _as_str_list(meta.get("aliases")) + _as_str_list(meta.get("alias"))
         from ..markdown.frontmatter import frontmatter_text_values
 

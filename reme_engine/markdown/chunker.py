@@ -105,8 +105,9 @@ def chunk_markdown(body: str, *, line_offset: int = 0, max_bytes: int = DEFAULT_
     doc = _Doc(body, max_bytes)
     if doc.empty:
         return []
-    root = _build_sections(_parse_blocks(doc))
-    return doc.to_chunks(_section_pieces(doc, root), line_offset)
+    units: list[_Piece] = []
+    _flatten(doc, _build_sections(_parse_blocks(doc)), units)
+    return doc.to_chunks(doc.pack(units), line_offset)
 
 
 def chunk_plain(text: str, *, line_offset: int = 0, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Chunk]:
@@ -116,21 +117,23 @@ def chunk_plain(text: str, *, line_offset: int = 0, max_bytes: int = DEFAULT_MAX
     doc = _Doc(text, max_bytes)
     if doc.empty:
         return []
-    return doc.to_chunks(doc.pack(doc.line_pieces(0, len(doc.lines) - 1, ()), ()), line_offset)
+    return doc.to_chunks(doc.pack(doc.line_pieces(0, len(doc.lines) - 1, _Section(0, None, None))), line_offset)
 
 
 # --------------------------------------------------------------------------------------------------- internals
 
 
 class _Piece(NamedTuple):
-    """A chunk in the making. start/end: 0-based inclusive body lines. text None → the lines themselves.
-    mergeable: may be packed with neighbouring mergeable pieces (only plain line ranges of the same section)."""
+    """A chunk in the making. start/end: 0-based inclusive body lines. owner: innermost section holding it.
+    text None → the lines themselves. mergeable: a plain line range that pack() may join with its neighbours.
+    head: the piece begins with ``owner``'s own heading line (a whole section, or the heading itself)."""
 
     start: int
     end: int
-    headings: tuple[str, ...]
+    owner: _Section
     text: str | None
     mergeable: bool
+    head: bool = False
 
 
 class _Block(NamedTuple):
@@ -144,11 +147,13 @@ class _Block(NamedTuple):
 
 
 class _Section:
-    __slots__ = ("level", "path", "heading", "blocks", "children", "start", "end")
+    __slots__ = ("level", "depth", "path", "parent", "heading", "blocks", "children", "start", "end")
 
-    def __init__(self, level: int, path: tuple[str, ...], heading: _Block | None) -> None:
-        self.level = level
-        self.path = path
+    def __init__(self, level: int, parent: _Section | None, heading: _Block | None) -> None:
+        self.level = level  # heading level 1..6; 0 for the root
+        self.parent = parent
+        self.depth = parent.depth + 1 if parent else 0  # nesting depth, for the LCA walk in pack()
+        self.path: tuple[str, ...] = parent.path + (heading.title,) if parent and heading else ()
         self.heading = heading
         self.blocks: list[_Block] = []  # content before the first subsection
         self.children: list[_Section] = []
@@ -193,37 +198,37 @@ class _Doc:
 
     # -- splitting ---------------------------------------------------------------------------------------------
 
-    def line_pieces(self, a: int, b: int, path: tuple[str, ...]) -> list[_Piece]:
+    def line_pieces(self, a: int, b: int, owner: _Section) -> list[_Piece]:
         """Each non-blank line a..b as a mergeable piece; a line over budget becomes frozen slices."""
         out: list[_Piece] = []
         for i in range(a, b + 1):
             if self.blank(i):
                 continue
             if self.size(i, i) <= self.budget:
-                out.append(_Piece(i, i, path, None, True))
+                out.append(_Piece(i, i, owner, None, True))
             else:
-                out.extend(_Piece(i, i, path, s, False) for s in _split_line(self.lines[i], self.budget))
+                out.extend(_Piece(i, i, owner, s, False) for s in _split_line(self.lines[i], self.budget))
         return out
 
-    def block_pieces(self, blk: _Block, path: tuple[str, ...]) -> list[_Piece]:
+    def block_pieces(self, blk: _Block, owner: _Section) -> list[_Piece]:
         if self.size(blk.start, blk.end) <= self.budget:
-            return [_Piece(blk.start, blk.end, path, None, True)]
+            return [_Piece(blk.start, blk.end, owner, None, True)]
         if blk.kind in ("bullet_list", "ordered_list"):
             out: list[_Piece] = []
             for s, e in blk.items:  # whole items stay mergeable, so pack() groups them greedily
                 if self.size(s, e) <= self.budget:
-                    out.append(_Piece(s, e, path, None, True))
+                    out.append(_Piece(s, e, owner, None, True))
                 else:
-                    out.extend(self.line_pieces(s, e, path))
+                    out.extend(self.line_pieces(s, e, owner))
             return out
         if blk.kind == "table" and blk.end >= blk.start + 2:
-            return self._wrapped(blk.start, blk.start + 1, blk.end + 1, blk.end, path)
+            return self._wrapped(blk.start, blk.start + 1, blk.end + 1, blk.end, owner)
         if blk.kind == "fence" and blk.end >= blk.start + 1:
             post = blk.end if blk.closed else blk.end + 1
-            return self._wrapped(blk.start, blk.start, post, blk.end, path)
-        return self.line_pieces(blk.start, blk.end, path)
+            return self._wrapped(blk.start, blk.start, post, blk.end, owner)
+        return self.line_pieces(blk.start, blk.end, owner)
 
-    def _wrapped(self, a: int, pre_end: int, post_start: int, b: int, path: tuple[str, ...]) -> list[_Piece]:
+    def _wrapped(self, a: int, pre_end: int, post_start: int, b: int, owner: _Section) -> list[_Piece]:
         """Split lines a..b whose prefix a..pre_end (table header+delimiter, opening fence) and optional suffix
         post_start..b (closing fence) are repeated around each piece of the body in between."""
         body_s, body_e = pre_end + 1, post_start - 1
@@ -232,7 +237,7 @@ class _Doc:
         post_bytes = self.size(post_start, b) if has_post else -1
         avail = self.budget - (pre_bytes + 1) - (post_bytes + 1)
         if body_s > body_e or avail <= 0:
-            return self.line_pieces(a, b, path)
+            return self.line_pieces(a, b, owner)
 
         # Greedy groups of body lines (s, e); e == -1 marks a single line too big to wrap.
         groups: list[tuple[int, int]] = []
@@ -253,7 +258,7 @@ class _Doc:
         if cur_s >= 0:
             groups.append((cur_s, cur_e))
         if not groups:  # body only blank lines
-            return self.line_pieces(a, b, path)
+            return self.line_pieces(a, b, owner)
 
         pre_text = self.join(a, pre_end)
         post_text = self.join(post_start, b) if has_post else ""
@@ -262,10 +267,10 @@ class _Doc:
         for k, (s, e) in enumerate(groups):
             if e < 0:
                 if k == 0:
-                    out.extend(self.line_pieces(a, pre_end, path))
-                out.extend(self.line_pieces(s, s, path))
+                    out.extend(self.line_pieces(a, pre_end, owner))
+                out.extend(self.line_pieces(s, s, owner))
                 if k == last and has_post:
-                    out.extend(self.line_pieces(post_start, b, path))
+                    out.extend(self.line_pieces(post_start, b, owner))
                 continue
             start, lead = s, True
             end, trail = e, has_post
@@ -276,49 +281,52 @@ class _Doc:
             if k == last and has_post and self.size(start, b) + (pre_bytes + 1 if lead else 0) <= self.budget:
                 end, trail = b, False
             if k == 0 and lead:
-                out.extend(self.line_pieces(a, pre_end, path))  # cover the prefix lines themselves
+                out.extend(self.line_pieces(a, pre_end, owner))  # cover the prefix lines themselves
             text = self.join(start, end)
             if lead:
                 text = pre_text + "\n" + text
             if trail:
                 text = text + "\n" + post_text
-            out.append(_Piece(start, end, path, text, False))
+            out.append(_Piece(start, end, owner, text, False))
             if k == last and trail:
-                out.extend(self.line_pieces(post_start, b, path))
+                out.extend(self.line_pieces(post_start, b, owner))
         return out
 
     # -- packing -----------------------------------------------------------------------------------------------
 
-    def pack(self, items: list[_Piece], path: tuple[str, ...]) -> list[_Piece]:
-        """Greedily merge runs of consecutive mergeable pieces while the joined line range fits the budget.
-        A merged run is attributed to ``path`` (the enclosing section); a lone piece keeps its own headings."""
+    def pack(self, units: list[_Piece]) -> list[_Piece]:
+        """One greedy left-to-right pass: join consecutive mergeable units while the joined line range fits the
+        budget. A group is attributed to the lowest common ancestor (LCA) section of its units. It may descend
+        into sections freely (their heading lines are then part of the text), but must not climb above the
+        section it started in unless it started with that section's heading: otherwise the tail of a deep
+        section would be filed under a shallower breadcrumb that no longer explains it."""
         out: list[_Piece] = []
         first: _Piece | None = None
+        lca: _Section | None = None
         end = 0
-        count = 0
-
-        def flush() -> None:
+        for u in units:
+            if not u.mergeable:
+                if first is not None:
+                    out.append(_Piece(first.start, end, lca, None, True))  # type: ignore[arg-type]
+                    first = None
+                out.append(u)
+                continue
+            if first is not None and self.size(first.start, u.end) <= self.budget:
+                up = _lca(lca, u.owner)  # type: ignore[arg-type]
+                if up is lca or first.owner is up or (first.head and first.owner.parent is up):
+                    lca, end = up, u.end
+                    continue
             if first is not None:
-                out.append(first if count == 1 else _Piece(first.start, end, path, None, True))
-
-        for p in items:
-            if not p.mergeable:
-                flush()
-                first = None
-                out.append(p)
-            elif first is not None and self.size(first.start, p.end) <= self.budget:
-                end = p.end
-                count += 1
-            else:
-                flush()
-                first, end, count = p, p.end, 1
-        flush()
+                out.append(_Piece(first.start, end, lca, None, True))  # type: ignore[arg-type]
+            first, lca, end = u, u.owner, u.end
+        if first is not None:
+            out.append(_Piece(first.start, end, lca, None, True))  # type: ignore[arg-type]
         return out
 
     def to_chunks(self, pieces: list[_Piece], line_offset: int) -> list[Chunk]:
         base = line_offset + 1
         return [
-            Chunk(p.start + base, p.end + base, p.text if p.text is not None else self.join(p.start, p.end), p.headings)
+            Chunk(p.start + base, p.end + base, p.text if p.text is not None else self.join(p.start, p.end), p.owner.path)
             for p in pieces
         ]
 
@@ -364,8 +372,12 @@ def _split_line(line: str, max_bytes: int) -> list[str]:
                     end += 1
             else:
                 floor = pos + max_bytes // 2
-                best = max(data.rfind(sep, floor, end) + len(sep) for sep in _BREAKS)
-                if best > floor:
+                best = -1
+                for sep in _BREAKS:
+                    at = data.rfind(sep, floor, end)
+                    if at >= 0 and at + len(sep) > best:
+                        best = at + len(sep)
+                if best > pos:
                     end = best
         piece = data[pos:end].decode("utf-8", "surrogatepass")
         if not _blank(piece):
@@ -430,7 +442,8 @@ def _list_items(doc: _Doc, tokens: list, idx: int, a: int, b: int) -> tuple[tupl
     """Item ranges of the top-level list opening at tokens[idx], made contiguous over a..b (so every list line
     belongs to an item) and trimmed of blank lines."""
     starts = [a]
-    for tok in tokens[idx + 1 :]:
+    for j in range(idx + 1, len(tokens)):  # by index: slicing tokens per list would be quadratic
+        tok = tokens[j]
         if tok.level == 0:  # the list's closing token
             break
         if tok.type == "list_item_open" and tok.level == 1 and tok.map and a < tok.map[0] <= b:
@@ -460,13 +473,13 @@ def _closes_fence(line: str, markup: str) -> bool:
 
 def _build_sections(blocks: list[_Block]) -> _Section:
     """Nest blocks into sections: a heading owns everything up to the next heading of the same or higher level."""
-    root = _Section(0, (), None)
+    root = _Section(0, None, None)
     stack = [root]
     for blk in blocks:
         if blk.kind == "heading":
             while stack[-1].level >= blk.level:
                 stack.pop()
-            sec = _Section(blk.level, stack[-1].path + (blk.title,), blk)
+            sec = _Section(blk.level, stack[-1], blk)
             stack[-1].children.append(sec)
             stack.append(sec)
         else:
@@ -476,7 +489,7 @@ def _build_sections(blocks: list[_Block]) -> _Section:
 
 
 def _set_extent(sec: _Section) -> None:
-    for child in sec.children:
+    for child in sec.children:  # depth ≤ 7 (root + H1..H6)
         _set_extent(child)
     if sec.children:
         sec.end = sec.children[-1].end
@@ -484,18 +497,28 @@ def _set_extent(sec: _Section) -> None:
         sec.end = sec.blocks[-1].end
 
 
-def _section_pieces(doc: _Doc, sec: _Section) -> list[_Piece]:
-    """Pieces for a section (the root, or one too big to be a single chunk): its heading line, its own blocks, then
-    each subsection — whole if it fits, else recursively split (those pieces are final and never re-merged, so a
-    chunk's breadcrumb stays accurate). Recursion depth ≤ 7 (root + H1..H6)."""
-    items: list[_Piece] = []
+def _lca(a: _Section, b: _Section) -> _Section:
+    while a.depth > b.depth:
+        a = a.parent  # type: ignore[assignment]
+    while b.depth > a.depth:
+        b = b.parent  # type: ignore[assignment]
+    while a is not b:
+        a, b = a.parent, b.parent  # type: ignore[assignment]
+    return a
+
+
+def _flatten(doc: _Doc, sec: _Section, out: list[_Piece]) -> None:
+    """Units of a section too big to be one unit (or of the root), in line order: its heading, its own blocks,
+    then each subsection — as one whole unit if it fits the budget, else recursively flattened."""
     if sec.heading is not None:
-        items.extend(doc.block_pieces(sec.heading, sec.path))
+        units = doc.block_pieces(sec.heading, sec)
+        if len(units) == 1 and units[0].mergeable:
+            units[0] = units[0]._replace(head=True)
+        out.extend(units)
     for blk in sec.blocks:
-        items.extend(doc.block_pieces(blk, sec.path))
+        out.extend(doc.block_pieces(blk, sec))
     for child in sec.children:
         if doc.size(child.start, child.end) <= doc.budget:
-            items.append(_Piece(child.start, child.end, child.path, None, True))
+            out.append(_Piece(child.start, child.end, child, None, True, True))
         else:
-            items.extend(p._replace(mergeable=False) for p in _section_pieces(doc, child))
-    return doc.pack(items, sec.path)
+            _flatten(doc, child, out)

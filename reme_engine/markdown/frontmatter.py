@@ -330,10 +330,15 @@ _Dumper.add_implicit_resolver(_T_BOOL, _RE_BOOL, list("tTfF"))
 _Dumper.add_implicit_resolver(_T_INT, _RE_INT, list("-+0123456789"))
 _Dumper.add_implicit_resolver(_T_FLOAT, _RE_FLOAT, list("-+0123456789."))
 
+_FOLDED = frozenset("\x85\u2028\u2029\ufeff")
 _RE_ISO = re.compile(r"^\d{4}-\d\d-\d\d(?:[Tt ]\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:\d\d)?)?$")
 
 
 def _represent_str(dumper: Any, value: str) -> Any:
+    if any(ch in _FOLDED for ch in value):
+        # PyYAML's emitter writes these raw into plain/single-quoted scalars, where readers fold them into
+        # spaces; double quotes escape them, so the string reads back unchanged.
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
     # ISO dates that read back unchanged are written plain (2026-06-20, as Obsidian writes them), not quoted.
     if _RE_ISO.match(value):
         try:

@@ -26,7 +26,8 @@ never a backtracking pattern (a typical wikilink regex takes ~10 s on 40,000 ``[
 
 Resolution (:class:`LinkResolver`) implements DESIGN §4 Decision: exact vault path, then the path relative to
 the linking note, then the unique stem / path suffix / alias match (case-insensitive after NFC; shortest path
-wins when several match), else a dangling virtual node.
+wins when several match), else a dangling virtual node. Matching a bare ``[[alias]]`` through the ``aliases``
+frontmatter is our decision; Obsidian itself leaves such a link unresolved.
 """
 
 from __future__ import annotations
@@ -721,11 +722,8 @@ class LinkResolver:
         self._by_alias: dict[str, set[str]] = {}
         self._aliases: dict[str, list[str]] = {}
         aliases = aliases or {}
-        for p in paths:
+        for p in paths:  # aliases of paths not listed are ignored: a stale alias must not resurrect a file
             self.add(p, aliases.get(p, ()))
-        for p, al in aliases.items():  # aliases given for paths not listed: still files we know about
-            if p not in self._files:
-                self.add(p, al)
 
     def add(self, path: str, aliases: Iterable[str] = ()) -> None:
         """Register a file (re-adding replaces its aliases)."""

@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.timer import Timer
-from textual.widgets import Input, OptionList, Static
+from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
@@ -28,16 +28,19 @@ RESULT_LIMIT = 20
 MODES = ("hybrid", "keyword")
 
 
-def hit_prompt(hit) -> Text:
-    """Three lines per hit: path and line range; one-line snippet; the why-line."""
-    t = Text()
-    t.append(hit.path, style="bold")
-    t.append(f"  L{hit.start_line}-L{hit.end_line}", style="dim")
+def hit_prompt(hit, width: int = 100, query: str = "") -> Text:
+    """Three lines per hit, each cut to ``width`` cells: path, line range and headings; a one-line snippet
+    around the first query term; the why-line."""
+    head = Text()
+    head.append(hit.path, style="bold")
+    head.append(f"  L{hit.start_line}-L{hit.end_line}", style="dim")
     if hit.headings:
-        t.append("  " + " › ".join(one_line(h) for h in hit.headings[-2:]), style="italic dim")
-    t.append("\n  " + (snippet(hit.text, 160) or "…"))
-    t.append("\n  " + why_line(hit), style="dim")
-    return t
+        head.append("  " + " › ".join(one_line(h) for h in hit.headings[-2:]), style="italic dim")
+    head.truncate(width, overflow="ellipsis")
+    body = Text("  " + (snippet(hit.text, max(8, width - 2), query) or "…"))
+    why = Text("  " + why_line(hit), style="dim")
+    why.truncate(width, overflow="ellipsis")
+    return Text("\n").join([head, body, why])
 
 
 class SearchResults(OptionList):
@@ -50,7 +53,11 @@ class SearchScreen(ModalScreen):
     BINDINGS = [
         Binding("escape", "close", "Close", id="search.close"),
         Binding("ctrl+t", "toggle_mode", "Hybrid/keyword", id="search.mode"),
-        Binding("down", "to_results", "Results", show=False, id="search.results"),
+        # arrows move through the results while typing goes on in the input (as in the command palette)
+        Binding("down", "move(1)", "Next", show=False, id="search.next"),
+        Binding("up", "move(-1)", "Previous", show=False, id="search.previous"),
+        Binding("pagedown", "move(5)", "Page down", show=False, id="search.page_down"),
+        Binding("pageup", "move(-5)", "Page up", show=False, id="search.page_up"),
     ]
 
     def __init__(self, engine, *, initial: str = "", mode: str = "hybrid") -> None:
@@ -62,41 +69,44 @@ class SearchScreen(ModalScreen):
         self.shown_seq = 0  # number of the request whose results are on screen
         self.result = None  # the SearchResult on screen
         self._debounce: Timer | None = None
+        self._open_when_ready = False  # Enter came before the results for the typed text
+        self._width = 0  # cells per result row when the rows were built
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="search-box"):
+        # Widgets are kept as attributes: nested children may not be mounted yet when on_mount runs.
+        self.input = Input(self.initial, placeholder="Search notes (中文 / English)…", id="search-input")
+        self.mode_label = Static(self._mode_text(), id="search-mode")
+        self.info = Static(self._info_text("Type to search · ↑↓ choose · Enter opens · Esc closes"),
+                           id="search-info")
+        self.results = SearchResults(id="search-results")
+        box = Vertical(id="search-box")
+        box.border_title = "Search"
+        with box:
             with Horizontal(id="search-bar"):
-                yield Input(self.initial, placeholder="Search notes (中文 / English)…", id="search-input")
-                yield Static("", id="search-mode")
-            yield Static("", id="search-info")
-            yield SearchResults(id="search-results")
+                yield self.input
+                yield self.mode_label
+            yield self.info
+            yield self.results
+        yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#search-box").border_title = "Search"
-        self._show_mode()
-        self.query_one("#search-input", Input).focus()
+        self.input.focus()
         if self.initial.strip():
-            self._schedule(0)
-        else:
-            self._info("Type to search. Enter opens, ↓ moves to results, Esc closes.")
+            self.call_after_refresh(self._schedule, 0)
 
     # -- helpers --------------------------------------------------------------------------------------------
-    @property
-    def results(self) -> SearchResults:
-        return self.query_one(SearchResults)
+    @staticmethod
+    def _info_text(text: str) -> Text:
+        return Text(text, style="dim", no_wrap=True, overflow="ellipsis")
 
     def _info(self, text: str) -> None:
-        self.query_one("#search-info", Static).update(Text(text, style="dim", no_wrap=True, overflow="ellipsis"))
+        self.info.update(self._info_text(text))
+
+    def _mode_text(self) -> Text:
+        return Text(f" {self.mode} ", style="bold reverse")
 
     def _show_mode(self) -> None:
-        key = self.app.get_key_display(self.active_binding("search.mode")) if self.is_mounted else "ctrl+t"
-        self.query_one("#search-mode", Static).update(Text(f" {self.mode} ({key})", style="bold"))
-
-    def active_binding(self, binding_id: str):
-        for active in self.app.active_bindings.values():
-            if active.binding.id == binding_id:
-                return active.binding
-        return Binding("ctrl+t", "toggle_mode")
+        self.mode_label.update(self._mode_text())
 
     def _schedule(self, delay: float = DEBOUNCE_S) -> None:
         if self._debounce is not None:
@@ -107,7 +117,7 @@ class SearchScreen(ModalScreen):
 
     def _fire(self) -> None:
         self._debounce = None
-        query = self.query_one("#search-input", Input).value
+        query = self.input.value
         self.seq += 1
         if not query.strip():
             self.shown_seq = self.seq
@@ -143,13 +153,27 @@ class SearchScreen(ModalScreen):
             return
         res = message.result
         self.result = res
-        self.results.set_options([Option(hit_prompt(h), id=str(i)) for i, h in enumerate(res.hits)])
-        if res.hits:
-            self.results.highlighted = 0
+        self._fill(res, 0)
         note = f"{len(res.hits)} hits · {res.took_ms:.0f} ms · {res.mode}"
         if res.degraded:
             note += f" · {res.degraded}"
         self._info(note if res.hits else f"no hits for {message.query!r} ({res.mode})")
+        if self._open_when_ready and message.seq == self.seq:
+            self._open_when_ready = False
+            self._open(0)
+
+    def _row_width(self) -> int:
+        return max(20, self.results.scrollable_content_region.width - 1)
+
+    def _fill(self, res, highlight: int | None) -> None:
+        self._width = width = self._row_width()
+        self.results.set_options([Option(hit_prompt(h, width, res.query), id=str(i)) for i, h in enumerate(res.hits)])
+        if res.hits and highlight is not None:
+            self.results.highlighted = min(highlight, len(res.hits) - 1)
+
+    def on_resize(self) -> None:
+        if self.result is not None and self._row_width() != self._width:
+            self._fill(self.result, self.results.highlighted)
 
     # -- events ---------------------------------------------------------------------------------------------
     @on(Input.Changed, "#search-input")
@@ -164,11 +188,6 @@ class SearchScreen(ModalScreen):
             self._open_when_ready = True
             return
         self._open(self.results.highlighted or 0)
-
-    _open_when_ready = False
-
-    def on_search_done_after(self) -> None:  # pragma: no cover - placeholder for symmetry
-        pass
 
     @on(OptionList.OptionSelected, "#search-results")
     def _selected(self, event: OptionList.OptionSelected) -> None:
@@ -189,6 +208,8 @@ class SearchScreen(ModalScreen):
         self._show_mode()
         self._schedule(0)
 
-    def action_to_results(self) -> None:
-        if self.results.option_count:
-            self.results.focus()
+    def action_move(self, step: int) -> None:
+        n = self.results.option_count
+        if n:
+            cur = self.results.highlighted or 0
+            self.results.highlighted = max(0, min(n - 1, cur + step))

@@ -14,32 +14,35 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from ..messages import OpenNote
-from ..render import one_line, truncate_cells
-
-#: Description cells per entry (the list wraps the rest; a long description must not push others away).
-DESC_CELLS = 80
+from ..render import one_line, plain_inline, truncate_cells
 
 
-def neighbour_prompt(n) -> Text:
-    """The two-line prompt of one ``reme_engine.search.graph.Neighbor``."""
-    t = Text(no_wrap=False)
-    arrow = "→ " if n.direction == "out" else "← "
-    t.append(arrow, style="dim")
-    t.append(n.predicate or "link", style="bold" if n.predicate else "italic dim")
+
+def neighbour_prompt(n, width: int = 80) -> Text:
+    """The prompt of one ``reme_engine.search.graph.Neighbor``: how it is linked and its name on the first line,
+    its description on the second, each cut to ``width`` cells so every entry takes exactly two lines."""
+    head = Text()
+    head.append("→ " if n.direction == "out" else "← ", style="dim")
+    head.append(n.predicate or "link", style="bold underline" if n.predicate else "italic dim")
     if n.embed:
-        t.append(" ⎘embed", style="dim")
-    t.append("  ")
+        head.append(" ⎘embed", style="dim")
+    head.append(" ")
     name = one_line(n.name or n.path.rsplit("/", 1)[-1])
     if n.dangling:
-        t.append(name, style="dim strike")
-        t.append(" (missing)", style="dim italic")
+        name_text = Text(name, style="dim strike") + Text(" (missing)", style="dim italic")
     else:
-        t.append(name, style="bold")
+        name_text = Text(name, style="bold")
     if n.ambiguous:
-        t.append(" (ambiguous)", style="dim italic")
-    desc = one_line(n.description or "")
+        name_text.append(" (ambiguous)", style="dim italic")
+    # cut by cell width (CJK names are two cells a character); Text.truncate measures cells
+    head.append_text(name_text)
+    head.truncate(width, overflow="ellipsis")
+    desc = plain_inline(n.description or "")
+    if n.dangling and not desc:
+        desc = n.path
+    t = head
     if desc:
-        t.append("\n   " + truncate_cells(desc, DESC_CELLS), style="dim")
+        t = head + Text("\n  " + truncate_cells(desc, max(1, width - 2)), style="dim")
     return t
 
 
@@ -50,29 +53,45 @@ class NeighboursList(OptionList):
         super().__init__(id=id)
         self.path: str | None = None
         self.entries: dict[str, object] = {}
+        self.hood = None  # the Neighborhood shown (kept to re-cut the lines when the pane is resized)
+        self._width = 0
 
     def on_mount(self) -> None:
         self.border_title = "Links"
 
+    def _prompt_width(self) -> int:
+        return max(8, self.scrollable_content_region.width - 1)
+
+    def on_resize(self) -> None:
+        if self.hood is not None and self._prompt_width() != self._width:
+            keep = self.highlighted
+            self.show(self.path, self.hood)
+            if keep is not None and keep < self.option_count:
+                self.highlighted = keep
+
     def show_message(self, text: str) -> None:
+        self.hood = None
         self.entries = {}
         self.set_options([Option(Text(text, style="dim italic"), disabled=True)])
 
     def show(self, path: str, hood) -> None:
         """Fill from a ``Neighborhood`` of ``path``."""
         self.path = path
+        self.hood = hood
         self.entries = {}
+        self._width = width = self._prompt_width()
         options: list = []
         for title, items, total, key in (("Outlinks", hood.outlinks, hood.outlinks_total, "out"),
                                          ("Backlinks", hood.inlinks, hood.inlinks_total, "in")):
-            more = f" (first {len(items)} of {total})" if total > len(items) else f" ({total})"
-            options.append(Option(Text(title + more, style="bold underline"), id=f"hdr-{key}", disabled=True))
+            more = f" ({len(items)} of {total})" if total > len(items) else f" ({total})"
+            options.append(Option(Text(title + more, style="bold underline", no_wrap=True, overflow="ellipsis"),
+                                  id=f"hdr-{key}", disabled=True))
             if not items:
                 options.append(Option(Text("  none", style="dim italic"), disabled=True))
             for i, n in enumerate(items):
                 oid = f"{key}-{i}"
                 self.entries[oid] = n
-                options.append(Option(neighbour_prompt(n), id=oid))
+                options.append(Option(neighbour_prompt(n, width), id=oid))
         self.set_options(options)
         self.border_subtitle = f"{hood.outlinks_total} out · {hood.inlinks_total} in"
         # land on the first real entry so Enter works right away

@@ -32,28 +32,19 @@ class NoteView(Vertical):
         super().__init__(id=id)
         self.path: str | None = None
         self.doc: NoteDocument | None = None
+        self.border_title = "Note"
+        # Kept as attributes: a note may arrive before nested children are mounted.
+        self.meta = Static("", id="note-meta", markup=False)
+        self.scroller = NoteScroll(id="note-scroll")
+        self.markdown = Markdown("", id="note-md", open_links=False)
+        self.plain = TextArea("", id="note-plain", read_only=True, soft_wrap=True, show_line_numbers=True)
+        self.plain.display = False
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="note-meta", markup=False)
-        with NoteScroll(id="note-scroll"):
-            yield Markdown("", id="note-md", open_links=False)
-        yield TextArea("", id="note-plain", read_only=True, soft_wrap=True, show_line_numbers=True)
-
-    def on_mount(self) -> None:
-        self.query_one("#note-plain", TextArea).display = False
-        self.border_title = "Note"
-
-    @property
-    def markdown(self) -> Markdown:
-        return self.query_one("#note-md", Markdown)
-
-    @property
-    def plain(self) -> TextArea:
-        return self.query_one("#note-plain", TextArea)
-
-    @property
-    def scroller(self) -> NoteScroll:
-        return self.query_one("#note-scroll", NoteScroll)
+        yield self.meta
+        with self.scroller:
+            yield self.markdown
+        yield self.plain
 
     async def show(self, doc: NoteDocument) -> None:
         """Render ``doc`` (awaits the Markdown widget's rebuild, so blocks exist when this returns)."""
@@ -64,7 +55,7 @@ class NoteView(Vertical):
         meta_line = Text(frontmatter_summary(doc.meta), no_wrap=True, overflow="ellipsis")
         if doc.warning:
             meta_line.append(("  " if meta_line else "") + f"⚠ {doc.warning}", style="italic")
-        meta = self.query_one("#note-meta", Static)
+        meta = self.meta
         meta.update(meta_line)
         meta.display = bool(meta_line.plain)
         if doc.plain:

@@ -1,0 +1,157 @@
+"""The Textual app: a thin shell around one :class:`~reme_tui.screens.main.MainScreen`.
+
+The app owns the engine, the theme, the keymap (``settings.keymap: {binding_id: key}``) and the app-wide
+bindings (quit, help); everything else is coordinated by the main screen. ``run_app`` is what ``reme-tui``
+calls; ``create_app`` builds an app for tests and embedding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from pathlib import Path
+
+from textual.app import App
+from textual.binding import Binding
+
+from .cjk import enable_cjk_line_breaking
+from .commands import ReMeCommands
+from .screens.help import HelpScreen, collect_rows
+from .screens.main import MainScreen
+
+DARK, LIGHT = "textual-dark", "textual-light"
+
+
+class ReMeApp(App[int]):
+    """``settings``: ``reme_engine.config.Settings``; ``engine``: an open ``Engine`` for ``settings.vault``."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "reme-tui"
+    COMMANDS = App.COMMANDS | {ReMeCommands}
+    BINDINGS = [
+        Binding("q", "quit", "Quit", id="quit"),
+        Binding("question_mark", "help", "Help", id="help"),
+    ]
+
+    def __init__(self, settings, engine) -> None:
+        enable_cjk_line_breaking()
+        super().__init__()
+        self.settings = settings
+        self.engine = engine
+        self.main_screen: MainScreen | None = None
+        self.unknown_keymap_ids: list[str] = []
+
+    def on_mount(self) -> None:
+        theme = getattr(self.settings, "theme", "") or DARK
+        if theme in self.available_themes:
+            self.theme = theme
+        else:
+            self.notify(f"unknown theme {theme!r}; using {self.theme}", severity="warning")
+        keymap = dict(getattr(self.settings, "keymap", {}) or {})
+        if keymap:
+            self.set_keymap(keymap)
+        self.main_screen = MainScreen(self.engine, self.settings)
+        self.push_screen(self.main_screen)
+        if keymap:
+            known = self.binding_ids()
+            self.unknown_keymap_ids = sorted(k for k in keymap if k not in known)
+            if self.unknown_keymap_ids:
+                self.notify("keymap: unknown binding ids " + ", ".join(self.unknown_keymap_ids)
+                            + " (press ? to see the ids)", severity="warning", timeout=8)
+
+    @staticmethod
+    def binding_ids() -> set[str]:
+        """Every binding id the app defines (what ``settings.keymap`` may name)."""
+        from .screens.help import HelpScreen
+        from .screens.search import SearchScreen
+        from .widgets.vault_tree import VaultTree
+
+        ids = set()
+        for cls in (ReMeApp, MainScreen, SearchScreen, HelpScreen, VaultTree):
+            for b in cls.BINDINGS:
+                if isinstance(b, Binding) and b.id:
+                    ids.add(b.id)
+        return ids
+
+    # -- actions (bindings and the command palette) ---------------------------------------------------------
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(HelpScreen(collect_rows(self)))
+
+    def action_toggle_theme(self) -> None:
+        self.theme = LIGHT if self.current_theme.dark else DARK
+
+    def _main(self) -> MainScreen | None:
+        return self.main_screen if self.main_screen is not None and self.main_screen.is_attached else None
+
+    def action_open_search(self) -> None:
+        if (m := self._main()) is not None:
+            m.action_search()
+
+    def action_reindex(self) -> None:
+        if (m := self._main()) is not None:
+            m.action_reindex()
+
+    def action_open_start(self) -> None:
+        if (m := self._main()) is not None:
+            m.action_open_start()
+
+    def action_back(self) -> None:
+        if (m := self._main()) is not None:
+            m.action_back()
+
+    def action_forward(self) -> None:
+        if (m := self._main()) is not None:
+            m.action_forward()
+
+
+def create_app(settings, engine=None) -> ReMeApp:
+    """An app over ``engine`` (opened from ``settings`` when None; then the caller closes ``app.engine``)."""
+    if engine is None:
+        from reme_engine.engine import Engine
+
+        engine = Engine.open(settings)
+    return ReMeApp(settings, engine)
+
+
+@contextlib.contextmanager
+def _stderr_logging_to(path: Path):
+    """While the app runs, log handlers that write to the terminal's stderr (jieba's, a library's) write to
+    ``path`` instead: a stray log line would corrupt the screen. Textual already captures ``print``."""
+    moved: list[tuple[logging.StreamHandler, object]] = []
+    log_file = None
+    try:
+        handlers = [h for lg in [logging.getLogger(), *[logging.getLogger(n) for n in
+                                                        list(logging.root.manager.loggerDict)]]
+                    for h in getattr(lg, "handlers", [])]
+        for h in handlers:
+            if type(h) is logging.StreamHandler and getattr(h, "stream", None) in (sys.stderr, sys.__stderr__):
+                if log_file is None:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    log_file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in finally
+                moved.append((h, h.setStream(log_file)))
+    except OSError:
+        pass
+    try:
+        yield
+    finally:
+        for h, old in moved:
+            h.setStream(old)
+        if log_file is not None:
+            log_file.close()
+
+
+def run_app(settings) -> int:
+    """Open the engine for ``settings``, run the app until the user quits, close the engine. Returns 0."""
+    from reme_engine.engine import Engine
+
+    engine = Engine.open(settings)
+    try:
+        app = ReMeApp(settings, engine)
+        with _stderr_logging_to(Path(engine.state_dir) / "tui.log"):
+            result = app.run()
+        return int(result or 0) if isinstance(result, int) else 0
+    finally:
+        engine.close()

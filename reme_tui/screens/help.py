@@ -1,0 +1,71 @@
+"""The help modal: the keys in effect (after the user's keymap) and what they do. Dismisses with None."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+#: Keys that are not bindings of ours but worth knowing.
+EXTRA_KEYS = [
+    ("ctrl+p", "command palette (search, re-index, theme, README…)"),
+    ("tab / shift+tab", "next / previous pane"),
+    ("enter", "open the selected note, expand a folder"),
+    ("← / →", "collapse / expand in the tree"),
+    ("click a link", "follow a wikilink in the note"),
+]
+
+
+class HelpScreen(ModalScreen):
+    """``rows``: ``(keys, description, binding id)`` collected from the screen underneath when help was asked for."""
+
+    BINDINGS = [
+        Binding("escape,q,question_mark", "close", "Close", id="help.close"),
+    ]
+
+    def __init__(self, rows: list[tuple[str, str, str]]) -> None:
+        super().__init__()
+        self.rows = rows
+
+    def compose(self) -> ComposeResult:
+        table = Table(box=None, show_header=True, header_style="bold", expand=True, pad_edge=False)
+        table.add_column("key", no_wrap=True)
+        table.add_column("does")
+        table.add_column("binding id (for settings.keymap)", style="dim", no_wrap=True)
+        for keys, desc, bid in self.rows:
+            table.add_row(keys, desc, bid)
+        for keys, desc in EXTRA_KEYS:
+            table.add_row(Text(keys, style="dim"), Text(desc, style="dim"), "")
+        box = VerticalScroll(id="help-box")
+        box.border_title = "Keys"
+        box.border_subtitle = "Esc closes · remap keys with `keymap: {id: key}` in the config file"
+        with box:
+            yield Static(table, id="help-table")
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+def collect_rows(app) -> list[tuple[str, str, str]]:
+    """The app's own bindings active on the current screen, one row per binding id, keymap applied.
+
+    Bindings without an id (a focused widget's scrolling keys and the like) are left out: they cannot be
+    remapped and would bury the ones that matter."""
+    by_id: dict[str, tuple[list[str], str]] = {}
+    order: list[str] = []
+    for key, active in app.active_bindings.items():
+        b = active.binding
+        if not b.description or not b.id:
+            continue
+        bid = b.id
+        if bid not in by_id:
+            by_id[bid] = ([], b.description)
+            order.append(bid)
+        shown = app.get_key_display(b.with_key(key))
+        if shown not in by_id[bid][0]:
+            by_id[bid][0].append(shown)
+    return [(" / ".join(by_id[i][0]), by_id[i][1], i) for i in order]

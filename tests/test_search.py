@@ -1,0 +1,122 @@
+"""Hybrid search on real vaults: quality (expected note in the top 5), fusion details, filters, rendering."""
+
+import pytest
+
+from reme_engine.search.hybrid import SearchFilters, rrf
+from reme_engine.search.render import render_search
+
+# Queries written against knowledge-garden-zh: (query, expected path, mode). Paraphrases, not titles.
+ZH_QUERIES = [
+    ("金字塔原理 结构化表达 情景 冲突", "Cards/永久笔记/🔡SCQA.md", "hybrid"),
+    ("叔本华 人生幸福 价值取向", "Cards/永久笔记/价值序列.md", "hybrid"),
+    ("健身补剂 谷氨酰胺 需要额外补充吗", "Spaces/2-Area/运动与健康/谷氨酰胺.md", "hybrid"),
+    ("同形异义字 网址欺骗", "Cards/永久笔记/IDN欺骗.md", "hybrid"),
+    ("结构化表达", "Cards/永久笔记/🔡SCQA.md", "keyword"),  # an alias in the frontmatter
+    ("Redis", "Redis.md", "keyword"),  # an empty note found by its file name
+]
+
+
+def _top(result, n=5):
+    return [h.path for h in result.hits[:n]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("query, expected, mode", ZH_QUERIES)
+def test_chinese_queries_find_the_note(zh_vault_index, query, expected, mode):
+    res = zh_vault_index.search(query, limit=10, mode=mode, neighbors=False)
+    assert expected in _top(res), (query, _top(res))
+
+
+@pytest.mark.slow
+def test_hits_explain_themselves(zh_vault_index):
+    res = zh_vault_index.search("同形异义字 网址欺骗", limit=5)
+    h = res.hits[0]
+    assert h.keyword_rank is not None and h.vector_rank is not None
+    assert h.score == pytest.approx(h.keyword_rrf + h.vector_rrf)
+    assert h.keyword_rrf == pytest.approx(0.3 / (60 + h.keyword_rank))
+    assert h.vector_rrf == pytest.approx(0.7 / (60 + h.vector_rank))
+    assert 1 <= h.start_line <= h.end_line
+    lines = (zh_vault_index.vault / h.path).read_text(encoding="utf-8").splitlines()
+    assert h.text.strip().splitlines()[0] in lines[h.start_line - 1 : h.end_line]
+
+
+@pytest.mark.slow
+def test_neighbors_of_hits_with_predicates(zh_vault_index):
+    res = zh_vault_index.search("叔本华 人生幸福 价值取向", limit=5)
+    nb = res.neighbors["Cards/永久笔记/价值序列.md"]
+    preds = {(n["path"], n["predicate"]) for n in nb["outlinks"]}
+    assert any(p == "x" for _, p in preds)  # x:: [[人生选择]]
+    assert len(nb["outlinks"]) <= 10 and len(nb["inlinks"]) <= 10
+    text = render_search(res)
+    assert "==========" in text and "outlinks (" in text and "via predicate=x" in text
+
+
+@pytest.mark.slow
+def test_date_and_prefix_filters(zh_vault_index):
+    res = zh_vault_index.search("读书", limit=20, mode="keyword",
+                                filters=SearchFilters(path_prefix="Calendar/", date_from="2023-01-01",
+                                                      date_to="2023-12-31"))
+    assert res.hits
+    for h in res.hits:
+        assert h.path.startswith("Calendar/")
+        assert "2023-" in h.path
+    res = zh_vault_index.search("读书", limit=5, filters=SearchFilters(path_prefix="Cards/"))
+    assert res.hits and all(h.path.startswith("Cards/") for h in res.hits)
+
+
+@pytest.mark.slow
+def test_frontmatter_filter(zh_vault_index):
+    res = zh_vault_index.search("表达", limit=10, mode="keyword",
+                                filters=SearchFilters(frontmatter={"tags": "复习回顾"}))
+    assert res.hits
+    for h in res.hits:
+        fm = zh_vault_index.store.file_info(h.path)["frontmatter"]
+        assert "复习回顾" in (fm.get("tags") or [])
+
+
+def test_english_vault_queries(make_engine, tmp_path, embedder):
+    from conftest import copy_vault, shared
+
+    v = copy_vault(shared("vaults/obsidian-tasks-docs-en"), tmp_path / "tasks")
+    e = make_engine(v)
+    e.index()
+    cases = [
+        ("how do I make a task repeat every week", "recurring"),
+        ("filter tasks by due date in a query", "due"),
+        ("priority emoji signifiers", "priority"),
+    ]
+    for query, needle in cases:
+        top = [h.path.lower() for h in e.search(query, limit=5).hits]
+        assert any(needle in p for p in top), (query, top)
+
+
+def test_rrf_is_pure_and_weighted():
+    fused = rrf({"keyword": [(1, 9.0), (2, 5.0)], "vector": [(2, 0.9), (3, 0.8)]},
+                {"keyword": 0.3, "vector": 0.7}, k=60)
+    assert fused[2]["score"] == pytest.approx(0.3 / 62 + 0.7 / 61)
+    assert fused[1]["keyword_rank"] == 1 and "vector_rank" not in fused[1]
+    order = sorted(fused, key=lambda d: -fused[d]["score"])
+    assert order[0] == 2
+
+
+def test_keyword_never_ranks_non_matching_documents(make_engine, demo_vault):
+    e = make_engine(demo_vault, embed=False)
+    e.index()
+    res = e.search("zzzqqq nonexistentterm", mode="keyword")
+    assert res.hits == []
+
+
+def test_hybrid_without_embedder_degrades_clearly(make_engine, demo_vault):
+    e = make_engine(demo_vault, embed=False)
+    e.index()
+    res = e.search("光伏", mode="hybrid")
+    assert res.hits and res.degraded and "keyword" in res.degraded
+
+
+def test_demo_vault_bilingual_search(make_engine, demo_vault):
+    e = make_engine(demo_vault)
+    e.index()
+    res = e.search("photovoltaic supply chain", limit=5)  # English query, Chinese notes
+    assert any("光伏" in h.path or "光伏" in h.text for h in res.hits)
+    res = e.search("红烧肉", limit=5, mode="keyword")
+    assert res.hits
