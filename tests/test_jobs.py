@@ -1,0 +1,197 @@
+"""Engine jobs through `run_job` and the real `reme-tui job` / `--refresh` binary."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reme_engine.jobs import JOBS, run_job
+
+
+@pytest.fixture
+def eng(make_engine, demo_vault):
+    e = make_engine(demo_vault, embed=False)
+    e.index()
+    return e
+
+
+def test_help_lists_every_job_with_params():
+    res = run_job(None, "help", {})
+    names = {j["name"] for j in res["jobs"]}
+    for n in ("search", "traverse", "read", "write", "edit", "delete", "move", "list", "stat", "frontmatter_read",
+              "frontmatter_update", "frontmatter_delete", "daily_create", "daily_list", "daily_reindex", "reindex",
+              "proactive_read", "health_check", "version"):
+        assert n in names
+    search = next(j for j in res["jobs"] if j["name"] == "search")
+    assert {"query", "limit", "mode", "path_prefix"} <= {p["name"] for p in search["params"]}
+
+
+def test_unknown_job_and_bad_params(eng):
+    assert run_job(eng, "nope", {})["success"] is False
+    r = run_job(eng, "search", {"query": "x", "limit": "many"})
+    assert not r["success"] and "limit" in r["error"]
+    r = run_job(eng, "search", {"qurey": "x"})
+    assert not r["success"] and "unknown parameter" in r["error"]
+    r = run_job(eng, "read", {})
+    assert not r["success"] and "missing parameter path" in r["error"]
+
+
+def test_search_job_shape(eng):
+    r = run_job(eng, "search", {"query": "光伏", "limit": "3", "mode": "keyword", "render": "true"})
+    assert r["success"] and 0 < len(r["hits"]) <= 3
+    h = r["hits"][0]
+    for key in ("path", "start_line", "end_line", "score", "keyword_rank", "keyword_score", "vector_rank",
+                "vector_score"):
+        assert key in h
+    assert "==========" in r["text"]
+
+
+def test_read_write_edit_roundtrip(eng):
+    r = run_job(eng, "write", {"path": "digest/wiki/new-note.md", "content": "# 新笔记\n\nfirst line\nsecond\n"})
+    assert r["success"] and r["created"]
+    assert run_job(eng, "search", {"query": "新笔记", "mode": "keyword"})["hits"][0]["path"] == "digest/wiki/new-note.md"
+    r = run_job(eng, "read", {"path": "digest/wiki/new-note.md", "start_line": "3", "end_line": "4"})
+    assert r["text"] == "first line\nsecond\n" and r["total_lines"] == 4
+    r = run_job(eng, "edit", {"path": "digest/wiki/new-note.md", "old": "second", "new": "zweite"})
+    assert r["success"]
+    assert "zweite" in (eng.vault / "digest/wiki/new-note.md").read_text()
+    r = run_job(eng, "edit", {"path": "digest/wiki/new-note.md", "old": "absent", "new": "x"})
+    assert not r["success"] and "not found" in r["error"]
+    r = run_job(eng, "write", {"path": "digest/wiki/new-note.md", "content": "x", "overwrite": "false"})
+    assert not r["success"] and "exists" in r["error"]
+    sha = run_job(eng, "read", {"path": "digest/wiki/new-note.md"})["sha"]
+    (eng.vault / "digest/wiki/new-note.md").write_text("user changed it")
+    r = run_job(eng, "write", {"path": "digest/wiki/new-note.md", "content": "app text", "expected_sha": sha})
+    assert not r["success"] and "changed on disk" in r["error"]
+    assert (eng.vault / "digest/wiki/new-note.md").read_text() == "user changed it"
+
+
+@pytest.mark.parametrize("job, params", [
+    ("write", {"path": "../escape.md", "content": "x"}),
+    ("write", {"path": "/etc/x.md", "content": "x"}),
+    ("delete", {"path": "daily"}),
+    ("delete", {"path": "digest/wiki"}),
+    ("move", {"src": "digest", "dst": "elsewhere"}),
+    ("read", {"path": "a/../../b.md"}),
+])
+def test_mutations_refuse_escapes_and_layers(eng, job, params):
+    r = run_job(eng, job, params)
+    assert not r["success"] and r["error"]
+    assert not (eng.vault.parent / "escape.md").exists()
+    assert (eng.vault / "daily").is_dir() and (eng.vault / "digest/wiki").is_dir()
+
+
+def _notes_linking_to(eng, path):
+    return {n.path for n in eng.neighbors(path, None, None).inlinks}
+
+
+def test_move_rewrites_inbound_links(eng):
+    # pick a digest note with inbound links
+    target = None
+    for p in sorted((eng.vault / "digest").rglob("*.md")):
+        rel = p.relative_to(eng.vault).as_posix()
+        if _notes_linking_to(eng, rel):
+            target = rel
+            break
+    assert target
+    linkers = _notes_linking_to(eng, target)
+    new = target.replace(".md", "-moved.md")
+    r = run_job(eng, "move", {"src": target, "dst": new})
+    assert r["success"], r
+    assert r["rewritten_links"] >= 1 and not r["conflicts"]
+    assert not (eng.vault / target).exists() and (eng.vault / new).exists()
+    assert _notes_linking_to(eng, new) == linkers
+    assert _notes_linking_to(eng, target) == set()
+    r = run_job(eng, "move", {"src": new, "dst": "daily/2026-11-28.md"})
+    assert not r["success"] and "exists" in r["error"]
+
+
+def test_delete_reports_surviving_inlinks(eng):
+    target = next(p.relative_to(eng.vault).as_posix() for p in sorted((eng.vault / "digest").rglob("*.md"))
+                  if _notes_linking_to(eng, p.relative_to(eng.vault).as_posix()))
+    linkers = _notes_linking_to(eng, target)
+    r = run_job(eng, "delete", {"path": target})
+    assert r["success"] and {n["path"] for n in r["surviving_inlinks"]} == linkers
+    assert not (eng.vault / target).exists()
+    assert eng.store.file_info(target) is None
+
+
+def test_frontmatter_jobs_keep_order_and_unknown_keys(eng):
+    p = eng.vault / "digest/wiki/fm.md"
+    p.write_text("---\nname: FM\nzeta: 1\ncustom: {a: 1}\n---\nbody\n")
+    r = run_job(eng, "frontmatter_update", {"path": "digest/wiki/fm.md", "set.description": "desc", "set.name": "N"})
+    assert r["success"], r
+    text = p.read_text()
+    assert text.index("name:") < text.index("zeta:") < text.index("custom:") < text.index("description:")
+    assert text.endswith("---\nbody\n")
+    r = run_job(eng, "frontmatter_delete", {"path": "digest/wiki/fm.md", "keys": "zeta,custom"})
+    assert r["success"]
+    fm = run_job(eng, "frontmatter_read", {"path": "digest/wiki/fm.md"})["frontmatter"]
+    assert fm == {"name": "N", "description": "desc"}
+    assert eng.store.file_info("digest/wiki/fm.md")["description"] == "desc"
+
+
+def test_traverse_list_stat_daily_proactive_health(eng):
+    r = run_job(eng, "traverse", {"path": "README.md", "depth": "2", "direction": "out"})
+    assert r["success"] and r["nodes"][0]["path"] == "README.md"
+    assert run_job(eng, "traverse", {"path": "README.md", "direction": "sideways"})["success"] is False
+    r = run_job(eng, "list", {"path": "digest"})
+    assert {e["path"] for e in r["entries"]} >= {"digest/wiki", "digest/personal", "digest/procedure"}
+    r = run_job(eng, "stat", {"path": "README.md"})
+    assert r["exists"] and r["indexed"] and r["chunks"] >= 1
+    r = run_job(eng, "daily_create", {"date": "2026-12-01"})
+    assert r["success"] and (eng.vault / "daily/2026-12-01.md").exists()
+    assert run_job(eng, "daily_create", {"date": "2026-12-01"})["page_created"] is False
+    assert run_job(eng, "daily_create", {"date": "2026-02-30"})["success"] is False
+    r = run_job(eng, "daily_list", {"date": "2026-11-28"})
+    assert r["success"] and r["result"]
+    r = run_job(eng, "proactive_read", {"date": "2026-11-28", "include_content": "false"})
+    assert r["success"] and r["topics"] and "content" not in r
+    r = run_job(eng, "proactive_read", {"date": "2020-01-01"})
+    assert r["success"] and r["skipped"] and r["topics"] == []
+    h = run_job(eng, "health_check", {})
+    assert h["ok"] and h["checks"]["store"] == "ok"
+
+
+def _cli(args, env, cwd=None):
+    return subprocess.run([sys.executable, "-m", "reme_tui.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+@pytest.fixture
+def cli_env(tmp_path):
+    env = dict(os.environ)
+    env["REME_STATE_DIR"] = str(tmp_path / "state")
+    env["REME_EMBEDDER"] = "none"
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    return env
+
+
+def test_cli_refresh_and_job(demo_vault, cli_env):
+    r = _cli(["--refresh", "--vault", str(demo_vault)], cli_env)
+    assert r.returncode == 0, r.stderr
+    assert "files      scanned" in r.stdout and "chunks" in r.stdout and "time" in r.stdout
+    r = _cli(["--vault", str(demo_vault), "job", "search", "query=光伏", "mode=keyword", "limit=2"], cli_env)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["success"] and len(d["hits"]) == 2
+    r = _cli(["--vault", str(demo_vault), "job", "read", "path=../x"], cli_env)
+    assert r.returncode == 1 and json.loads(r.stdout)["success"] is False
+    r = _cli(["job", "version"], cli_env)
+    assert r.returncode == 0 and json.loads(r.stdout)["version"]
+
+
+def test_cli_refresh_fails_cleanly(tmp_path, cli_env):
+    r = _cli(["--refresh", "--vault", str(tmp_path / "missing")], cli_env)
+    assert r.returncode != 0 and "does not exist" in r.stderr
+
+
+def test_cli_opens_demo_vault_when_none_configured(cli_env):
+    r = _cli(["job", "stat", "path=README.md"], cli_env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["exists"]
+    assert (Path(cli_env["XDG_DATA_HOME"]) / "reme-tui" / "demo-vault" / "README.md").exists()
