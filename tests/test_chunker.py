@@ -57,13 +57,17 @@ def check_invariants(chunks: list[Chunk], body: str, *, line_offset: int = 0, ma
                 pass  # slice of an oversized line
             else:
                 tl = c.text.split("\n")
-                k = next((k for k in range(3) if tl[k : k + len(rng)] == rng), None)
-                assert k is not None, f"text is not the range's lines: {c}"
-                pre, post = tl[:k], tl[k + len(rng) :]
-                assert pre or post, c
-                assert len(post) <= 1
-                assert all(p in lines[:s] for p in pre), c
-                assert all(p in lines[e + 1 :] for p in post), c
+
+                def wrapped(k: int) -> bool:  # tl == pre (k lines) + rng + post
+                    pre, post = tl[:k], tl[k + len(rng) :]
+                    return (
+                        tl[k : k + len(rng)] == rng
+                        and len(post) <= 1
+                        and all(p in lines[:s] for p in pre)
+                        and all(p in lines[e + 1 :] for p in post)
+                    )
+
+                assert any(wrapped(k) for k in range(3)), f"text is not the range's lines: {c}"
         assert not _blank(lines[s]) and not _blank(lines[e]), f"chunk starts/ends on a blank line: {c}"
         for i in range(s, e + 1):
             covered[i] = True
