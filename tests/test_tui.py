@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from textual.widgets import Markdown, TextArea
@@ -447,3 +448,23 @@ def test_snapshot_main_80x24(app_for, snap_compare):
 def test_snapshot_main_160x48(app_for, snap_compare):
     app, run_before = _snapshot_app(app_for)
     assert snap_compare(app, terminal_size=(160, 48), run_before=run_before)
+
+
+async def test_heading_link_scrolls_and_embeds_are_marked(app_for):
+    app = app_for()
+    async with app.run_test(size=(100, 20)) as pilot:
+        await started(pilot)
+        m = await open_and_wait(pilot, "digest/wiki/通威股份.md")
+        block, href = link_href(m.note.markdown, "光伏产业链 › 硅料")
+        assert parse_href(unquote(href)) == ("digest/wiki/光伏产业链", "硅料")  # as LinkClicked reports it
+        await block.action_link(href)
+        await wait_for(pilot, lambda: m.note.path == GUANGFU, what="heading link")
+        await settle(pilot)
+        await pilot.pause()
+        heading = next(b for b in m.note.markdown.query("MarkdownH2") if b._content.plain == "硅料")
+        assert m.note.scroller.scroll_y > 0
+        assert 0 <= heading.region.y - m.note.scroller.region.y <= 3  # at the top of the view (after its margin)
+        # an embed is marked in the text and in the links pane
+        m = await open_and_wait(pilot, "digest/personal/team-context.md")
+        assert "[⎘ 1-on-1-template](wikilink:" in m.note.markdown.source
+        assert any("⎘embed" in t and "1-on-1" in t for t in option_texts(m.links))

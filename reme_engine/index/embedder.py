@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 from typing import Protocol, Sequence
 
-import numpy as np
 
 
 class EmbedderError(RuntimeError):
@@ -28,6 +27,7 @@ class Embedder(Protocol):
 
 def l2_normalize(m: np.ndarray) -> np.ndarray:
     """Row-wise L2 normalisation of a 2-D float array (zero rows stay zero), as float32."""
+    import numpy as np
     m = np.asarray(m, dtype=np.float32)
     if m.ndim == 1:
         m = m[None, :]
@@ -81,6 +81,7 @@ class OfflineEmbedder:
         return self._model is not None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         batch = [t[:MAX_EMBED_CHARS] if t.strip() else "." for t in texts]
@@ -124,6 +125,7 @@ class OpenAIEmbedder:
         return self._client
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         import openai

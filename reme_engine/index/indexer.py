@@ -23,8 +23,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-import numpy as np
-
 from ..config import Settings
 from ..vault.io import SkipFile, read_text, text_hash
 from ..vault.paths import is_hidden
@@ -556,6 +554,8 @@ class Indexer:
         Embedder failures are recorded in ``report.embed_error`` (search then degrades to keyword-only for
         the missing chunks); they never raise.
         """
+        import numpy as np
+
         from ..markdown.chunker import Chunk
         from .embedder import EmbedderError
 

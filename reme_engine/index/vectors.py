@@ -16,7 +16,6 @@ import os
 import threading
 from pathlib import Path
 
-import numpy as np
 
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 40
@@ -62,6 +61,7 @@ class VectorIndex:
 
     def add(self, ids: np.ndarray, vecs: np.ndarray) -> None:
         """Add (or replace) vectors. ``ids`` int64 (n,), ``vecs`` float32 (n, dim)."""
+        import numpy as np
         ids = np.asarray(ids, dtype=np.int64)
         vecs = np.ascontiguousarray(vecs, dtype=np.float32)
         if len(ids) == 0:
@@ -83,6 +83,7 @@ class VectorIndex:
 
     def remove(self, ids: np.ndarray) -> None:
         """Remove ids (unknown ids are ignored)."""
+        import numpy as np
         with self._lock:
             present = [int(i) for i in np.asarray(ids, dtype=np.int64) if int(i) in self._ids]
             if not present:
@@ -96,6 +97,7 @@ class VectorIndex:
                 self._rebuild()
 
     def _all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        import numpy as np
         idmap = self._index
         n = idmap.ntotal
         all_ids = _faiss().vector_to_array(idmap.id_map).astype(np.int64)
@@ -104,6 +106,7 @@ class VectorIndex:
         return all_ids[keep], vecs[keep]
 
     def _rebuild(self, extra: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        import numpy as np
         ids, vecs = self._all_vectors()
         if extra is not None:
             ids = np.concatenate([ids, extra[0]])
@@ -119,6 +122,7 @@ class VectorIndex:
 
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """Top ``k`` ``(id, inner product)`` pairs, best first. ``allowed``: optional int64 ids to restrict to."""
+        import numpy as np
         faiss = _faiss()
         q = np.ascontiguousarray(query, dtype=np.float32).reshape(1, self.dim)
         with self._lock:
@@ -237,6 +241,7 @@ class VectorState:
 
     def _rebuild(self) -> None:
         """Recreate the index from the cache for every chunk; chunks without a cached vector get has_vec=0."""
+        import numpy as np
         space = self.embedder.space
         index = VectorIndex(self.dim, self.ann_threshold)
         c = self.store.conn
@@ -267,6 +272,7 @@ class VectorState:
 
     def apply_tombstones(self) -> None:
         """Remove ids recorded in ``vec_tombstones`` from the loaded index (kept in the table until saved)."""
+        import numpy as np
         with self._lock:
             if self.index is None:
                 return

@@ -19,8 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
-
 from .graph import neighborhood
 
 #: FTS5 column weights for bm25(): chunk body, then the note's title fields (file stem, name, aliases, tags…).
@@ -174,7 +172,10 @@ class HybridSearcher:
         rows = self.store.conn.execute(sql, [fts_query(tokens), *params, n]).fetchall()
         return [(r[0], -r[1]) for r in rows]
 
-    def allowed_ids(self, filters: SearchFilters) -> np.ndarray:
+    def allowed_ids(self, filters: SearchFilters):
+        """int64 array of chunk ids passing ``filters`` (for the vector leg's faiss ID selector)."""
+        import numpy as np
+
         where, params = filters.sql()
         rows = self.store.conn.execute(
             f"SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE {where}", params).fetchall()

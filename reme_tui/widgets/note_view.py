@@ -38,6 +38,7 @@ class NoteView(Vertical):
         self.scroller = NoteScroll(id="note-scroll")
         self.markdown = Markdown("", id="note-md", open_links=False)
         self.plain = TextArea("", id="note-plain", read_only=True, soft_wrap=True, show_line_numbers=True)
+        self.plain.cursor_blink = False  # read-only: a blinking cursor is noise (and unstable in snapshots)
         self.plain.display = False
 
     def compose(self) -> ComposeResult:
