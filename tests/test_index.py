@@ -216,3 +216,50 @@ def test_tokenizer_change_rebuilds_keyword_index(make_engine, vault):
     fts = e.store.conn.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
     assert fts == e.store.counts()["chunks"]
     assert e.search("钴", mode="keyword").hits
+
+
+def test_connections_are_reused_across_short_lived_threads(make_engine, vault):
+    """Textual runs each worker on a new thread; the store must not open a connection per thread forever."""
+    import threading
+
+    e = make_engine(vault, embed=False)
+    e.index()
+    results = []
+
+    def work():
+        results.append(len(e.search("钴", mode="keyword").hits))
+
+    for _ in range(50):
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+    assert results == [results[0]] * 50 and results[0] > 0
+    assert len(e.store._owned) <= 3
+
+
+def test_concurrent_search_while_indexing(make_engine, vault):
+    import threading
+
+    e = make_engine(vault, embed=False)
+    e.index()
+    errors = []
+    stop = threading.Event()
+
+    def searcher():
+        while not stop.is_set():
+            try:
+                e.search("battery", mode="keyword")
+            except Exception as exc:  # pragma: no cover - the assertion reports it
+                errors.append(exc)
+
+    threads = [threading.Thread(target=searcher) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for i in range(20):
+        (vault / f"digest/wiki/gen{i}.md").write_text(f"# Gen {i}\n\nbattery note {i}\n")
+        e.index_paths([f"digest/wiki/gen{i}.md"])
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(e.search("battery", mode="keyword", limit=50).hits) >= 21

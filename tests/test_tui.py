@@ -467,4 +467,4 @@ async def test_heading_link_scrolls_and_embeds_are_marked(app_for):
         # an embed is marked in the text and in the links pane
         m = await open_and_wait(pilot, "digest/personal/team-context.md")
         assert "[⎘ 1-on-1-template](wikilink:" in m.note.markdown.source
-        assert any("⎘embed" in t and "1-on-1" in t for t in option_texts(m.links))
+        assert any("⎘embed" in t and "1:1 meeting template" in t for t in option_texts(m.links))

@@ -88,7 +88,7 @@ CREATE TABLE IF NOT EXISTS embeddings (
 class Store:
     """Thread-aware access to the index database.
 
-    ``conn`` is this thread's connection. ``write()`` is a context manager around one transaction
+    ``conn`` is this thread's connection (at most one per live thread). ``write()`` is a context manager around one transaction
     (``BEGIN IMMEDIATE`` … ``COMMIT``/``ROLLBACK``).
     """
 
@@ -96,8 +96,9 @@ class Store:
         self.db_path = Path(db_path)
         self.emb_path = Path(emb_path)
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        # thread -> connection; connections of finished threads are handed to new threads (Textual starts a
+        # thread per worker, so per-thread connections would otherwise pile up).
+        self._owned: dict[threading.Thread, sqlite3.Connection] = {}
         self._all_lock = threading.Lock()
         conn = self.conn
         if self.get_meta("schema_version") not in (None, str(SCHEMA_VERSION)):
@@ -119,15 +120,26 @@ class Store:
         conn.executescript(SCHEMA)
         conn.execute("ATTACH DATABASE ? AS emb", (str(self.emb_path),))
         conn.executescript(EMB_SCHEMA.replace("EXISTS embeddings", "EXISTS emb.embeddings"))
-        with self._all_lock:
-            self._all.append(conn)
         return conn
 
     @property
     def conn(self) -> sqlite3.Connection:
-        c = getattr(self._local, "conn", None)
-        if c is None:
-            c = self._local.conn = self._connect()
+        """This thread's connection (reusing one left by a finished thread when possible)."""
+        me = threading.current_thread()
+        c = self._owned.get(me)
+        if c is not None:
+            return c
+        with self._all_lock:
+            for t, old in list(self._owned.items()):
+                if not t.is_alive():
+                    del self._owned[t]
+                    if old.in_transaction:  # a thread died mid-transaction: its work is void
+                        old.rollback()
+                    c = old
+                    break
+            if c is None:
+                c = self._connect()
+            self._owned[me] = c
         return c
 
     @contextmanager
@@ -148,13 +160,12 @@ class Store:
 
     def close(self) -> None:
         with self._all_lock:
-            conns, self._all = self._all, []
+            conns, self._owned = list(self._owned.values()), {}
         for c in conns:
             try:
                 c.close()
             except sqlite3.Error:
                 pass
-        self._local = threading.local()
 
     # -- meta -------------------------------------------------------------------------------------------
     def get_meta(self, key: str, default: str | None = None) -> str | None:

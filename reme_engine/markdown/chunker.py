@@ -27,7 +27,20 @@ that alone exceeds the budget:
 
 Invariants: chunks come in line order, ranges never overlap (slices of one line share it), no chunk is empty or
 blank, and every non-blank body line lies inside some chunk's range. Blank lines between blocks never start or end a
-chunk.
+chunk. A leading UTF-8 BOM is dropped from the text (it would hide a first-line heading from the parser).
+
+How it splits
+-------------
+markdown-it-py (CommonMark + tables) gives the top-level blocks and their line maps; headings nest them into
+sections (a heading owns everything up to the next heading of the same or higher level). The note is flattened
+into units in line order: a section that fits the budget is one unit; a bigger one contributes its heading line,
+its own blocks and then its subsections (recursively). A block over budget is split: list → whole items (an
+oversized item → its lines), table/fence → wrapped pieces as above, anything else → its lines. One greedy pass
+then joins consecutive plain units while the joined lines fit the budget, so small siblings share a chunk and a
+short intro is not left alone. ``Chunk.headings`` is the innermost section containing the whole chunk. A chunk may
+run *into* deeper sections (their headings are then in the text) but never *out of* a split section into a
+shallower one, unless it began with that section's heading — otherwise the tail of a deep section would be filed
+under a breadcrumb that no longer explains it.
 """
 
 from __future__ import annotations
