@@ -180,6 +180,28 @@ def test_embed_text_from_stored_fields_only():
     assert Chunk(0, 0, "body", ()).embed_text() == "body"
 
 
+def test_split_section_tail_is_not_packed_under_a_shallower_breadcrumb():
+    # "### deep" is split; its last small piece must not be joined with "## next" (the chunk's breadcrumb would
+    # then be just ("top",) while its first lines belong to top > mid > deep).
+    body = "# top\n\n## mid\n\n### deep\n\n" + "\n".join(f"deep line {i} " * 3 for i in range(12)) + "\n\n## next\n\nn\n"
+    cs = chunk_markdown(body, max_bytes=200)
+    check_invariants(cs, body, max_bytes=200)
+    for c in cs:
+        if c.text.startswith("deep line"):
+            assert c.headings == ("top", "mid", "deep")
+            assert "## next" not in c.text
+    assert by_text(cs, "## next").text.startswith("## next")
+
+
+def test_giant_heading_line_is_capped_in_breadcrumb():
+    body = "# " + "标题" * 300_000 + "\n\ncontent line\n"
+    cs = chunk_markdown(body)
+    check_invariants(cs, body)
+    assert len(cs) > 100
+    assert all(len(h) <= 200 for c in cs for h in c.headings)
+    assert by_text(cs, "content line").headings[0].endswith("…")
+
+
 def test_heading_level_jumps_and_preamble():
     body = "preamble\n\n### deep first\n\nx\n\n# Top\n\n#### skip\n\ny\n"
     cs = chunk_markdown(body, max_bytes=12)

@@ -263,3 +263,13 @@ def test_concurrent_search_while_indexing(make_engine, vault):
         t.join()
     assert not errors
     assert len(e.search("battery", mode="keyword", limit=50).hits) >= 21
+
+
+def test_text_inside_invalid_frontmatter_stays_searchable(make_engine, tmp_path):
+    v = tmp_path / "v"
+    _write(v / "n.md", "---\nthis is prose with an aardvark: but: not yaml: [\n---\nbody text\n")
+    e = make_engine(v, embed=False)
+    e.index()
+    hits = e.search("aardvark", mode="keyword").hits
+    assert hits and hits[0].path == "n.md" and hits[0].start_line == 1
+    assert e.store.file_info("n.md")["warning"]

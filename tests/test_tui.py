@@ -379,12 +379,23 @@ async def test_help_lists_bindings_and_reindex_runs(app_for):
         assert {"search", "reindex", "back", "quit"} <= ids
         await pilot.press("escape")
         assert pilot.app.screen is m
-        (Path(app.engine.vault) / "new-note.md").write_text("# 新笔记\n\n关于光伏的想法。\n", encoding="utf-8")
+        vault = Path(app.engine.vault)
+        (vault / "new-note.md").write_text("# 新笔记\n\n关于光伏的想法。\n", encoding="utf-8")
+        readme = vault / "README.md"
+        readme.write_text(readme.read_text(encoding="utf-8") + "\n## 新的一节\n", encoding="utf-8")
+        wiki = next(n for n in m.vault_tree.root.children[1].children if n.data.label == "wiki")
+        wiki.expand()
+        await settle(pilot)
         await pilot.press("r")
         await wait_for(pilot, lambda: not m.index_running, what="re-index")
         await settle(pilot)
         assert app.engine.stat("new-note.md").indexed
         assert any("Re-indexed" in (n.title or "") for n in pilot.app._notifications)
+        # the tree picked up the new file and kept the open folder open; the open note shows the new text
+        assert "new-note" in [n.data.label for n in m.vault_tree.root.children if n.data]
+        wiki = next(n for n in m.vault_tree.root.children[1].children if n.data.label == "wiki")
+        assert wiki.is_expanded and any(n.data and n.data.path == GUANGFU for n in wiki.children)
+        assert m.note.path == "README.md" and "新的一节" in m.note.markdown.source
 
 
 async def test_palette_commands_and_theme(app_for):
@@ -467,4 +478,6 @@ async def test_heading_link_scrolls_and_embeds_are_marked(app_for):
         # an embed is marked in the text and in the links pane
         m = await open_and_wait(pilot, "digest/personal/team-context.md")
         assert "[⎘ 1-on-1-template](wikilink:" in m.note.markdown.source
-        assert any("⎘embed" in t and "1:1 meeting template" in t for t in option_texts(m.links))
+        embeds = [oid for oid, n in m.links.entries.items() if n.embed]
+        assert [m.links.entries[i].name for i in embeds] == ["1:1 meeting template"]
+        assert "⎘embed" in str(m.links.get_option(embeds[0]).prompt)

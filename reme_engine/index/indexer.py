@@ -230,9 +230,13 @@ class Indexer:
 
             fm = parse_frontmatter(text)
             meta, warning = fm.meta, fm.warning
-            body = text[fm.body_offset :]
-            chunks = chunk_markdown(body, line_offset=fm.body_start_line - 1, max_bytes=budget)
-            links = parse_links(body, start_line=fm.body_start_line, start_offset=fm.body_offset)
+            start_line, offset = fm.body_start_line, fm.body_offset
+            if warning and fm.has_block:
+                # Invalid frontmatter is the user's text too: index it as body so nothing becomes unsearchable.
+                start_line, offset = 1, 0
+            body = text[offset:]
+            chunks = chunk_markdown(body, line_offset=start_line - 1, max_bytes=budget)
+            links = parse_links(body, start_line=start_line, start_offset=offset)
             links.extend(frontmatter_links(meta))
             kind = "markdown"
         else:

@@ -95,6 +95,7 @@ class MainScreen(Screen):
         self.vectors_ready = False
         self.startup_opened = False  # the README/first note was opened (or the user opened something first)
         self._announce = False  # say what a re-index did (only when the user asked for it)
+        self._tree_loaded = False
         # Kept as attributes (not queried): handlers may run before nested children are mounted.
         self.vault_tree = VaultTree(id="tree")
         self.note = NoteView(id="note")
@@ -169,7 +170,8 @@ class MainScreen(Screen):
         return TreeEntry("file", e["path"], _leaf_label(name), dim=not _is_texty(name))
 
     def on_tree_root_loaded(self, message: TreeRootLoaded) -> None:
-        self.vault_tree.set_root(message.entries, message.groups)
+        self.vault_tree.set_root(message.entries, message.groups, keep_expanded=self._tree_loaded)
+        self._tree_loaded = True
 
     def on_load_children(self, message: LoadChildren) -> None:
         message.stop()
@@ -461,12 +463,20 @@ class MainScreen(Screen):
                 self.index_running = False
                 self.status.set_work("")
                 return
+            first_pass = not self.keyword_ready
             self.keyword_ready = True
             self.status.set_work("embedding…" if self.engine.vectors is not None else "")
+            if rep is not None and not first_pass and (rep.added or rep.removed or rep.renamed):
+                self.load_tree_root()  # files came or went: reload the tree, keeping what was open
+            current = self.note.path
             if not self.startup_opened:
                 self.find_start_note()
-            elif self.note.path:
-                self.load_neighbours(self.note.path)  # links may have resolved meanwhile
+            elif current and not first_pass and rep is not None and current in rep.removed_paths:
+                self.notify(f"{current} was removed or renamed", severity="warning")
+            elif current and not first_pass and rep is not None and current in rep.changed_paths:
+                self.post_message(OpenNote(current, history=False))  # changed on disk: show the new text
+            elif current:
+                self.load_neighbours(current)  # links may have resolved meanwhile
             if self._announce and rep is not None:
                 self.notify(f"{rep.scanned} files: +{rep.added} ~{rep.modified} -{rep.removed} "
                             f"(renamed {rep.renamed}), {rep.chunks_total} chunks", title="Re-indexed", timeout=4)

@@ -34,6 +34,7 @@ class VaultTree(Tree[TreeEntry]):
         self.guide_depth = 2
         self._loaded: set[int] = set()
         self._loading: set[int] = set()
+        self._reexpand: set[tuple[str, str]] = set()  # (kind, path) of nodes to open again after a reload
 
     # -- filling --------------------------------------------------------------------------------------------
     def _label(self, entry: TreeEntry) -> Text:
@@ -51,8 +52,30 @@ class VaultTree(Tree[TreeEntry]):
             return parent.add(self._label(entry), data=entry, allow_expand=True)
         return parent.add_leaf(self._label(entry), data=entry)
 
-    def set_root(self, entries: list[TreeEntry], groups: dict[str, list[TreeEntry]]) -> None:
-        """Fill the top level; ``groups`` gives the already-known children of group nodes (Daily, Digest)."""
+    def expanded_entries(self) -> set[tuple[str, str]]:
+        """``(kind, path)`` of every expanded node (to restore them after a reload)."""
+        out: set[tuple[str, str]] = set()
+        stack = list(self.root.children)
+        while stack:
+            node = stack.pop()
+            if node.is_expanded and node.data is not None:
+                out.add((node.data.kind, node.data.path))
+                stack.extend(node.children)
+        return out
+
+    def _restore(self, nodes) -> None:
+        for node in nodes:
+            if node.data is not None and (node.data.kind, node.data.path) in self._reexpand:
+                self._reexpand.discard((node.data.kind, node.data.path))
+                node.expand()  # lazy nodes ask for their children again (LoadChildren)
+
+    def set_root(self, entries: list[TreeEntry], groups: dict[str, list[TreeEntry]],
+                 keep_expanded: bool = False) -> None:
+        """Fill the top level; ``groups`` gives the already-known children of group nodes (Daily, Digest).
+
+        ``keep_expanded``: re-open the nodes that were open before (a reload after re-indexing)."""
+        self._reexpand = self.expanded_entries() if keep_expanded else set()
+        cursor = self.cursor_node.data if keep_expanded and self.cursor_node is not None else None
         self.clear()
         self._loaded.clear()
         self._loading.clear()
@@ -63,12 +86,28 @@ class VaultTree(Tree[TreeEntry]):
                 for kid in kids:
                     self._add(node, kid)
                 self._loaded.add(node.id)
-        # the groups are the point of the app: show them open
-        for node in self.root.children:
-            if node.data is not None and node.data.kind in ("daily", "digest") and node.id in self._loaded:
-                node.expand()
+        if keep_expanded:
+            self._restore(self.root.children)
+            for node in self.root.children:
+                self._restore(node.children)
+        else:
+            # the groups are the point of the app: show them open
+            for node in self.root.children:
+                if node.data is not None and node.data.kind in ("daily", "digest") and node.id in self._loaded:
+                    node.expand()
         if self.root.children:
             self.cursor_line = 0
+        if cursor is not None:
+            self.call_after_refresh(self._move_to, cursor)
+
+    def _move_to(self, entry: TreeEntry) -> None:
+        queue = list(self.root.children)
+        while queue:
+            node = queue.pop(0)
+            if node.data is not None and (node.data.kind, node.data.path) == (entry.kind, entry.path):
+                self.move_cursor(node)
+                return
+            queue.extend(node.children)
 
     def set_children(self, node_id: int, entries: list[TreeEntry], error: str | None = None) -> None:
         """Replace the children of node ``node_id`` (ignored when the node is gone, e.g. after a reload)."""
@@ -85,6 +124,8 @@ class VaultTree(Tree[TreeEntry]):
         for entry in entries:
             self._add(node, entry)
         self._loaded.add(node_id)
+        if self._reexpand:
+            self._restore(node.children)
 
     def find_path(self, path: str) -> TreeNode[TreeEntry] | None:
         """A loaded node for file ``path`` (first match, breadth first), if any."""
