@@ -57,8 +57,8 @@ class LLMSettings:
 
     @property
     def configured(self) -> bool:
-        """True when a provider and a key (or a base_url for keyless local servers) are set."""
-        return bool(self.provider and (self.api_key or self.base_url))
+        """True when a provider, a model and a key (or a base_url for keyless local servers) are set."""
+        return bool(self.provider and self.model and (self.api_key or self.base_url))
 
 
 @dataclass

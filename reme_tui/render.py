@@ -50,30 +50,41 @@ def field_lines_as_breaks(body: str) -> str:
     return "\n".join(lines)
 
 
-def wikilinks_to_markdown(body: str) -> str:
-    """Turn ``[[T]]``, ``[[T#h]]``, ``[[T|alias]]`` and ``![[T]]`` into ``[text](wikilink:T#h)`` links.
-
-    Links are found by the one link parser (``reme_engine.markdown.links``), so code spans, fenced code and
-    comments are skipped exactly as the index skips them. A wikilink never spans lines, so the line structure
-    is kept (block source lines still map to file lines). Embeds are shown as links marked ⎘, not inlined.
-    """
+def _map_wikilinks(text: str, render) -> str:
+    """``text`` with each wikilink replaced by ``render(link)``. Links are found by the one link parser
+    (``reme_engine.markdown.links``), so code spans, fenced code and comments are skipped exactly as the index
+    skips them; its scan is linear (no regex backtracking on ``[[[[…``)."""
     from reme_engine.markdown.links import parse_links
 
-    if "[[" not in body:
-        return field_lines_as_breaks(body)
+    if "[[" not in text:
+        return text
     out: list[str] = []
     pos = 0
-    for link in parse_links(body):
+    for link in parse_links(text):
         if link.kind != "wikilink" or link.start < pos:
             continue
-        shown = _shown(link)
-        if link.embed:
-            shown = f"⎘ {shown}"
-        out.append(body[pos : link.start])
-        out.append(f"[{_escape(shown)}]({WIKILINK_SCHEME}{quote(link.link, safe='')})")
+        out.append(text[pos : link.start])
+        out.append(render(link))
         pos = link.end
-    out.append(body[pos:])
-    return field_lines_as_breaks("".join(out))
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _markdown_link(link) -> str:
+    shown = _shown(link)
+    if link.embed:
+        shown = f"⎘ {shown}"
+    return f"[{_escape(shown)}]({WIKILINK_SCHEME}{quote(link.link, safe='')})"
+
+
+def wikilinks_to_markdown(body: str) -> str:
+    """Turn ``[[T]]``, ``[[T#h]]``, ``[[T|alias]]`` and ``![[T]]`` into ``[text](wikilink:T#h)`` links, and end
+    Dataview field lines with a hard break.
+
+    A wikilink never spans lines, so the line structure is kept (block source lines still map to file lines).
+    Embeds are shown as links marked ⎘, not inlined.
+    """
+    return field_lines_as_breaks(_map_wikilinks(body, _markdown_link))
 
 
 def parse_href(href: str) -> tuple[str, str | None] | None:
@@ -151,7 +162,6 @@ def frontmatter_summary(meta: dict) -> str:
 
 
 _MD_NOISE_RE = re.compile(r"^\s{0,3}(#{1,6}\s+|[-*+]\s+(\[[ xX]\]\s+)?|\d+[.)]\s+|>\s*)")
-_WIKILINK_RE = re.compile(r"!?\[\[([^\[\]|#]*)(?:#[^\[\]|]*)?(?:\|([^\[\]]*))?\]\]")
 _COMMENT_RE = re.compile(r"<!--.*?-->|%%.*?%%")
 _EMPHASIS_RE = re.compile(r"(\*\*|__|~~|`)")
 #: Characters of a chunk a snippet looks at (chunks are ~2 KB; this bounds the regex work).
@@ -160,8 +170,8 @@ SNIPPET_SCAN = 4000
 
 def plain_inline(text: str) -> str:
     """One line of Markdown as plain text: wikilinks as their shown text, emphasis marks and comments dropped."""
-    flat = _COMMENT_RE.sub(" ", one_line(text))
-    flat = _WIKILINK_RE.sub(lambda m: (m[2] or m[1].rsplit("/", 1)[-1]), flat)
+    flat = _map_wikilinks(one_line(text), _shown)
+    flat = _COMMENT_RE.sub(" ", flat)
     return one_line(_EMPHASIS_RE.sub("", flat))
 
 

@@ -481,3 +481,23 @@ async def test_heading_link_scrolls_and_embeds_are_marked(app_for):
         embeds = [oid for oid, n in m.links.entries.items() if n.embed]
         assert [m.links.entries[i].name for i in embeds] == ["1:1 meeting template"]
         assert "⎘embed" in str(m.links.get_option(embeds[0]).prompt)
+
+
+async def test_empty_vault_and_unreadable_file(tmp_path, make_engine):
+    vault = tmp_path / "empty"
+    vault.mkdir()
+    (vault / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    eng = make_engine(vault, embed=False)
+    app = create_app(eng.settings, eng)
+    async with app.run_test(size=(100, 24)) as pilot:
+        m = main(pilot.app)
+        await wait_for(pilot, lambda: m.keyword_ready, what="index")
+        await settle(pilot)
+        assert m.note.path is None and m.note.border_title == "No notes yet"
+        node = m.vault_tree.root.children[0]
+        assert node.data.path == "photo.png" and node.data.dim  # not a text file
+        m.open_note("photo.png")
+        await settle(pilot)
+        assert m.note.path is None
+        assert any(n.severity == "error" for n in pilot.app._notifications)
+        assert pilot.app._exception is None

@@ -1,0 +1,1 @@
+"""Screens: ``MainScreen`` (the coordinator), ``SearchScreen`` and ``HelpScreen`` (modals)."""

@@ -12,7 +12,7 @@ panes (agenda, chat) are added there without changing the rest.
 from __future__ import annotations
 
 import time
-from pathlib import PurePosixPath
+from pathlib import Path
 
 from textual import work
 from textual.app import ComposeResult
@@ -112,10 +112,10 @@ class MainScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.vault_tree.border_title = PurePosixPath(str(self.engine.vault)).name or "vault"
+        self.vault_tree.border_title = Path(self.engine.vault).name or "vault"
         self.links.show_message("Open a note to see its links.")
         status = self.status
-        status.vault = PurePosixPath(str(self.engine.vault)).name
+        status.vault = Path(self.engine.vault).name
         status.demo = bool(getattr(self.settings, "is_demo", False))
         self.vault_tree.focus()
         # The tree reads the file system, not the index: it fills while the index is still being built.
@@ -135,7 +135,7 @@ class MainScreen(Screen):
         try:
             top = eng.list("", limit=MAX_FOLDER_ENTRIES)["entries"]
         except Exception as exc:
-            self.post_message(TreeRootLoaded([TreeEntry("file", "", f"⚠ {exc}")], {}))
+            self.post_message(TreeRootLoaded([TreeEntry("info", "", f"⚠ {exc}", dim=True)], {}))
             return
         top_dirs = {e["path"] for e in top if e["is_dir"]}
         try:

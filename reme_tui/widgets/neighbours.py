@@ -28,15 +28,18 @@ def neighbour_prompt(n, width: int = 80) -> Text:
         head.append(" ⎘embed", style="dim")
     head.append(" ")
     name = one_line(n.name or n.path.rsplit("/", 1)[-1])
-    if n.dangling:
-        name_text = Text(name, style="dim strike") + Text(" (missing)", style="dim italic")
+    suffix = " (missing)" if n.dangling else (" (ambiguous)" if n.ambiguous else "")
+    # cut by cell width with our helper (Rich pads a wide character cut in half with a space)
+    room = width - head.cell_len
+    if room < 4:
+        head = Text(truncate_cells(head.plain, max(1, width - 4)), style="dim")
+        room = width - head.cell_len
+    shown = truncate_cells(name + suffix, room)
+    if shown.endswith("…") or not suffix:
+        head.append(shown, style="dim strike" if n.dangling else "bold")
     else:
-        name_text = Text(name, style="bold")
-    if n.ambiguous:
-        name_text.append(" (ambiguous)", style="dim italic")
-    # cut by cell width (CJK names are two cells a character); Text.truncate measures cells
-    head.append_text(name_text)
-    head.truncate(width, overflow="ellipsis")
+        head.append(name, style="dim strike" if n.dangling else "bold")
+        head.append(suffix, style="dim italic")
     desc = plain_inline(n.description or "")
     if n.dangling and not desc:
         desc = n.path

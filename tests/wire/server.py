@@ -14,6 +14,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 
+class SSE:
+    """A server-sent-events reply: ``events`` is a list of ``(event name or None, JSON-able or raw str)``."""
+
+    def __init__(self, events: list) -> None:
+        self.events = events
+
+
+class Delay:
+    """Answer ``then`` after sleeping ``seconds`` (to exercise client timeouts)."""
+
+    def __init__(self, seconds: float, then: Any) -> None:
+        self.seconds = seconds
+        self.then = then
+
+
 class ScriptedServer:
     def __init__(self, script: list | None = None, default: Callable | None = None) -> None:
         self.script = list(script or [])
@@ -42,6 +57,22 @@ class ScriptedServer:
                     status, payload = reply(self.path, body)
                 else:
                     status, payload = reply
+                if isinstance(payload, SSE):
+                    self.send_response(status)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("cache-control", "no-cache")
+                    self.end_headers()
+                    for event, data in payload.events:
+                        chunk = (f"event: {event}\n" if event else "") + \
+                            f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n"
+                        self.wfile.write(chunk.encode())
+                        self.wfile.flush()
+                    return
+                if isinstance(payload, Delay):
+                    import time
+
+                    time.sleep(payload.seconds)
+                    payload = payload.then
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
@@ -84,3 +115,60 @@ def openai_embeddings(dim: int = 8, vector_for: Callable[[str], list[float]] | N
         }
 
     return handler
+
+
+# -- Anthropic Messages API -------------------------------------------------------------------------------
+def anthropic_message(text: str, *, input_tokens: int = 10, output_tokens: int = 5, model: str = "claude-test"):
+    """A ``(200, body)`` reply of ``POST /v1/messages``."""
+    return 200, {
+        "id": "msg_test", "type": "message", "role": "assistant", "model": model,
+        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+    }
+
+
+def anthropic_stream(pieces: list[str], *, input_tokens: int = 10, output_tokens: int = 5):
+    """A streamed ``POST /v1/messages`` reply (SSE) delivering ``pieces`` as text deltas."""
+    events = [
+        ("message_start", {"type": "message_start", "message": {
+            "id": "msg_test", "type": "message", "role": "assistant", "model": "claude-test", "content": [],
+            "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": input_tokens, "output_tokens": 1}}}),
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": {"type": "text", "text": ""}}),
+    ]
+    for p in pieces:
+        events.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                               "delta": {"type": "text_delta", "text": p}}))
+    events += [
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                           "usage": {"output_tokens": output_tokens}}),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return 200, SSE(events)
+
+
+# -- OpenAI Chat Completions ------------------------------------------------------------------------------
+def openai_chat(text: str, *, prompt_tokens: int = 10, completion_tokens: int = 5, model: str = "gpt-test"):
+    """A ``(200, body)`` reply of ``POST /v1/chat/completions``."""
+    return 200, {
+        "id": "chatcmpl-test", "object": "chat.completion", "created": 1700000000, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+def openai_stream(pieces: list[str], *, prompt_tokens: int = 10, completion_tokens: int = 5):
+    """A streamed chat completion (SSE ``data:`` chunks, a usage chunk, then ``[DONE]``)."""
+    base = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 1700000000, "model": "gpt-test"}
+    events = [(None, {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                          "finish_reason": None}]})]
+    for p in pieces:
+        events.append((None, {**base, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]}))
+    events.append((None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+    events.append((None, {**base, "choices": [], "usage": {"prompt_tokens": prompt_tokens,
+                                                         "completion_tokens": completion_tokens,
+                                                         "total_tokens": prompt_tokens + completion_tokens}}))
+    events.append((None, "[DONE]"))
+    return 200, SSE(events)

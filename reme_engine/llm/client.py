@@ -1,0 +1,239 @@
+"""One LLM client interface over the official SDKs: ``anthropic`` (Messages API) and ``openai`` (Chat Completions;
+its ``base_url`` makes it any OpenAI-compatible server: Ollama, vLLM, LM Studio, DashScope).
+
+- ``complete(messages, system=…)`` → :class:`LLMReply` (text + token usage);
+- ``stream(messages, system=…)`` → iterator of :class:`StreamDelta` (text pieces, then one final item with usage);
+- every call is counted in a :class:`UsageTally` (per pipeline run);
+- retries with exponential backoff on timeouts, 429 and 5xx are the SDKs' own (``max_retries``), so the real
+  retry code runs; failures surface as :class:`LLMError` with a one-line reason.
+
+SDK imports are lazy (``anthropic`` costs ~1.3 s to import, PITFALLS).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Iterator, Protocol, Sequence
+
+PROVIDERS = ("anthropic", "openai")
+
+HOW_TO_CONFIGURE = (
+    "set REME_LLM_PROVIDER (anthropic or openai), REME_LLM_MODEL and REME_LLM_API_KEY "
+    "(or REME_LLM_BASE_URL for a local OpenAI-compatible server), or the `llm:` section of the config file"
+)
+
+
+class LLMError(RuntimeError):
+    """An LLM call failed after the SDK's retries (network, auth, rate limit, bad reply). Message is one line."""
+
+
+class LLMNotConfigured(LLMError):
+    """No LLM is configured; the message says which feature needs it and how to configure one."""
+
+    def __init__(self, feature: str = "this feature") -> None:
+        super().__init__(f"{feature} needs an LLM: {HOW_TO_CONFIGURE}")
+
+
+@dataclass
+class Message:
+    """A chat message: ``role`` is "user" or "assistant"; ``content`` plain text."""
+
+    role: str
+    content: str
+
+
+@dataclass
+class LLMReply:
+    text: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str = ""
+    stop_reason: str | None = None
+
+
+@dataclass
+class StreamDelta:
+    """A piece of a streamed reply. ``done`` marks the last item, which carries usage and the stop reason."""
+
+    text: str = ""
+    done: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    stop_reason: str | None = None
+
+
+@dataclass
+class UsageTally:
+    """Calls and tokens of one run (thread-safe). ``by_step`` splits the same figures per pipeline step."""
+
+    calls: int = 0
+    failed_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    by_step: dict[str, dict[str, int]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, step: str, input_tokens: int, output_tokens: int, failed: bool = False) -> None:
+        with self._lock:
+            self.calls += 1
+            self.failed_calls += int(failed)
+            self.input_tokens += input_tokens
+            self.output_tokens += output_tokens
+            s = self.by_step.setdefault(step, {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+            s["calls"] += 1
+            s["input_tokens"] += input_tokens
+            s["output_tokens"] += output_tokens
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("_lock", None)
+        return d
+
+
+class LLMClient(Protocol):
+    provider: str
+    model: str
+
+    def complete(self, messages: Sequence[Message], *, system: str = "", max_tokens: int = 2048,
+                 temperature: float = 0.2, step: str = "", tally: UsageTally | None = None) -> LLMReply: ...
+
+    def stream(self, messages: Sequence[Message], *, system: str = "", max_tokens: int = 2048,
+               temperature: float = 0.2, step: str = "", tally: UsageTally | None = None) -> Iterator[StreamDelta]: ...
+
+
+def _msgs(messages: Sequence[Message]) -> list[dict]:
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+class AnthropicClient:
+    """Anthropic Messages API through ``anthropic.Anthropic``."""
+
+    provider = "anthropic"
+
+    def __init__(self, model: str, api_key: str | None, *, base_url: str | None = None, timeout: float = 120.0,
+                 max_retries: int = 2) -> None:
+        import anthropic
+
+        self.model = model
+        self._sdk = anthropic
+        self._client = anthropic.Anthropic(api_key=api_key or "unset", base_url=base_url, timeout=timeout,
+                                           max_retries=max_retries)
+
+    def _error(self, exc: Exception) -> LLMError:
+        return LLMError(f"anthropic: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}")
+
+    def complete(self, messages, *, system="", max_tokens=2048, temperature=0.2, step="", tally=None) -> LLMReply:
+        kw = {"system": system} if system else {}
+        try:
+            # This SDK generation has no sampling-temperature parameter on Messages; the model's default applies.
+            resp = self._client.messages.create(model=self.model, max_tokens=max_tokens, messages=_msgs(messages), **kw)
+        except self._sdk.AnthropicError as exc:
+            if tally is not None:
+                tally.add(step, 0, 0, failed=True)
+            raise self._error(exc) from exc
+        text = "".join(getattr(b, "text", "") for b in resp.content if getattr(b, "type", "") == "text")
+        usage = resp.usage
+        reply = LLMReply(text, usage.input_tokens or 0, usage.output_tokens or 0, resp.model, resp.stop_reason)
+        if tally is not None:
+            tally.add(step, reply.input_tokens, reply.output_tokens)
+        return reply
+
+    def stream(self, messages, *, system="", max_tokens=2048, temperature=0.2, step="", tally=None):
+        kw = {"system": system} if system else {}
+        inp = out = 0
+        stop = None
+        try:
+            with self._client.messages.stream(model=self.model, max_tokens=max_tokens, messages=_msgs(messages),
+                                              **kw) as s:
+                for text in s.text_stream:
+                    if text:
+                        yield StreamDelta(text=text)
+                final = s.get_final_message()
+                inp, out, stop = final.usage.input_tokens or 0, final.usage.output_tokens or 0, final.stop_reason
+        except self._sdk.AnthropicError as exc:
+            if tally is not None:
+                tally.add(step, inp, out, failed=True)
+            raise self._error(exc) from exc
+        if tally is not None:
+            tally.add(step, inp, out)
+        yield StreamDelta(done=True, input_tokens=inp, output_tokens=out, stop_reason=stop)
+
+
+class OpenAIClient:
+    """OpenAI Chat Completions through ``openai.OpenAI`` (any compatible server via ``base_url``)."""
+
+    provider = "openai"
+
+    def __init__(self, model: str, api_key: str | None, *, base_url: str | None = None, timeout: float = 120.0,
+                 max_retries: int = 2) -> None:
+        import openai
+
+        self.model = model
+        self._sdk = openai
+        self._client = openai.OpenAI(api_key=api_key or "unset", base_url=base_url, timeout=timeout,
+                                     max_retries=max_retries)
+
+    def _error(self, exc: Exception) -> LLMError:
+        return LLMError(f"openai: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}")
+
+    @staticmethod
+    def _with_system(messages, system):
+        msgs = _msgs(messages)
+        return ([{"role": "system", "content": system}] + msgs) if system else msgs
+
+    def complete(self, messages, *, system="", max_tokens=2048, temperature=0.2, step="", tally=None) -> LLMReply:
+        try:
+            resp = self._client.chat.completions.create(model=self.model, max_tokens=max_tokens,
+                                                        temperature=temperature,
+                                                        messages=self._with_system(messages, system))
+        except self._sdk.OpenAIError as exc:
+            if tally is not None:
+                tally.add(step, 0, 0, failed=True)
+            raise self._error(exc) from exc
+        if not resp.choices:
+            raise LLMError("openai: reply has no choices")
+        choice = resp.choices[0]
+        usage = resp.usage
+        reply = LLMReply(choice.message.content or "", getattr(usage, "prompt_tokens", 0) or 0,
+                         getattr(usage, "completion_tokens", 0) or 0, resp.model, choice.finish_reason)
+        if tally is not None:
+            tally.add(step, reply.input_tokens, reply.output_tokens)
+        return reply
+
+    def stream(self, messages, *, system="", max_tokens=2048, temperature=0.2, step="", tally=None):
+        inp = out = 0
+        stop = None
+        try:
+            stream = self._client.chat.completions.create(
+                model=self.model, max_tokens=max_tokens, temperature=temperature, stream=True,
+                stream_options={"include_usage": True}, messages=self._with_system(messages, system))
+            for chunk in stream:
+                if chunk.usage is not None:
+                    inp = chunk.usage.prompt_tokens or 0
+                    out = chunk.usage.completion_tokens or 0
+                for ch in chunk.choices or []:
+                    if ch.delta is not None and ch.delta.content:
+                        yield StreamDelta(text=ch.delta.content)
+                    if ch.finish_reason:
+                        stop = ch.finish_reason
+        except self._sdk.OpenAIError as exc:
+            if tally is not None:
+                tally.add(step, inp, out, failed=True)
+            raise self._error(exc) from exc
+        if tally is not None:
+            tally.add(step, inp, out)
+        yield StreamDelta(done=True, input_tokens=inp, output_tokens=out, stop_reason=stop)
+
+
+def make_client(llm_settings, feature: str = "this feature") -> LLMClient:
+    """The client for ``settings.llm`` (an ``LLMSettings``). Raises :class:`LLMNotConfigured` when unset."""
+    s = llm_settings
+    if not s.configured:
+        raise LLMNotConfigured(feature)
+    if s.provider not in PROVIDERS:
+        raise LLMError(f"unknown LLM provider {s.provider!r} (use anthropic or openai)")
+    if not s.model:
+        raise LLMNotConfigured(feature)
+    cls = AnthropicClient if s.provider == "anthropic" else OpenAIClient
+    return cls(s.model, s.api_key, base_url=s.base_url, timeout=s.timeout, max_retries=s.max_retries)

@@ -1,0 +1,114 @@
+"""The LLM layer through the real anthropic and openai SDKs against local wire-protocol servers."""
+
+import pytest
+
+from reme_engine.config import LLMSettings
+from reme_engine.llm.client import (LLMError, LLMNotConfigured, Message, UsageTally, make_client)
+from reme_engine.llm.structured import StructuredReplyError, extract_data, parse_reply
+from wire.server import (Delay, ScriptedServer, anthropic_message, anthropic_stream, openai_chat, openai_stream)
+
+
+def _client(provider, srv, **kw):
+    base = f"http://127.0.0.1:{srv.port}" if provider == "anthropic" else srv.base_url
+    s = LLMSettings(provider=provider, model="m-test", base_url=base, api_key="sk-test", **kw)
+    return make_client(s)
+
+
+REPLY = {"anthropic": anthropic_message, "openai": openai_chat}
+STREAM = {"anthropic": anthropic_stream, "openai": openai_stream}
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_complete_sends_system_and_counts_tokens(provider):
+    with ScriptedServer([REPLY[provider]("你好 hello")]) as srv:
+        c = _client(provider, srv)
+        tally = UsageTally()
+        r = c.complete([Message("user", "hi")], system="be brief", step="chat", tally=tally)
+        assert r.text == "你好 hello"
+        assert (tally.calls, tally.input_tokens, tally.output_tokens) == (1, 10, 5)
+        assert tally.by_step["chat"]["calls"] == 1
+        body = srv.requests[0]["body"]
+        assert body["model"] == "m-test"
+        if provider == "anthropic":
+            assert srv.requests[0]["path"] == "/v1/messages" and body["system"] == "be brief"
+            h = srv.requests[0]["headers"]
+            assert "sk-test" in (h.get("x-api-key", "") + h.get("authorization", ""))
+        else:
+            assert srv.requests[0]["path"] == "/v1/chat/completions"
+            assert body["messages"][0] == {"role": "system", "content": "be brief"}
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_stream_yields_pieces_then_usage(provider):
+    with ScriptedServer([STREAM[provider](["光伏", " is ", "solar"])]) as srv:
+        c = _client(provider, srv)
+        tally = UsageTally()
+        parts = list(c.stream([Message("user", "q")], tally=tally))
+        assert "".join(p.text for p in parts) == "光伏 is solar"
+        assert parts[-1].done and parts[-1].output_tokens == 5 and parts[-1].input_tokens == 10
+        assert tally.calls == 1 and tally.output_tokens == 5
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_sdk_retries_rate_limits_and_server_errors(provider, status):
+    err = (status, {"type": "error", "error": {"type": "overloaded_error", "message": "try later"}})
+    with ScriptedServer([err, REPLY[provider]("ok")]) as srv:
+        c = _client(provider, srv, max_retries=2)
+        assert c.complete([Message("user", "x")]).text == "ok"
+        assert len(srv.requests) == 2
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_bounded_retries_then_a_clear_error(provider):
+    err = (500, {"type": "error", "error": {"type": "api_error", "message": "boom"}})
+    with ScriptedServer(default=lambda p, b: err) as srv:
+        c = _client(provider, srv, max_retries=1)
+        tally = UsageTally()
+        with pytest.raises(LLMError, match=provider):
+            c.complete([Message("user", "x")], tally=tally)
+        assert len(srv.requests) == 2  # first try + one retry
+        assert tally.failed_calls == 1
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_timeout_is_an_llm_error(provider):
+    with ScriptedServer(default=lambda p, b: (200, Delay(2.0, REPLY[provider]("late")[1]))) as srv:
+        c = _client(provider, srv, max_retries=0, timeout=0.3)
+        with pytest.raises(LLMError):
+            c.complete([Message("user", "x")])
+
+
+def test_not_configured_says_how():
+    with pytest.raises(LLMNotConfigured, match="REME_LLM_PROVIDER"):
+        make_client(LLMSettings(), "auto_dream")
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ('{"a": 1}', {"a": 1}),
+    ('Sure! ```json\n{"a": [1, 2,],}\n```', {"a": [1, 2]}),
+    ("```yaml\na: 1\nb: [x, y]\n```", {"a": 1, "b": ["x", "y"]}),
+    ('The answer is {"units": [{"name": "x"}]} as requested.', {"units": [{"name": "x"}]}),
+    ("a: 1\nb: two\n", {"a": 1, "b": "two"}),
+    ('[{"k": "v"}]', [{"k": "v"}]),
+])
+def test_structured_replies_are_parsed_leniently(reply, expected):
+    assert extract_data(reply) == expected
+
+
+def test_structured_reply_validation():
+    import pydantic
+
+    class Unit(pydantic.BaseModel):
+        name: str
+        bucket: str
+
+    class Units(pydantic.BaseModel):
+        units: list[Unit]
+
+    ok = parse_reply('```json\n{"units": [{"name": "n", "bucket": "wiki"}]}\n```', Units)
+    assert ok.units[0].bucket == "wiki"
+    with pytest.raises(StructuredReplyError, match="units.0.bucket"):
+        parse_reply('{"units": [{"name": "n"}]}', Units)
+    with pytest.raises(StructuredReplyError, match="no JSON"):
+        parse_reply("I cannot help with that.", Units)
