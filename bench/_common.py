@@ -83,8 +83,23 @@ def stats(samples: list[float], nd: int = 3) -> dict:
 
 
 def maxrss_mb() -> float:
-    """Peak RSS of this process (Linux: ru_maxrss is in KiB)."""
+    """Peak RSS of this process (Linux: ru_maxrss is in KiB).
+
+    Linux carries the parent's RSS into a child's ru_maxrss across fork+exec (exec folds the old mm's high-water
+    mark into the signal struct), so workers are started through ``sh -c '…; exit'`` (see :func:`run_worker`);
+    :func:`vmhwm_mb` is the per-address-space peak and is immune to that."""
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def vmhwm_mb() -> float | None:
+    """VmHWM (peak RSS of this address space) from /proc/self/status, Linux only."""
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
 
 
 def target(value, limit, *, op: str = "<=") -> dict:
@@ -173,8 +188,10 @@ def run_worker(script: Path, args: list[str], timeout: float | None = None) -> d
     """Run ``python script --worker …`` in a fresh process and parse its one JSON line (peaks don't mix)."""
     import subprocess
 
-    p = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=timeout,
-                       env=os.environ.copy())
+    # Through a shell that forks (the trailing `exit` stops it from exec-ing in place): a child exec'd straight
+    # from this process would report this process's peak RSS as its own ru_maxrss.
+    cmd = ["/bin/sh", "-c", '"$@"; exit $?', "sh", sys.executable, str(script), *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
     if p.returncode != 0:
         raise RuntimeError(f"worker {args[:2]} failed ({p.returncode}):\n{p.stderr[-4000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])

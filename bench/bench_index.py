@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (CORPUS, VAULT_ZH, bench_tmpdir, copy_tree, emit, loadavg, loaded_embedder, log,  # noqa: E402
-                     machine, maxrss_mb, open_engine, run_worker, stats, target)
+                     machine, maxrss_mb, open_engine, run_worker, stats, target, vmhwm_mb)
 
 HERE = Path(__file__).resolve()
 
@@ -60,6 +60,7 @@ def worker(args) -> None:
                     "embedded": vrep.embedded, "embed_cached": vrep.embed_cached})
     eng.close()
     out["maxrss_mb"] = maxrss_mb()
+    out["vmhwm_mb"] = vmhwm_mb()
     out["loadavg"] = loadavg()
     print(json.dumps(out))
 
@@ -282,14 +283,15 @@ def main() -> int:
         log("corpus keyword pass (peak RSS)")
         kw = run_worker(HERE, ["--worker", "--vault", str(corpus), "--state", str(tmp / "cstate-kw")])
         out["corpus_peak_rss"] = {"corpus_bytes": corpus_bytes, "files": kw["files"], "chunks": kw["chunks"],
-                                  "keyword_pass": {"maxrss_mb": kw["maxrss_mb"], "sync_s": kw["sync_s"],
+                                  "keyword_pass": {"maxrss_mb": kw["maxrss_mb"], "vmhwm_mb": kw["vmhwm_mb"],
+                                                   "sync_s": kw["sync_s"],
                                                    "loadavg": kw["loadavg"]}}
         shutil.rmtree(tmp / "cstate-kw", ignore_errors=True)
         if args.with_corpus_vectors:
             log("corpus keyword + vector pass (peak RSS; minutes)")
             kv = run_worker(HERE, ["--worker", "--vectors", "--vault", str(corpus), "--state", str(tmp / "cstate-v")])
             out["corpus_peak_rss"]["with_vectors"] = {
-                "maxrss_mb": kv["maxrss_mb"], "maxrss_after_keyword_mb": kv["maxrss_after_keyword_mb"],
+                "maxrss_mb": kv["maxrss_mb"], "vmhwm_mb": kv["vmhwm_mb"], "maxrss_after_keyword_mb": kv["maxrss_after_keyword_mb"],
                 "sync_s": kv["sync_s"], "vector_pass_s": kv["vector_pass_s"], "embedded": kv["embedded"],
                 "model_load_s": kv["model_load_s"], "loadavg": kv["loadavg"]}
     out["all_asserts_ok"] = ok

@@ -92,6 +92,9 @@ class Settings:
     ann_threshold: int = 200_000
     keymap: dict[str, str] = field(default_factory=dict)
     theme: str = "textual-dark"
+    language: str = "en"  # prompts and generated text: "en" or "zh"
+    proactive_refresh_cron: str = "0 18 * * *"  # "" disables
+    auto_dream_cron: str = "30 3 * * *"  # "" disables
     config_path: Path | None = None
     is_demo: bool = False
 

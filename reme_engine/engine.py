@@ -111,6 +111,7 @@ class Engine:
             self.vectors = VectorState(self.store, self.embedder, self.state_dir, settings.ann_threshold)
         self.indexer = Indexer(self.vault, settings, self.store, self.tokenizer, self.vectors)
         self._searcher = None
+        self._journal = None
         self._closed = False
 
     @classmethod
@@ -127,6 +128,8 @@ class Engine:
         self._closed = True
         if self._searcher is not None:
             self._searcher.close()
+        if self._journal is not None:
+            self._journal.close()
         self.store.close()
 
     def __enter__(self) -> "Engine":
@@ -490,6 +493,94 @@ class Engine:
         return proactive_read(self.vault, date=date, include_content=include_content, horizon_days=horizon_days,
                               min_confidence=min_confidence, today=self.settings.today(),
                               layers=self.settings.layers)
+
+    # -- LLM pipelines ------------------------------------------------------------------------------------
+    @property
+    def journal(self):
+        """The :class:`~reme_engine.memory.journal.ChangeJournal` of this vault (created on first use)."""
+        if self._journal is None:
+            from .memory.journal import ChangeJournal
+
+            self._journal = ChangeJournal(self.state_dir)
+        return self._journal
+
+    def llm_client(self, feature: str):
+        """The configured LLM client. Raises :class:`~reme_engine.llm.client.LLMNotConfigured` naming ``feature``."""
+        from .llm.client import make_client
+
+        return make_client(self.settings.llm, feature)
+
+    def writer_lock(self, purpose: str):
+        """The cross-process single-writer lock of this vault (a context manager; raises LockHeld when busy)."""
+        from .lock import WriterLock
+
+        return WriterLock(self.state_dir, purpose)
+
+    def _pipeline(self, purpose: str, fn):
+        from .lock import LockHeld
+
+        lock = self.writer_lock(purpose)
+        if not lock.acquire(blocking=False):
+            raise EngineError(str(LockHeld.for_holder(lock.holder(), purpose)))
+        try:
+            return fn()
+        finally:
+            lock.release()
+
+    def auto_dream(self, date: str = "", hint: str = "", llm=None):
+        """Daily notes → digest nodes (seed 002). Raises LLMNotConfigured before touching anything."""
+        from .dream.pipeline import run_auto_dream
+
+        date = self._date(date)
+        llm = llm or self.llm_client("auto_dream")
+        return self._pipeline("auto_dream", lambda: run_auto_dream(self, date=date, hint=hint, llm=llm))
+
+    def auto_memory(self, session_id: str, llm=None):
+        """A chat session's new messages → one daily card. Raises LLMNotConfigured before touching anything."""
+        from .memory.auto_memory import run_auto_memory
+
+        llm = llm or self.llm_client("auto_memory")
+        return self._pipeline("auto_memory", lambda: run_auto_memory(self, session_id, llm=llm))
+
+    def auto_resource(self, llm=None):
+        """New/changed/removed files under resource/ → source-linked daily cards."""
+        from .memory.auto_resource import run_auto_resource
+
+        llm = llm or self.llm_client("auto_resource")
+        return self._pipeline("auto_resource", lambda: run_auto_resource(self, llm=llm))
+
+    def proactive_refresh(self, date: str = "", llm=None, use_llm: bool = True):
+        """Daily notes → ``daily/<date>/interests.yaml`` (seeds 000/001); without an LLM, the keyword fallback."""
+        from .llm.client import LLMNotConfigured
+        from .proactive.refresh import run_proactive_refresh
+
+        date = self._date(date)
+        if llm is None and use_llm:
+            try:
+                llm = self.llm_client("proactive_refresh")
+            except LLMNotConfigured:
+                llm = None
+        return self._pipeline("proactive_refresh", lambda: run_proactive_refresh(self, date=date, llm=llm))
+
+    def dream_log(self, limit: int = 20, run_id: str = "", with_text: bool = False) -> dict:
+        """Recent pipeline runs, or one run's changes (``run_id``)."""
+        if run_id:
+            runs = [r for r in self.journal.runs(limit=100000) if r["run_id"] == run_id]
+            if not runs:
+                raise EngineError(f"unknown run {run_id!r}")
+            return {"run": runs[0], "changes": [c.to_dict(with_text) for c in self.journal.changes(run_id, with_text)]}
+        return {"runs": self.journal.runs(limit=limit)}
+
+    def revert(self, run_id: str) -> dict:
+        """Restore the before-state of a run's files, refusing those changed since; re-indexes what changed."""
+        with self.write_lock:
+            try:
+                res = self.journal.revert(self.vault, run_id)
+            except KeyError as exc:
+                raise EngineError(str(exc.args[0])) from exc
+            if res.restored:
+                self.index_paths(res.restored)
+        return res.to_dict()
 
     # -- status -------------------------------------------------------------------------------------------
     def status(self) -> dict:

@@ -163,6 +163,23 @@ JOBS: dict[str, Job] = {j.name: j for j in [
         P("date", "str", ""), P("include_content", "bool", True), P("horizon_days", "int", 1),
         P("min_confidence", "float", 0.4),
     ), lambda e, a: e.proactive_read(a["date"], a["include_content"], a["horizon_days"], a["min_confidence"])),
+    Job("auto_dream", "Distil changed daily notes into digest nodes (needs an LLM).", (
+        P("date", "str", ""), P("hint", "str", "", help="a focus for extraction"),
+    ), lambda e, a: e.auto_dream(a["date"], a["hint"]), writes=True),
+    Job("auto_memory", "Turn a chat session's new messages into a daily card (needs an LLM).", (
+        P("session_id", "str", required=True),
+    ), lambda e, a: e.auto_memory(a["session_id"]), writes=True),
+    Job("auto_resource", "Give new/changed files under resource/ daily cards (needs an LLM).", (),
+        lambda e, a: e.auto_resource(), writes=True),
+    Job("proactive_refresh", "Write daily/<date>/interests.yaml: topics and agenda (keyword fallback without an LLM).",
+        (P("date", "str", ""), P("use_llm", "bool", True)),
+        lambda e, a: e.proactive_refresh(a["date"], use_llm=a["use_llm"]), writes=True),
+    Job("dream_log", "List LLM pipeline runs, or one run's changes.", (
+        P("limit", "int", 20), P("run_id", "str", ""), P("with_text", "bool", False),
+    ), lambda e, a: e.dream_log(a["limit"], a["run_id"], a["with_text"])),
+    Job("revert", "Restore the files a run changed (refuses files changed since).", (
+        P("run_id", "str", required=True),
+    ), lambda e, a: e.revert(a["run_id"]), writes=True),
     Job("health_check", "Component health and skipped files.", (), lambda e, a: e.health_check()),
     Job("version", "Version of reme-tui.", (), lambda e, a: {"version": __version__}, needs_engine=False),
     Job("help", "List jobs and their parameters.", (), lambda e, a: {"jobs": jobs_help()}, needs_engine=False),
@@ -204,6 +221,12 @@ def run_job(engine: Engine | None, name: str, raw: dict[str, Any]) -> dict:
         result = result_to_dict(job.run(engine, args))
     except (JobError, EngineError, ConfigError) as exc:
         return {"success": False, "job": name, "error": str(exc)}
+    except Exception as exc:
+        from .llm.client import LLMError
+
+        if isinstance(exc, LLMError):  # includes LLMNotConfigured: one line saying how to configure
+            return {"success": False, "job": name, "error": str(exc)}
+        raise
     if isinstance(result, dict):
         success = result.pop("success", True)
         return {"success": success, "job": name, **result}

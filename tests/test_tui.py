@@ -152,7 +152,7 @@ async def test_startup_indexes_shows_tree_and_opens_readme(app_for):
         assert m.note.path == "README.md"
         assert "Welcome to reme-tui 👋" in m.note.markdown.source
         assert "name: Welcome" not in m.note.markdown.source
-        meta = str(m.note.meta.render())
+        meta = m.note.summary
         assert "Welcome to reme-tui — What this demo vault is" in meta and "#reme #demo" in meta
         assert app.engine.store.counts()["files"] > 20
 
@@ -218,7 +218,7 @@ async def test_selecting_a_note_renders_it_and_its_neighbours(app_for):
         await settle(pilot)
         assert "[新能源](wikilink:" in m.note.markdown.source
         assert m.note.markdown.query("MarkdownH1")  # rendered, not raw text
-        assert "从硅料到电站" in str(m.note.meta.render())
+        assert "从硅料到电站" in m.note.summary
         texts = option_texts(m.links)
         joined = "\n".join(texts)
         assert texts[0].startswith("Outlinks") and any(t.startswith("Backlinks") for t in texts)

@@ -221,3 +221,21 @@ class Store:
             {"path": p, "reason": r}
             for p, r in self.conn.execute("SELECT path, reason FROM skipped ORDER BY path")
         ]
+
+    # -- catalogs (pipeline checkpoints: which file content a pipeline has already consumed) -----------------
+    def catalog_get(self, name: str) -> dict[str, str]:
+        """``{path: sha}`` checkpointed by pipeline ``name`` (e.g. "dream", "proactive", "resource")."""
+        return {p: s for p, s in self.conn.execute("SELECT path, sha FROM catalog WHERE name=?", (name,))}
+
+    def catalog_set(self, name: str, items: dict[str, str]) -> None:
+        """Checkpoint ``{path: sha}`` for pipeline ``name`` (upsert)."""
+        import time as _time
+
+        now = _time.time()
+        with self.write() as c:
+            c.executemany("INSERT OR REPLACE INTO catalog(name, path, sha, at) VALUES (?,?,?,?)",
+                          [(name, p, s, now) for p, s in items.items()])
+
+    def catalog_delete(self, name: str, paths) -> None:
+        with self.write() as c:
+            c.executemany("DELETE FROM catalog WHERE name=? AND path=?", [(name, p) for p in paths])

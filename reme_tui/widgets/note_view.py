@@ -14,7 +14,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Markdown, Static, TextArea
 
 from ..messages import FollowLink, NoteDocument
-from ..render import frontmatter_summary, human_size, parse_href
+from ..render import frontmatter_summary, human_size, parse_href, truncate_cells
 
 #: Above this many bytes a note is shown as plain text: the Markdown widget mounts one widget per block and
 #: would freeze the UI for seconds on a big file.
@@ -32,6 +32,7 @@ class NoteView(Vertical):
         super().__init__(id=id)
         self.path: str | None = None
         self.doc: NoteDocument | None = None
+        self.summary = ""  # the frontmatter line before cutting to the pane's width
         self.border_title = "Note"
         # Kept as attributes: a note may arrive before nested children are mounted.
         self.meta = Static("", id="note-meta", markup=False)
@@ -53,12 +54,12 @@ class NoteView(Vertical):
         self.doc = doc
         self.border_title = doc.path
         self.border_subtitle = f"{doc.total_lines} lines · {human_size(doc.size)}" + (" · plain text" if doc.plain else "")
-        meta_line = Text(frontmatter_summary(doc.meta), no_wrap=True, overflow="ellipsis")
+        summary = frontmatter_summary(doc.meta)
         if doc.warning:
-            meta_line.append(("  " if meta_line else "") + f"⚠ {doc.warning}", style="italic")
-        meta = self.meta
-        meta.update(meta_line)
-        meta.display = bool(meta_line.plain)
+            summary += ("  " if summary else "") + f"⚠ {doc.warning}"
+        self.summary = summary
+        self.meta.display = bool(summary)
+        self._fit_meta()
         if doc.plain:
             self.scroller.display = False
             await self.markdown.update("")
@@ -71,6 +72,15 @@ class NoteView(Vertical):
             self.scroller.display = True
             await self.markdown.update(doc.body)
             self.scroller.scroll_home(animate=False)
+
+    def _fit_meta(self) -> None:
+        # cut with our cell-aware helper: Rich's ellipsis pads a wide character cut in half with a space
+        width = self.meta.content_region.width or self.content_region.width - 2
+        self.meta.update(Text(truncate_cells(self.summary, max(1, width)), no_wrap=True))
+
+    def on_resize(self) -> None:
+        if self.summary:
+            self.call_after_refresh(self._fit_meta)
 
     def focus_body(self) -> None:
         (self.plain if self.plain.display else self.scroller).focus()

@@ -1,0 +1,74 @@
+"""The change journal: per-run records, conflict-checked writes, revert refusing files changed since."""
+
+import pytest
+
+from reme_engine.memory.journal import ChangeJournal
+from reme_engine.vault.io import WriteConflict, content_hash
+
+
+@pytest.fixture
+def journal(tmp_path):
+    j = ChangeJournal(tmp_path / "state")
+    yield j
+    j.close()
+
+
+def test_runs_record_and_revert(tmp_path, journal):
+    v = tmp_path / "v"
+    (v / "digest/wiki").mkdir(parents=True)
+    existing = v / "digest/wiki/a.md"
+    existing.write_text("original\n")
+    run = journal.start_run(v, "auto_dream", {"date": "2026-11-28"})
+    run.write("digest/wiki/a.md", "updated\n", step="integrate", sources=["daily/2026-11-28/x.md"],
+              expected_sha=content_hash(b"original\n"))
+    run.write("digest/wiki/b.md", "new node\n", step="integrate", expected_sha=None)
+    run.finish("ok", {"created": 1, "updated": 1}, {"calls": 2})
+    runs = journal.runs()
+    assert runs[0]["run_id"] == run.run_id and runs[0]["changes"] == 2 and runs[0]["summary"]["created"] == 1
+    chs = journal.changes(run.run_id, with_text=True)
+    assert [(c.path, c.action) for c in chs] == [("digest/wiki/a.md", "update"), ("digest/wiki/b.md", "create")]
+    assert chs[0].before_text == "original\n" and chs[0].sources == ["daily/2026-11-28/x.md"]
+    res = journal.revert(v, run.run_id)
+    assert sorted(res.restored) == ["digest/wiki/a.md", "digest/wiki/b.md"] and not res.refused
+    assert existing.read_text() == "original\n" and not (v / "digest/wiki/b.md").exists()
+
+
+def test_revert_refuses_files_changed_since(tmp_path, journal):
+    v = tmp_path / "v"
+    v.mkdir()
+    run = journal.start_run(v, "auto_memory")
+    run.write("n.md", "app text\n", step="s")
+    (v / "n.md").write_text("user changed it\n")
+    res = journal.revert(v, run.run_id)
+    assert res.restored == [] and res.refused[0]["path"] == "n.md"
+    assert (v / "n.md").read_text() == "user changed it\n"
+    assert run.user_edited_since_app_wrote("n.md")
+
+
+def test_write_refuses_a_concurrent_user_edit(tmp_path, journal):
+    v = tmp_path / "v"
+    v.mkdir()
+    (v / "n.md").write_text("seen by the pipeline\n")
+    run = journal.start_run(v, "auto_dream")
+    _, sha = run.read("n.md")
+    (v / "n.md").write_text("user edit meanwhile\n")
+    with pytest.raises(WriteConflict):
+        run.write("n.md", "llm text", step="integrate", expected_sha=sha)
+    assert (v / "n.md").read_text() == "user edit meanwhile\n"
+    assert journal.changes(run.run_id) == []
+
+
+def test_delete_is_revertible(tmp_path, journal):
+    v = tmp_path / "v"
+    v.mkdir()
+    (v / "card.md").write_text("card\n")
+    run = journal.start_run(v, "auto_resource")
+    assert run.delete("card.md", step="remove") is not None
+    assert not (v / "card.md").exists()
+    assert journal.revert(v, run.run_id).restored == ["card.md"]
+    assert (v / "card.md").read_text() == "card\n"
+
+
+def test_unknown_run(tmp_path, journal):
+    with pytest.raises(KeyError):
+        journal.revert(tmp_path, "nope")
