@@ -195,3 +195,49 @@ def run_worker(script: Path, args: list[str], timeout: float | None = None) -> d
     if p.returncode != 0:
         raise RuntimeError(f"worker {args[:2]} failed ({p.returncode}):\n{p.stderr[-4000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def index_with_cache(vault: Path, state: Path, emb, use_cache: bool, label: str) -> tuple[Path, dict]:
+    """Index ``vault`` into the fresh ``state`` with vectors, seeding the embedding cache from a previous run.
+
+    The cache (``cache_root()/<label>-<hash of the vault listing + embedding space>/embeddings.sqlite``) is the
+    engine's own embedding cache, so a cached run re-embeds nothing; the embedding time measured when the cache
+    was made is reported from its ``meta.json``."""
+    import sqlite3
+
+    digest, nfiles, nbytes = tree_digest(vault)
+    key = hashlib.sha256(f"{digest}|{emb.space}".encode()).hexdigest()[:16]
+    cdir = cache_root() / f"{label}-{key}"
+    state.mkdir(parents=True)
+    meta = None
+    if use_cache and (cdir / "embeddings.sqlite").is_file() and (cdir / "meta.json").is_file():
+        shutil.copy2(cdir / "embeddings.sqlite", state / "embeddings.sqlite")
+        meta = json.loads((cdir / "meta.json").read_text())
+        log(f"embedding cache hit: {cdir}")
+    eng = open_engine(vault, state, emb)
+    log(f"indexing {label}" + ("" if meta else " (embedding every chunk: this takes minutes)"))
+    t = time.perf_counter()
+    rep = eng.index()
+    t_all = time.perf_counter() - t
+    info = {"files": nfiles, "bytes": nbytes, "chunks": rep.chunks_total, "links": rep.links_total,
+            "index_total_s": round(t_all, 3), "keyword_pass_s": round(rep.seconds_keyword, 3),
+            "vector_pass_s_this_run": round(rep.seconds_vector, 3), "embedded_this_run": rep.embedded,
+            "restored_from_cache_this_run": rep.embed_cached}
+    eng.close()
+    if meta is None or rep.embedded:
+        meta = {"embedding_s": round(rep.seconds_vector, 3), "embedded": rep.embedded,
+                "chunks_per_s": round(rep.embedded / rep.seconds_vector, 1) if rep.seconds_vector else None,
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "loadavg": loadavg(), "space": emb.space}
+        if use_cache:
+            cdir.mkdir(parents=True, exist_ok=True)
+            src = sqlite3.connect(state / "embeddings.sqlite")
+            dst = sqlite3.connect(cdir / "embeddings.sqlite.tmp")
+            src.backup(dst)
+            src.close()
+            dst.close()
+            os.replace(cdir / "embeddings.sqlite.tmp", cdir / "embeddings.sqlite")
+            (cdir / "meta.json").write_text(json.dumps(meta))
+        info["embedding"] = {**meta, "from_cache": False}
+    else:
+        info["embedding"] = {**meta, "from_cache": True, "cache_dir": str(cdir)}
+    return state, info

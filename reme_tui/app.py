@@ -123,9 +123,9 @@ def _stderr_logging_to(path: Path):
     moved: list[tuple[logging.StreamHandler, object]] = []
     log_file = None
     try:
-        handlers = [h for lg in [logging.getLogger(), *[logging.getLogger(n) for n in
-                                                        list(logging.root.manager.loggerDict)]]
-                    for h in getattr(lg, "handlers", [])]
+        # loggerDict also holds PlaceHolder objects (no handlers); don't turn them into loggers
+        loggers = [logging.getLogger(), *list(logging.root.manager.loggerDict.values())]
+        handlers = [h for lg in loggers for h in getattr(lg, "handlers", [])]
         for h in handlers:
             if type(h) is logging.StreamHandler and getattr(h, "stream", None) in (sys.stderr, sys.__stderr__):
                 if log_file is None:

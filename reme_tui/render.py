@@ -135,6 +135,25 @@ def truncate_cells(text: str, width: int, ellipsis: str = "…") -> str:
     return set_cell_size(text, keep).rstrip(" ") + ellipsis
 
 
+def fit_text(text, width: int, ellipsis: str = "…"):
+    """A Rich ``Text`` cut to ``width`` cells with ``ellipsis``, keeping its styles (CJK/emoji aware; unlike
+    ``Text.truncate`` it never pads a wide character cut in half with a space)."""
+    if text.cell_len <= width:
+        return text
+    keep = max(0, width - cell_len(ellipsis))
+    used = 0
+    idx = 0
+    for ch in text.plain:
+        w = cell_len(ch)
+        if used + w > keep:
+            break
+        used += w
+        idx += 1
+    out = text[:idx]
+    out.append(ellipsis)
+    return out
+
+
 def _as_text(value) -> str:
     if value is None:
         return ""

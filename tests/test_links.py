@@ -400,7 +400,8 @@ def resolver() -> LinkResolver:
     ("missing", "q.md", None, False),
     ("../../../escape", "a/b/note.md", None, False),
     ("../other", "q.md", None, False),
-    ("/foo", "q.md", None, False),
+    ("/foo", "q.md", "foo.md", False),  # leading slash = vault root
+    ("/nowhere/foo", "q.md", None, False),
     ("pic", "q.md", None, False),  # attachments need their extension
 ])
 def test_resolution_cascade(resolver, target, source, path, ambiguous):
@@ -509,3 +510,12 @@ def test_rewrite_links_relative_and_attachments_and_bom():
     assert n == 2
     assert out == "\ufeff[[media/img 1.png|200]] ![](media/img%201.png) [[../x]] [x](../x.md)\r\n"
     assert rewrite_links("nothing here", "q.md", r, "a/x.md", "b/x.md") == ("nothing here", 0)
+
+
+def test_leading_slash_is_vault_root_relative():
+    r = LinkResolver(["basic/sorting/BubbleSort/README.md", "x/README.md"])
+    assert r.resolve("/basic/sorting/BubbleSort/README.md", "x/README.md").path == "basic/sorting/BubbleSort/README.md"
+    assert r.resolve("/basic/sorting/BubbleSort/README", "x/README.md").path == "basic/sorting/BubbleSort/README.md"
+    assert r.resolve("/README.md", "x/README.md").path is None  # no name fallback
+    assert r.resolve("/../etc/passwd", "x/README.md").path is None
+    assert r.resolve("//server/share.md", "x/README.md").path is None

@@ -10,7 +10,7 @@ import pytest
 from textual.widgets import Markdown, TextArea
 
 from reme_tui.app import ReMeApp, create_app
-from reme_tui.messages import OpenNote, SearchDone
+from reme_tui.messages import SearchDone
 from reme_tui.render import (
     parse_href,
     snippet,
@@ -21,9 +21,6 @@ from reme_tui.render import (
 from reme_tui.screens.help import HelpScreen
 from reme_tui.screens.main import MainScreen
 from reme_tui.screens.search import SearchScreen
-from reme_tui.widgets.neighbours import NeighboursList
-from reme_tui.widgets.note_view import NoteView
-from reme_tui.widgets.vault_tree import VaultTree
 
 GUANGFU = "digest/wiki/光伏产业链.md"
 XINNENGYUAN = "digest/wiki/新能源.md"

@@ -779,7 +779,15 @@ class LinkResolver:
             return Resolution(source_path, False, "")
         virtual = normalize_name(t) + ("" if _has_ext(t) else ".md")
         if t.startswith("/"):
-            return Resolution(None, False, virtual)
+            # "/folder/note.md" is vault-root-relative (Obsidian; common in published Markdown such as docs
+            # sites). Only an exact path counts: a leading slash never falls back to name matching.
+            rooted = posixpath.normpath(t.lstrip("/"))
+            if t.startswith("//") or rooted in (".", "..") or rooted.startswith("../"):
+                return Resolution(None, False, virtual)
+            hit = self._exact(rooted)
+            if hit:
+                return Resolution(hit[0], hit[1], "")
+            return Resolution(None, False, normalize_name(rooted) + ("" if _has_ext(rooted) else ".md"))
         segments = t.split("/")
         relative = any(s in (".", "..") for s in segments)
         if not relative:

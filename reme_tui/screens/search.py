@@ -20,9 +20,9 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from ..messages import SearchDone
-from ..render import one_line, snippet, why_line
+from ..render import fit_text, one_line, snippet, why_line
 
-#: Milliseconds of quiet typing before a query is sent.
+#: Seconds of quiet typing before a query is sent.
 DEBOUNCE_S = 0.15
 RESULT_LIMIT = 20
 MODES = ("hybrid", "keyword")
@@ -36,11 +36,9 @@ def hit_prompt(hit, width: int = 100, query: str = "") -> Text:
     head.append(f"  L{hit.start_line}-L{hit.end_line}", style="dim")
     if hit.headings:
         head.append("  " + " › ".join(one_line(h) for h in hit.headings[-2:]), style="italic dim")
-    head.truncate(width, overflow="ellipsis")
     body = Text("  " + (snippet(hit.text, max(8, width - 2), query) or "…"))
     why = Text("  " + why_line(hit), style="dim")
-    why.truncate(width, overflow="ellipsis")
-    return Text("\n").join([head, body, why])
+    return Text("\n").join([fit_text(head, width), body, fit_text(why, width)])
 
 
 class SearchResults(OptionList):

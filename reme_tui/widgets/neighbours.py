@@ -14,7 +14,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from ..messages import OpenNote
-from ..render import one_line, plain_inline, truncate_cells
+from ..render import fit_text, one_line, plain_inline, truncate_cells
 
 
 
@@ -28,18 +28,12 @@ def neighbour_prompt(n, width: int = 80) -> Text:
         head.append(" ⎘embed", style="dim")
     head.append(" ")
     name = one_line(n.name or n.path.rsplit("/", 1)[-1])
-    suffix = " (missing)" if n.dangling else (" (ambiguous)" if n.ambiguous else "")
-    # cut by cell width with our helper (Rich pads a wide character cut in half with a space)
-    room = width - head.cell_len
-    if room < 4:
-        head = Text(truncate_cells(head.plain, max(1, width - 4)), style="dim")
-        room = width - head.cell_len
-    shown = truncate_cells(name + suffix, room)
-    if shown.endswith("…") or not suffix:
-        head.append(shown, style="dim strike" if n.dangling else "bold")
-    else:
-        head.append(name, style="dim strike" if n.dangling else "bold")
-        head.append(suffix, style="dim italic")
+    head.append(name, style="dim strike" if n.dangling else "bold")
+    if n.dangling:
+        head.append(" (missing)", style="dim italic")
+    if n.ambiguous:
+        head.append(" (ambiguous)", style="dim italic")
+    head = fit_text(head, width)
     desc = plain_inline(n.description or "")
     if n.dangling and not desc:
         desc = n.path

@@ -1,0 +1,398 @@
+#!/usr/bin/env python
+"""Search benchmarks: the real 33 MB corpus with vectors, then synthetic stores of 100k and 1M chunks.
+
+    python bench/bench_search.py [--runs 3] [--quick] [--sizes 100000,1000000] [--no-cache]
+
+Prints one JSON object:
+
+- ``corpus``: hybrid / keyword / vector latency (``engine.search``, limit 10, neighbours included, query embedding
+  included, model loaded beforehand, one warm-up pass) over 50 zh/en queries on doocs-leetcode-md indexed with
+  vectors, measured in a fresh process (peak RSS reported); plus a per-component breakdown of the hybrid path.
+  Target hybrid p50 ≤ 10 ms. The corpus embedding time is measured once and cached with the embedding cache
+  (``REME_BENCH_CACHE`` or ``<tmp>/reme-bench-cache``, keyed by the corpus listing and the embedding space);
+  ``--no-cache`` re-embeds.
+- ``scale``: stores of N chunks built by replicating the corpus rows (files, chunks, FTS postings, links) and
+  their vectors with Gaussian noise (re-normalised); the engine's VectorIndex (flat below ``ann_threshold`` =
+  200k, HNSW above) built through ``VectorIndex.add``; hybrid latency via ``Engine.open`` + ``engine.search`` in
+  a fresh process (peak RSS); recall@10 of the engine's index vs exact search on 200 queries. If building 1M is
+  estimated above ``--max-build-min`` (15), 300k is run instead and 1M extrapolated (flagged in the output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (CORPUS, bench_tmpdir, copy_tree, emit, index_with_cache, loadavg, loaded_embedder,  # noqa: E402
+                     log, machine, maxrss_mb, open_engine, pct, run_worker, stats, target, vmhwm_mb)
+from queries import CORPUS_QUERIES  # noqa: E402
+
+HERE = Path(__file__).resolve()
+MODES = ("hybrid", "keyword", "vector")
+DIM = 512
+
+
+# -- worker: search latency in a fresh process --------------------------------------------------------------------
+def worker(args) -> None:
+    from reme_engine.search.graph import neighborhood
+    from reme_engine.search.hybrid import rrf
+
+    queries = json.loads(Path(args.queries).read_text(encoding="utf-8"))
+    emb, t_load = loaded_embedder()
+    t = time.perf_counter()
+    eng = open_engine(Path(args.vault), Path(args.state), emb, ann_threshold=args.ann)
+    t_open = time.perf_counter() - t
+    t = time.perf_counter()
+    first = eng.search(queries[0], limit=10, mode="hybrid")
+    t_first = time.perf_counter() - t
+    vs = eng.vectors
+    info = {"chunks": eng.store.counts()["chunks"], "vectors": len(vs.index), "vector_index_kind": vs.index.kind,
+            "degraded": first.degraded}
+    for q in queries:  # warm-up
+        for m in MODES:
+            eng.search(q, limit=10, mode=m)
+    samples = {m: [] for m in MODES}
+    run_p50 = {m: [] for m in MODES}
+    legs = {"keyword_ms": [], "vector_ms": []}
+    for _ in range(args.runs):
+        cur = {m: [] for m in MODES}
+        for q in queries:
+            for m in MODES:
+                t = time.perf_counter()
+                r = eng.search(q, limit=10, mode=m)
+                cur[m].append((time.perf_counter() - t) * 1000)
+                if m == "hybrid":
+                    legs["keyword_ms"].append(r.keyword_ms)
+                    legs["vector_ms"].append(r.vector_ms)
+        for m in MODES:
+            samples[m] += cur[m]
+            run_p50[m].append(round(pct(cur[m], 50), 3))
+    # component breakdown of the hybrid path, run sequentially on this thread
+    s = eng.searcher
+    n = 50
+    comp = {k: [] for k in ("tokenize", "keyword_leg", "query_embed", "faiss_search", "fuse_materialize",
+                            "neighbors", "sum")}
+    for _ in range(args.runs):
+        for q in queries:
+            t0 = time.perf_counter()
+            eng.tokenizer.query_tokens(q)
+            t1 = time.perf_counter()
+            kw = s.keyword_leg(q, n, None)
+            t2 = time.perf_counter()
+            qv = emb.embed([q])[0]
+            t3 = time.perf_counter()
+            vr = vs.search(qv, n)
+            t4 = time.perf_counter()
+            fused = rrf({"keyword": kw, "vector": vr}, s.weights, s.k)
+            hits = s._materialize(sorted(fused.items(), key=lambda kv: (-kv[1]["score"], kv[0])), 10)
+            t5 = time.perf_counter()
+            for p in {h.path for h in hits}:
+                neighborhood(eng.store, p)
+            t6 = time.perf_counter()
+            for k, a, b in (("tokenize", t0, t1), ("keyword_leg", t1, t2), ("query_embed", t2, t3),
+                            ("faiss_search", t3, t4), ("fuse_materialize", t4, t5), ("neighbors", t5, t6),
+                            ("sum", t0, t6)):
+                comp[k].append((b - a) * 1000)
+    out = {
+        **info, "model_load_s": round(t_load, 3), "engine_open_s": round(t_open, 3),
+        "first_search_s": round(t_first, 3), "queries": len(queries), "runs": args.runs,
+        "latency_ms": {m: {**stats(samples[m]), "per_run_p50": run_p50[m],
+                           "median_of_run_p50": round(sorted(run_p50[m])[len(run_p50[m]) // 2], 3)} for m in MODES},
+        "hybrid_legs_ms": {k: stats(v) for k, v in legs.items()},
+        "breakdown_ms_p50": {k: round(pct(v, 50), 3) for k, v in comp.items()},
+        "breakdown_ms_p95": {k: round(pct(v, 95), 3) for k, v in comp.items()},
+        "vmhwm_mb": vmhwm_mb(), "maxrss_mb": maxrss_mb(), "loadavg": loadavg(),
+    }
+    eng.close()
+    print(json.dumps(out))
+
+
+# -- synthetic scale ---------------------------------------------------------------------------------------------
+def base_vectors(state: Path) -> tuple:
+    """(chunk ids sorted, their vectors) of the indexed corpus, from the index + embedding cache."""
+    import numpy as np
+
+    con = sqlite3.connect(state / "index.sqlite")
+    con.execute("ATTACH DATABASE ? AS emb", (str(state / "embeddings.sqlite"),))
+    rows = con.execute("SELECT c.id, e.vec FROM chunks c JOIN emb.embeddings e ON e.text_hash = c.text_hash"
+                       " ORDER BY c.id").fetchall()
+    total = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    con.close()
+    assert len(rows) == total, (len(rows), total)
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    vecs = np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+    return ids, vecs
+
+
+def synth_id(r: int, k):
+    return (r << 32) + k + 1
+
+
+def build_sqlite(src_db: Path, dst_db: Path, size: int) -> dict:
+    """Replicate the corpus rows into ``dst_db`` until it has ``size`` chunks (``rNN/`` path prefixes)."""
+    from reme_engine.index.store import SCHEMA
+
+    t = time.perf_counter()
+    con = sqlite3.connect(dst_db, isolation_level=None)
+    con.execute("PRAGMA journal_mode=OFF")
+    con.execute("PRAGMA synchronous=OFF")
+    con.execute("PRAGMA cache_size=-262144")
+    con.executescript(SCHEMA)
+    con.execute("ATTACH DATABASE ? AS src", (str(src_db),))
+    con.execute("INSERT INTO meta SELECT * FROM src.meta WHERE key NOT LIKE 'vec_generation%'"
+                " AND key != 'all_paths_cache'")
+    con.execute("CREATE TEMP TABLE base AS SELECT row_number() OVER (ORDER BY id) - 1 AS k, id FROM src.chunks")
+    n = con.execute("SELECT count(*) FROM temp.base").fetchone()[0]
+    fstride = con.execute("SELECT max(id) FROM src.files").fetchone()[0] + 1
+    reps = math.ceil(size / n)
+    fts_s = 0.0
+    for r in range(reps):
+        lim = min(n, size - r * n)
+        pre = f"r{r:02d}/"
+        con.execute("BEGIN")
+        con.execute(
+            "INSERT INTO files(id, path, mtime, size, sha, kind, frontmatter, name, description, date, aliases,"
+            " warning, indexed_at) SELECT id + ?, ? || path, mtime, size, sha, kind, frontmatter, name, description,"
+            " date, aliases, warning, indexed_at FROM src.files", (r * fstride, pre))
+        con.execute(
+            "INSERT INTO chunks(id, file_id, ord, start_line, end_line, headings, text, text_hash, has_vec)"
+            " SELECT ? + b.k, c.file_id + ?, c.ord, c.start_line, c.end_line, c.headings, c.text, c.text_hash, 1"
+            " FROM temp.base b JOIN src.chunks c ON c.id = b.id WHERE b.k < ?", (synth_id(r, 0), r * fstride, lim))
+        con.execute(
+            "INSERT INTO links(src_id, target, resolved, virtual, anchor, alias, predicate, embed, kind, line,"
+            " ambiguous, original) SELECT src_id + ?, target, CASE WHEN resolved IS NULL THEN NULL"
+            " ELSE ? || resolved END, CASE WHEN resolved IS NULL THEN virtual ELSE ? || virtual END, anchor, alias,"
+            " predicate, embed, kind, line, ambiguous, original FROM src.links", (r * fstride, pre, pre))
+        tf = time.perf_counter()
+        con.execute(
+            "INSERT INTO chunks_fts(rowid, body, title) SELECT ? + b.k, f.body, f.title"
+            " FROM temp.base b JOIN src.chunks_fts f ON f.rowid = b.id WHERE b.k < ? ORDER BY b.k",
+            (synth_id(r, 0), lim))
+        fts_s += time.perf_counter() - tf
+        con.execute("COMMIT")
+        if r % 5 == 4:
+            log(f"  sqlite replica {r + 1}/{reps} ({time.perf_counter() - t:.0f} s)")
+    chunks = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    con.close()
+    return {"sqlite_build_s": round(time.perf_counter() - t, 1), "fts_insert_s": round(fts_s, 1),
+            "replicas": reps, "chunks": chunks, "index_sqlite_mb": round(dst_db.stat().st_size / 2**20, 1)}
+
+
+class ExactTopK:
+    """Running exact top-k (inner product) of a fixed query set over vectors streamed in blocks."""
+
+    def __init__(self, q, k: int = 10):
+        import numpy as np
+
+        self.q = q
+        self.k = k
+        self.scores = np.full((len(q), k), -np.inf, dtype=np.float32)
+        self.ids = np.full((len(q), k), -1, dtype=np.int64)
+
+    def update(self, ids, vecs) -> None:
+        import numpy as np
+
+        s = self.q @ vecs.T  # (nq, block)
+        kk = min(self.k, s.shape[1])
+        part = np.argpartition(-s, kk - 1, axis=1)[:, :kk]
+        cs = np.concatenate([self.scores, np.take_along_axis(s, part, 1)], axis=1)
+        ci = np.concatenate([self.ids, ids[part]], axis=1)
+        top = np.argsort(-cs, axis=1, kind="stable")[:, : self.k]
+        self.scores = np.take_along_axis(cs, top, 1)
+        self.ids = np.take_along_axis(ci, top, 1)
+
+
+def build_vectors(base_ids, base_vecs, size: int, noise: float, ann_threshold: int, qvecs, seed: int = 7) -> tuple:
+    """The engine's VectorIndex over ``size`` replicated vectors (+ exact top-10 of ``qvecs``), add time measured."""
+    import numpy as np
+
+    from reme_engine.index.vectors import VectorIndex
+
+    rng = np.random.default_rng(seed)
+    n = len(base_ids)
+    vi = VectorIndex(DIM, ann_threshold)
+    exact = ExactTopK(qvecs, 10)
+    sigma = noise / math.sqrt(DIM)
+    add_s = 0.0
+    pend_i, pend_v = [], []
+    pending = 0
+    t_all = time.perf_counter()
+    for r in range(math.ceil(size / n)):
+        lim = min(n, size - r * n)
+        v = base_vecs[:lim].copy()
+        if r:
+            v += rng.standard_normal(v.shape, dtype=np.float32) * np.float32(sigma)
+            v /= np.linalg.norm(v, axis=1, keepdims=True)
+        ids = synth_id(r, np.arange(lim, dtype=np.int64))
+        exact.update(ids, v)
+        pend_i.append(ids)
+        pend_v.append(v)
+        pending += lim
+        if pending >= 50_000 or r == math.ceil(size / n) - 1:  # the engine's rebuild adds in 50k batches
+            t = time.perf_counter()
+            vi.add(np.concatenate(pend_i), np.vstack(pend_v))
+            add_s += time.perf_counter() - t
+            pend_i, pend_v, pending = [], [], 0
+            if len(vi) % 200_000 < 50_000:
+                log(f"  vectors {len(vi)}/{size} ({vi.kind}, add {add_s:.0f} s)")
+    return vi, exact, {"vector_add_s": round(add_s, 1), "vectors_total_s": round(time.perf_counter() - t_all, 1),
+                       "kind": vi.kind, "noise_norm": noise}
+
+
+def recall_at_10(vi, qvecs, exact) -> dict:
+    lat, hits = [], 0
+    for i, q in enumerate(qvecs):
+        t = time.perf_counter()
+        res = vi.search(q, 10)
+        lat.append((time.perf_counter() - t) * 1000)
+        hits += len({x for x, _ in res} & set(exact.ids[i].tolist()))
+    return {"recall_at_10": round(hits / (10 * len(qvecs)), 4), "queries": len(qvecs),
+            "index_search_ms": stats(lat)}
+
+
+def recall_hnsw_separately(vi_flat_ids_vecs, qvecs, exact) -> dict:
+    """Build an HNSW index (engine parameters) over the same vectors and measure recall@10 / build time."""
+    from reme_engine.index.vectors import VectorIndex
+
+    ids, vecs = vi_flat_ids_vecs
+    vi = VectorIndex(DIM, ann_threshold=1)
+    t = time.perf_counter()
+    vi._rebuild(extra=(ids, vecs))
+    build = time.perf_counter() - t
+    assert vi.kind == "hnsw"
+    return {"hnsw_build_s": round(build, 1), **recall_at_10(vi, qvecs, exact)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="1/8 of the corpus, sizes 10k/30k (HNSW above 20k)")
+    ap.add_argument("--sizes", help="synthetic sizes, comma-separated (default 100000,1000000)")
+    ap.add_argument("--ann-threshold", type=int, default=None, help="default: the engine's (200000); quick 20000")
+    ap.add_argument("--noise", type=float, default=0.3, help="norm of the Gaussian perturbation of replicas")
+    ap.add_argument("--max-build-min", type=float, default=15.0)
+    ap.add_argument("--no-cache", action="store_true", help="do not reuse/keep the corpus embedding cache")
+    ap.add_argument("--skip-scale", action="store_true")
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--vault", help=argparse.SUPPRESS)
+    ap.add_argument("--state", help=argparse.SUPPRESS)
+    ap.add_argument("--queries", help=argparse.SUPPRESS)
+    ap.add_argument("--ann", type=int, default=200_000, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args)
+        return 0
+
+    import numpy as np
+
+    from reme_engine.config import Settings
+
+    ann = args.ann_threshold or (20_000 if args.quick else Settings().ann_threshold)
+    sizes = [int(x) for x in (args.sizes or ("10000,30000" if args.quick else "100000,1000000")).split(",")]
+    out: dict = {"bench": "search", "quick": args.quick, "runs": args.runs, "machine": machine(),
+                 "ann_threshold": ann}
+    with bench_tmpdir("search", keep=args.keep) as tmp:
+        corpus = tmp / "corpus"
+        if args.quick:
+            from bench_index import copy_subset
+
+            copy_subset(CORPUS, corpus, 8)
+        else:
+            copy_tree(CORPUS, corpus)
+        emb, _ = loaded_embedder()
+        state, info = index_with_cache(corpus, tmp / "corpus-state", emb, not args.no_cache, "corpus")
+        qfile = tmp / "queries.json"
+        qfile.write_text(json.dumps(CORPUS_QUERIES, ensure_ascii=False), encoding="utf-8")
+        log("corpus search latency (fresh process)")
+        w = run_worker(HERE, ["--worker", "--vault", str(corpus), "--state", str(state), "--queries", str(qfile),
+                              "--runs", str(args.runs), "--ann", str(ann)])
+        hy = w["latency_ms"]["hybrid"]["median_of_run_p50"]
+        out["corpus"] = {**info, "search": w, "hybrid_p50_ms": target(hy, 10.0)}
+
+        if not args.skip_scale:
+            # 200 queries for recall: the 50 hand-written ones + 150 problem titles of the corpus
+            con = sqlite3.connect(state / "index.sqlite")
+            names = sorted({r[0] for r in con.execute("SELECT name FROM files")})
+            con.close()
+            step = max(1, len(names) // 150)
+            recall_q = CORPUS_QUERIES + names[::step][:150]
+            qvecs = emb.embed(recall_q)
+            base_ids, base_vecs = base_vectors(state)
+            scale: dict = {"noise_norm": args.noise, "base_chunks": len(base_ids), "recall_queries": len(recall_q),
+                           "sizes": {}}
+            plan = list(sizes)
+            i = 0
+            while i < len(plan):
+                size = plan[i]
+                d = tmp / f"scale-{size}"
+                d.mkdir()
+                log(f"scale {size}: sqlite")
+                sq = build_sqlite(state / "index.sqlite", d / "index.sqlite", size)
+                log(f"scale {size}: vectors ({'hnsw' if size >= ann else 'flat'})")
+                vi, exact, vinfo = build_vectors(base_ids, base_vecs, size, args.noise, ann, qvecs)
+                rec = recall_at_10(vi, qvecs, exact)
+                entry = {**sq, **vinfo, "engine_index_recall": rec}
+                if vi.kind == "flat" and size <= 300_000:
+                    log(f"scale {size}: extra HNSW build over the same vectors (recall below the threshold)")
+                    entry["hnsw_same_vectors"] = recall_hnsw_separately(vi._all_vectors(), qvecs, exact)
+                from reme_engine.index.store import Store
+                from reme_engine.index.vectors import VectorState
+
+                st = Store(d / "index.sqlite", d / "embeddings.sqlite")
+                vs = VectorState(st, emb, d, ann)
+                vs.index = vi
+                t = time.perf_counter()
+                vs.save()
+                entry["faiss_save_s"] = round(time.perf_counter() - t, 1)
+                entry["faiss_file_mb"] = round(vs.path.stat().st_size / 2**20, 1)
+                st.close()
+                del vi, vs, exact
+                empty_vault = tmp / "empty-vault"
+                empty_vault.mkdir(exist_ok=True)
+                log(f"scale {size}: search latency (fresh process)")
+                w = run_worker(HERE, ["--worker", "--vault", str(empty_vault), "--state", str(d), "--queries",
+                                      str(qfile), "--runs", str(args.runs), "--ann", str(ann)])
+                entry["search"] = w
+                entry["hybrid_p50_ms"] = w["latency_ms"]["hybrid"]["median_of_run_p50"]
+                entry["loadavg"] = loadavg()
+                scale["sizes"][str(size)] = entry
+                shutil.rmtree(d, ignore_errors=True)
+                # budget check for the next (bigger) size: linear sqlite cost, n·log n HNSW cost
+                if i + 1 < len(plan) and not args.quick:
+                    nxt = plan[i + 1]
+                    f = nxt / size
+                    hn = entry.get("hnsw_same_vectors", {}).get("hnsw_build_s") or entry["vector_add_s"]
+                    est = (sq["sqlite_build_s"] * f + hn * f * math.log(nxt) / math.log(size)
+                           + entry["faiss_save_s"] * f) / 60
+                    scale.setdefault("build_estimates_min", {})[str(nxt)] = round(est, 1)
+                    if est > args.max_build_min and nxt > 300_000:
+                        log(f"estimated {est:.0f} min to build {nxt}: running 300000 and extrapolating")
+                        scale["fallback"] = (f"building {nxt} chunks estimated at {est:.0f} min > "
+                                             f"{args.max_build_min} min: measured 300000 and extrapolated")
+                        plan[i + 1] = 300_000
+                        scale["extrapolate_to"] = nxt
+                i += 1
+            out["scale"] = scale
+            big = scale["sizes"].get("1000000")
+            if big:
+                out["scale_targets"] = {
+                    "recall_at_10_1m": target(big["engine_index_recall"]["recall_at_10"], 0.95, op=">="),
+                    "hybrid_p50_ms_1m": target(big["hybrid_p50_ms"], 50.0)}
+            small = scale["sizes"].get("100000")
+            if small:
+                out.setdefault("scale_targets", {})["peak_rss_mb_100k"] = target(small["search"]["vmhwm_mb"], 600)
+    emit(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
