@@ -123,30 +123,67 @@ class _Bar:
             sys.stderr.write("\n")
 
 
+def _stage_line(name: str, result: dict) -> str:
+    """One summary line for an LLM stage from its report dict."""
+    llm = result.get("llm") or result.get("tally") or {}
+    calls = llm.get("calls", result.get("llm_calls", 0))
+    tokens = (llm.get("input_tokens", 0) or 0) + (llm.get("output_tokens", 0) or 0)
+    keys = ("status", "created", "updated", "corroborated", "refined", "corrected", "cards", "removed", "topics",
+            "agenda_items", "failed")
+    parts = [f"{k} {result[k] if not isinstance(result[k], list) else len(result[k])}" for k in keys
+             if k in result and result[k] not in (None, "")]
+    return f"{name:<10} " + "  ".join(parts + [f"calls {calls}", f"tokens {tokens}"])
+
+
 def run_refresh(args: argparse.Namespace) -> int:
-    from reme_engine.engine import Engine
+    """Headless refresh: index → auto_resource → auto_dream → proactive refresh, with a summary per stage.
+
+    Without an LLM the LLM stages are skipped with a one-line reason (proactive refresh uses its keyword
+    fallback) and the command still succeeds. Exit status 1 when indexing or a stage fails.
+    """
+    from reme_engine.engine import Engine, EngineError, result_to_dict
 
     settings = load(args)
     t0 = time.perf_counter()
     bar = _Bar()
+    stage_lines: list[str] = []
+    failed = False
     try:
         with Engine.open(settings) as engine:
-            if args.date:
-                engine._date(args.date)  # validate early
+            date = engine._date(args.date or "")
             report = engine.indexer.sync(bar)
             with engine.store.write():
                 engine.store.set_meta("last_sync", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
             if not args.no_vectors:
                 engine.embed_pending(bar, report)
             counts = engine.store.counts()
+            bar.close()
+            from reme_engine.llm.client import LLMError, LLMNotConfigured
+
+            stages = [("resource", lambda: engine.auto_resource()),
+                      ("dream", lambda: engine.auto_dream(date)),
+                      ("proactive", lambda: engine.proactive_refresh(date))]
+            for name, fn in stages:
+                try:
+                    res = result_to_dict(fn())
+                    stage_lines.append(_stage_line(name, res if isinstance(res, dict) else {}))
+                    if isinstance(res, dict) and res.get("status") == "failed":
+                        failed = True
+                except LLMNotConfigured as exc:
+                    stage_lines.append(f"{name:<10} skipped: {exc}")
+                except (LLMError, EngineError) as exc:
+                    stage_lines.append(f"{name:<10} failed: {exc}")
+                    failed = True
+                except ImportError:
+                    stage_lines.append(f"{name:<10} not available in this build")
     except Exception as exc:
         bar.close()
         _err(f"refresh failed: {exc}")
         return 1
-    bar.close()
     dt = time.perf_counter() - t0
     lines = [
         f"vault      {settings.vault}" + ("  (demo)" if settings.is_demo else ""),
+        f"date       {date}",
         f"files      scanned {report.scanned}  added {report.added}  changed {report.modified}  "
         f"removed {report.removed}  renamed {report.renamed}  unchanged {report.unchanged}  "
         f"skipped {len(report.skipped)}",
@@ -154,9 +191,8 @@ def run_refresh(args: argparse.Namespace) -> int:
         f"links      {counts['links']}  ({counts['dangling_links']} dangling)",
         f"vectors    embedded {report.embedded}  from cache {report.embed_cached}  "
         f"pending {counts['chunks_without_vectors']}" + (f"  error: {report.embed_error}" if report.embed_error else ""),
+        *stage_lines,
         f"time       {dt:.2f}s  (keyword+graph {report.seconds_keyword:.2f}s, vectors {report.seconds_vector:.2f}s)",
-        "dream      skipped: needs an LLM (set REME_LLM_PROVIDER and REME_LLM_API_KEY)"
-        if not settings.llm.configured else "dream      not run (not available in this version)",
     ]
     if report.skipped:
         lines.append("skipped files:")
@@ -165,7 +201,7 @@ def run_refresh(args: argparse.Namespace) -> int:
         if len(report.skipped) > 15:
             lines.append(f"  … and {len(report.skipped) - 15} more (see `reme-tui job health_check`)")
     print("\n".join(lines))
-    return 0
+    return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:
