@@ -11,7 +11,7 @@ Scheduling semantics
 time counts as served — plus the last run's record. A job's next due time is the first cron time after
 ``served_through``. A job seen for the first time gets ``since = now`` instead: **no catch-up for a job that never
 ran** (a fresh install must not start dreaming at once); its first run is its first scheduled time after the app
-first saw it. A disabled job keeps ``served_through`` at "now", so re-enabling it does not catch up either.
+first saw it. Likewise a job that was disabled at the last start owes nothing: re-enabling it schedules from now.
 
 *Catch-up once.* When the app starts after being closed across one or more scheduled times, the job runs once
 (with the most recent missed time as its slot), not once per missed time: before running, ``served_through`` is
@@ -443,8 +443,9 @@ class Scheduler:
                 st = self._state.setdefault(name, {})
                 if not _parse(st.get("since")) and not _parse(st.get("served_through")):
                     st["since"] = now  # first sight: no catch-up for a job that never ran
-                if not job.enabled:
+                if not job.enabled or st.get("enabled") is False:
                     st["served_through"] = now  # nothing is owed for the time a job was disabled
+                st["enabled"] = job.enabled
                 st["cron"] = job.cron
                 last = st.get("last")
                 if isinstance(last, dict) and last.get("status") == "running" and not pid_alive(int(last.get("pid") or 0)):

@@ -35,7 +35,7 @@ def test_embedding_env_selects_remote():
 
 
 def test_llm_key_falls_back_to_sdk_variable():
-    s = load_settings({}, env={"REME_LLM_PROVIDER": "anthropic", "ANTHROPIC_API_KEY": "sk-x"})
+    s = load_settings({}, env={"REME_LLM_PROVIDER": "anthropic", "REME_LLM_MODEL": "m", "ANTHROPIC_API_KEY": "sk-x"})
     assert s.llm.api_key == "sk-x" and s.llm.configured
 
 

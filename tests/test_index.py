@@ -273,3 +273,24 @@ def test_text_inside_invalid_frontmatter_stays_searchable(make_engine, tmp_path)
     hits = e.search("aardvark", mode="keyword").hits
     assert hits and hits[0].path == "n.md" and hits[0].start_line == 1
     assert e.store.file_info("n.md")["warning"]
+
+
+def test_parallel_parse_gives_the_same_index(make_engine, tmp_path, monkeypatch):
+    """The process-pool path (big syncs) and the serial path produce identical rows."""
+    from reme_engine.index import indexer as ix
+
+    v = tmp_path / "v"
+    for i in range(40):
+        _write(v / f"notes/n{i}.md", f"---\nname: 笔记{i}\n---\n# 标题 {i}\n\n内容 content {i} [[notes/n{(i + 1) % 40}]]\n")
+    _write(v / "notes/bad.md", "caf\xe9")
+    (v / "notes/bad.md").write_bytes("caf\xe9".encode("latin-1"))
+    rows = []
+    for threshold in (10_000, 5):
+        monkeypatch.setattr(ix, "PARALLEL_MIN_FILES", threshold)
+        e = make_engine(v, embed=False)
+        r = e.index()
+        assert r.added == 40 and len(r.skipped) == 1
+        rows.append((sorted(e.store.conn.execute("SELECT id, start_line, end_line, text FROM chunks")),
+                     sorted(e.store.conn.execute("SELECT rowid, body, title FROM chunks_fts")),
+                     sorted(e.store.conn.execute("SELECT target, resolved FROM links"))))
+    assert rows[0] == rows[1]

@@ -91,6 +91,43 @@ class ParsedFile:
     chunks: list  # list[Chunk]
     links: list  # list[Link]
     title_tokens: str
+    chunk_tokens: list[str] = field(default_factory=list)  # space-joined BM25 tokens of each chunk's embed text
+
+
+#: A sync with at least this many files to parse uses a process pool (parsing is CPU-bound pure Python:
+#: markdown-it, YAML, tokenising). Below it, worker start-up (~0.3 s of imports) costs more than it saves.
+PARALLEL_MIN_FILES = 600
+_WORKER_INDEXERS: dict = {}
+
+
+def _parse_pool(n_files: int):
+    """A spawn-context process pool for a big sync, or None (small syncs, one core, or pools unavailable)."""
+    cpus = os.cpu_count() or 1
+    if n_files < PARALLEL_MIN_FILES or cpus < 2 or os.environ.get("REME_NO_PARALLEL_INDEX"):
+        return None
+    try:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawn, not fork: the app forks from a worker thread of a multi-threaded process otherwise.
+        return ProcessPoolExecutor(max_workers=min(cpus, 4), mp_context=multiprocessing.get_context("spawn"))
+    except (OSError, ValueError, ImportError):
+        return None
+
+
+def _parse_in_worker(args) -> tuple["ParsedFile | None", str | None]:
+    """Pool entry point: parse one file with a per-process parser (no store)."""
+    vault, settings, entry = args
+    key = (str(vault), id(settings))
+    ix = _WORKER_INDEXERS.get(key)
+    if ix is None:
+        from .tokenizer import default_tokenizer
+
+        ix = Indexer.__new__(Indexer)
+        ix.vault, ix.settings, ix.tokenizer = Path(vault), settings, default_tokenizer()
+        _WORKER_INDEXERS.clear()
+        _WORKER_INDEXERS[key] = ix
+    return ix._parse_safe(entry)
 
 
 def path_date(rel: str) -> str | None:
@@ -265,11 +302,23 @@ class Indexer:
 
         title_text = " ".join([stem, name, *frontmatter_text_values(meta)]) if meta else f"{stem} {name}"
         title_tokens = " ".join(self.tokenizer.tokenize(title_text[:20000]))
+        chunk_tokens = [" ".join(self.tokenizer.tokenize(ch.embed_text())) for ch in chunks]
         return ParsedFile(
             rel=rel, sha=tf.sha, size=tf.size, mtime=tf.mtime, kind=kind, meta=meta, name=name,
             description=description[:300], date=path_date(rel), aliases=aliases, warning=warning,
-            chunks=chunks, links=links, title_tokens=title_tokens,
+            chunks=chunks, links=links, title_tokens=title_tokens, chunk_tokens=chunk_tokens,
         )
+
+    def _parse_safe(self, entry: ScanEntry) -> tuple[ParsedFile | None, str | None]:
+        """``(parsed, None)`` or ``(None, skip reason)``; ``"__vanished__"`` when the file disappeared."""
+        try:
+            return self.parse(entry), None
+        except SkipFile as sk:
+            return None, sk.reason
+        except FileNotFoundError:
+            return None, "__vanished__"
+        except (OSError, RuntimeError, RecursionError, ValueError) as exc:
+            return None, f"unreadable: {exc}"
 
     # -- writing ------------------------------------------------------------------------------------------
     def _apply(self, c, pf: ParsedFile, old_id: int | None, report: IndexReport) -> int:
@@ -311,7 +360,8 @@ class Indexer:
             vid = chunk_vid(pf.rel, ch.text, occ)
             new_ids.append(vid)
             etext = ch.embed_text()
-            fts_rows.append((vid, " ".join(tokenize(etext)), pf.title_tokens))
+            fts_rows.append((vid, pf.chunk_tokens[ordn] if ordn < len(pf.chunk_tokens)
+                             else " ".join(tokenize(etext)), pf.title_tokens))
             if vid in old_chunks:
                 c.execute("UPDATE chunks SET ord=?, start_line=?, end_line=? WHERE id=?",
                           (ordn, ch.start_line, ch.end_line, vid))
@@ -423,15 +473,9 @@ class Indexer:
             def flush(batch) -> None:
                 nonlocal paths_changed
                 parsed: list[tuple[ScanEntry, int | None, ParsedFile | None, str | None]] = []
-                for e, fid in batch:
-                    try:
-                        parsed.append((e, fid, self.parse(e), None))
-                    except SkipFile as sk:
-                        parsed.append((e, fid, None, sk.reason))
-                    except FileNotFoundError:
-                        parsed.append((e, fid, None, "__vanished__"))
-                    except (OSError, RuntimeError, RecursionError, ValueError) as exc:
-                        parsed.append((e, fid, None, f"unreadable: {exc}"))
+                # Results arrive in order; with a pool, workers keep parsing ahead while this thread writes.
+                for (e, fid), (pf, reason) in zip(batch, outcome_iter):
+                    parsed.append((e, fid, pf, reason))
                 with self.store.write() as c:
                     for e, fid, pf, reason in parsed:
                         if pf is None:
@@ -470,17 +514,25 @@ class Indexer:
                         if fid is not None and known[e.rel] and pf.aliases:
                             paths_changed = True
 
-            for item in todo:
-                batch.append(item)
-                if len(batch) >= BATCH_FILES:
+            pool = _parse_pool(len(todo))
+            outcome_iter = (pool.map(_parse_in_worker, [(self.vault, self.settings, e) for e, _ in todo],
+                                     chunksize=16) if pool is not None
+                            else (self._parse_safe(e) for e, _ in todo))
+            try:
+                for item in todo:
+                    batch.append(item)
+                    if len(batch) >= BATCH_FILES:
+                        flush(batch)
+                        done += len(batch)
+                        batch = []
+                        prog("index", done, total, item[0].rel)
+                if batch:
                     flush(batch)
                     done += len(batch)
-                    batch = []
-                    prog("index", done, total, item[0].rel)
-            if batch:
-                flush(batch)
-                done += len(batch)
-                prog("index", done, total, "")
+                    prog("index", done, total, "")
+            finally:
+                if pool is not None:
+                    pool.shutdown(cancel_futures=True)
             if removed:
                 with self.store.write() as c:
                     for rel in removed:

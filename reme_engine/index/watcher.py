@@ -295,24 +295,24 @@ class VaultWatcher:
                 log.exception("ignore callback failed for %s", rel)
         return False
 
-    def _inside(self, abs_path: str, cache: dict[str, bool]) -> bool:
-        """False when the path's folder (or the path itself, if it is a symlink) resolves outside the vault."""
+    def _inside(self, abs_path: str, cache: dict[str, str | None]) -> bool:
+        """False when the path goes through a folder symlink (watchfiles follows them; ``Indexer.scan`` does
+        not) or is a file symlink whose target is outside the vault."""
         parent = os.path.dirname(abs_path)
-        ok = cache.get(parent)
-        if ok is None:
-            real = os.path.realpath(parent)
-            ok = real == self._root_str or real.startswith(self._root_str + os.sep)
-            cache[parent] = ok
-        if ok and os.path.islink(abs_path):
+        if parent not in cache:
+            cache[parent] = os.path.realpath(parent)
+        if cache[parent] != parent:
+            return False
+        if os.path.islink(abs_path):
             real = os.path.realpath(abs_path)
-            ok = real == self._root_str or real.startswith(self._root_str + os.sep)
-        return ok
+            return real.startswith(self._root_str + os.sep)
+        return True
 
     def _ingest(self, changes: set, now: float) -> bool:
         """Fold a group of raw changes into the pending set. Returns True when the root itself was deleted."""
         from watchfiles import Change
 
-        dir_cache: dict[str, bool] = {}
+        dir_cache: dict[str, str | None] = {}
         touched = False
         for change, abs_path in changes:
             self.stats["events"] += 1
@@ -334,15 +334,14 @@ class VaultWatcher:
                     touched |= self._add_known_under(rel, now)
                 continue
             if os.path.isdir(abs_path):
-                if change == Change.added:
+                if change == Change.added and not os.path.islink(abs_path):
                     touched |= self._scan_dir(rel, now)
                     self._rescans[rel] = now + RESCAN_DELAY_S
                 continue
             if self.is_indexable(rel):
                 touched |= self._add(rel, now)
             if change == Change.added and rel.startswith(self.resource_prefix):
-                self._new_res.add(rel)
-                touched = True
+                touched |= self._add_resource(rel, now)
         if touched:
             self._last_t = now
         return False
@@ -351,9 +350,15 @@ class VaultWatcher:
         if self._is_expected(rel, now):
             self.stats["suppressed"] += 1
             return False
-        if not self._pending:
+        if not self._pending and not self._new_res:
             self._first_t = now
         self._pending.add(rel)
+        return True
+
+    def _add_resource(self, rel: str, now: float) -> bool:
+        if not self._pending and not self._new_res:
+            self._first_t = now
+        self._new_res.add(rel)
         return True
 
     def _add_known_under(self, rel: str, now: float) -> bool:
@@ -370,24 +375,27 @@ class VaultWatcher:
                 added |= self._add(p, now)
         return added
 
-    def _scan_dir(self, rel_dir: str, now: float) -> bool:
-        """Add every indexable (and resource) file under folder ``rel_dir``; True when something was added."""
+    def _scan_dir(self, rel_dir: str, now: float, *, resources: bool = True) -> bool:
+        """Add every indexable (and, with ``resources``, resource) file under folder ``rel_dir`` ("" = root).
+
+        Folder symlinks are not followed (as in ``Indexer.scan``). True when something was added.
+        """
         added = False
-        top = self.root / rel_dir
-        for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+        for dirpath, dirnames, filenames in os.walk(self.root / rel_dir if rel_dir else self.root, followlinks=False):
             rd = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
-            dirnames[:] = [d for d in dirnames if not self._ignored(f"{rd}/{d}")]
+            rd = "" if rd == "." else rd + "/"
+            dirnames[:] = [d for d in dirnames if not self._ignored(f"{rd}{d}")]
             for fn in filenames:
-                rel = self._norm(f"{rd}/{fn}")
+                rel = self._norm(rd + fn)
                 if self._ignored(rel):
                     continue
-                if os.path.islink(os.path.join(dirpath, fn)) and not self._inside(os.path.join(dirpath, fn), {}):
+                full = os.path.join(dirpath, fn)
+                if os.path.islink(full) and not self._inside(full, {}):
                     continue
                 if self.is_indexable(rel):
                     added |= self._add(rel, now)
-                if rel.startswith(self.resource_prefix):
-                    self._new_res.add(rel)
-                    added = True
+                if resources and rel.startswith(self.resource_prefix):
+                    added |= self._add_resource(rel, now)
         return added
 
     def _run_rescans(self, now: float) -> None:
@@ -398,16 +406,9 @@ class VaultWatcher:
                 self._last_t = now
 
     def _reconcile_all(self) -> None:
+        """After the root came back: report every indexable file, plus every indexed path (deleted meanwhile)."""
         now = time.monotonic()
-        self._scan_dir("", now) if False else None  # placeholder never used
-        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
-            rd = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
-            rd = "" if rd == "." else rd
-            dirnames[:] = [d for d in dirnames if not self._ignored(f"{rd}/{d}" if rd else d)]
-            for fn in filenames:
-                rel = self._norm(f"{rd}/{fn}" if rd else fn)
-                if not self._ignored(rel) and self.is_indexable(rel):
-                    self._add(rel, now)
+        self._scan_dir("", now, resources=False)
         if self.known_under is not None:
             self._add_known_under("", now)
         self._last_t = now
@@ -419,7 +420,7 @@ class VaultWatcher:
             if now - self._first_t < self.max_delay_s:
                 return
         quiet = now - self._last_t >= self.debounce_s
-        overdue = self._pending and now - self._first_t >= self.max_delay_s
+        overdue = now - self._first_t >= self.max_delay_s
         if quiet or overdue:
             self._flush(now)
 

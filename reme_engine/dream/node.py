@@ -1,0 +1,366 @@
+"""Digest node text: render a new node and apply additive updates (pure functions, no I/O).
+
+Anatomy of a node the app writes (seed 003 §2, §3.3; DESIGN §4)::
+
+    ---
+    name: …                      description: …      tags: […]      (user keys kept on every update)
+    derived_from: ["[[daily/…]]", …]
+    ---
+
+    # Name
+
+    relates_to:: [[digest/…]]    one line per related digest node
+
+    body …
+
+    ## Update 2026-11-28          only on nodes the user owns (see integrate's merge rule)
+
+    ## Evidence                   one line per later CORROBORATE/REFINE/CORRECT, newest last
+    - 2026-11-28 (corroborate): …
+
+    ## Sources
+    - [[daily/…]]
+
+``## Evidence`` and ``## Sources`` are owned by code and only ever grow. Links written here use the full
+vault-relative path without ``.md`` (:func:`reme_engine.markdown.links.format_link`). Callers validate every path
+before it reaches these functions; :func:`sanitize_body` additionally unlinks daily/digest wikilinks in LLM text
+that the caller's checks reject.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Iterable
+
+from ..markdown.frontmatter import FrontmatterError, parse_frontmatter, render_frontmatter, update_frontmatter
+from ..markdown.links import format_link, parse_links
+from .safety import clean_llm_path, link_key
+
+SOURCES = "Sources"
+EVIDENCE = "Evidence"
+UPDATE = "Update"
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
+_OWN_FIELD = re.compile(r"^\s*(?:[-*+]\s+)?(relates_to|derived_from)::", re.IGNORECASE)
+_SOURCES_TITLES = {"sources", "source", "来源", "出处"}
+
+
+# -- small text helpers ------------------------------------------------------------------------------------
+def _split_fm(text: str) -> tuple[str, str]:
+    """``(frontmatter block text incl. fences, body)``; the block is "" when absent."""
+    fm = parse_frontmatter(text)
+    return text[: fm.body_offset], text[fm.body_offset :]
+
+
+def _lines(body: str) -> list[str]:
+    return body.splitlines()
+
+
+def _join(lines: list[str]) -> str:
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _heading(line: str) -> tuple[int, str] | None:
+    m = _HEADING.match(line)
+    return (len(m.group(1)), m.group(2)) if m else None
+
+
+def _fenced_mask(lines: list[str]) -> list[bool]:
+    """True for lines inside fenced code (headings there are not headings)."""
+    mask, fence = [], ""
+    for ln in lines:
+        s = ln.lstrip()
+        if fence:
+            mask.append(True)
+            if s.startswith(fence):
+                fence = ""
+            continue
+        if s.startswith("```") or s.startswith("~~~"):
+            fence = s[:3]
+            mask.append(True)
+            continue
+        mask.append(False)
+    return mask
+
+
+def _section(lines: list[str], match: Callable[[str], bool], level: int = 2) -> tuple[int, int] | None:
+    """``[start, end)`` line span of the last level-``level`` section whose title satisfies ``match``."""
+    mask = _fenced_mask(lines)
+    found = None
+    for i, ln in enumerate(lines):
+        h = None if mask[i] else _heading(ln)
+        if h and h[0] == level and match(h[1]):
+            end = len(lines)
+            for j in range(i + 1, len(lines)):
+                hj = None if mask[j] else _heading(lines[j])
+                if hj and hj[0] <= level:
+                    end = j
+                    break
+            found = (i, end)
+    return found
+
+
+def _is_title(name: str) -> Callable[[str], bool]:
+    return lambda t: t.strip().casefold() == name.casefold()
+
+
+def _is_sources(t: str) -> bool:
+    return t.strip().casefold() in _SOURCES_TITLES
+
+
+def _trim_end(lines: list[str], start: int, end: int) -> int:
+    """Index after the last non-blank line in ``lines[start:end]`` (at least ``start + 1``)."""
+    while end > start + 1 and not lines[end - 1].strip():
+        end -= 1
+    return end
+
+
+def _tail_start(lines: list[str]) -> int:
+    """Where code-owned tail sections (Evidence, Sources) begin; ``len(lines)`` when there are none."""
+    spans = [s for s in (_section(lines, _is_title(EVIDENCE)), _section(lines, _is_sources)) if s]
+    return min((s[0] for s in spans), default=len(lines))
+
+
+# -- LLM body clean-up -----------------------------------------------------------------------------------------
+def demote_headings(md: str, by: int = 2) -> str:
+    """Push ``#``/``##`` headings down so appended material nests under its ``## Update`` heading."""
+    lines = md.splitlines()
+    mask = _fenced_mask(lines)
+    out = []
+    for ln, fenced in zip(lines, mask):
+        h = None if fenced else _heading(ln)
+        if h and h[0] <= 2:
+            ln = "#" * min(6, h[0] + by) + " " + h[1]
+        out.append(ln)
+    return "\n".join(out)
+
+
+def sanitize_body(body: str, link_ok: Callable[[str], bool]) -> str:
+    """LLM body → Markdown the app may write.
+
+    Drops a frontmatter block, any Sources section and ``relates_to::``/``derived_from::`` lines (code writes
+    those from validated paths), and turns every wikilink whose target ``link_ok`` rejects into its display
+    text. ``link_ok`` receives the cleaned vault path (``…md``) of daily/digest-looking targets only.
+    """
+    body = body.replace("\r\n", "\n").lstrip("\ufeff")
+    fm = parse_frontmatter(body)
+    if fm.has_block:
+        body = body[fm.body_offset :]
+    lines = body.splitlines()
+    while (span := _section(lines, _is_sources)) is not None:
+        del lines[span[0] : span[1]]
+    for lvl in (1, 3):  # a model may use another level for its own Sources heading
+        while (span := _section(lines, _is_sources, level=lvl)) is not None:
+            del lines[span[0] : span[1]]
+    lines = [ln for ln in lines if not _OWN_FIELD.match(ln)]
+    text = "\n".join(lines).strip("\n")
+    edits = []
+    for lk in parse_links(text):
+        if lk.kind != "wikilink" or not lk.target:
+            continue
+        p = clean_llm_path(lk.target)
+        if p is None or not link_ok(p):
+            edits.append((lk.start, lk.end, lk.alias or lk.target))
+    for start, end, rep in sorted(edits, reverse=True):
+        text = text[:start] + rep + text[end:]
+    return text.strip() + "\n" if text.strip() else ""
+
+
+# -- reading a node --------------------------------------------------------------------------------------------
+def sources_of(text: str) -> list[str]:
+    """Link targets listed in the node's Sources section (as written)."""
+    _, body = _split_fm(text)
+    lines = _lines(body)
+    span = _section(lines, _is_sources)
+    if span is None:
+        return []
+    return [lk.target for lk in parse_links("\n".join(lines[span[0] : span[1]])) if lk.target]
+
+
+def related_of(text: str) -> list[str]:
+    """Targets of ``relates_to::`` links in the body."""
+    _, body = _split_fm(text)
+    return [lk.target for lk in parse_links(body) if lk.target and (lk.predicate or "").lower() == "relates_to"]
+
+
+# -- writing ---------------------------------------------------------------------------------------------------
+def _relates_lines(related: Iterable[str]) -> list[str]:
+    return [f"relates_to:: {format_link(p)}" for p in related]
+
+
+def _source_lines(sources: Iterable[str]) -> list[str]:
+    return [f"- {format_link(p)}" for p in sources]
+
+
+def _merge_links(existing: object, new: Iterable[str]) -> list[str]:
+    """Frontmatter list of ``[[…]]`` strings: existing entries kept as written, new paths appended once."""
+    if isinstance(existing, str):
+        out = [existing]
+    elif isinstance(existing, list):
+        out = [x for x in existing if isinstance(x, str)]
+    else:
+        out = []
+    keys = {link_key(x.strip().strip("[]").split("|")[0]) for x in out}
+    for p in new:
+        if link_key(p) not in keys:
+            keys.add(link_key(p))
+            out.append(format_link(p))
+    return out
+
+
+def render_new_node(*, name: str, description: str, tags: list[str], body: str, related: list[str],
+                    sources: list[str]) -> str:
+    """A complete new node (frontmatter, ``# name`` unless the body has its H1, relates_to lines, body, Sources)."""
+    meta: dict = {"name": name, "description": description}
+    if tags:
+        meta["tags"] = list(dict.fromkeys(tags))
+    meta["derived_from"] = _merge_links(None, sources)
+    lines = _lines(body.strip("\n"))
+    first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
+    if first is None or not ((h := _heading(lines[first])) and h[0] == 1):
+        lines = [f"# {name}", ""] + lines
+        first = 0
+    head, rest = lines[: first + 1], lines[first + 1 :]
+    while rest and not rest[0].strip():
+        rest.pop(0)
+    rel = _relates_lines(related)
+    out = head + [""] + (rel + [""] if rel else []) + rest
+    out = [*out[: _trim_end(out, 0, len(out))], "", f"## {SOURCES}", "", *_source_lines(sources)]
+    return render_frontmatter(meta) + "\n" + _join(out)
+
+
+def add_sources(text: str, sources: Iterable[str]) -> tuple[str, list[str]]:
+    """Append ``sources`` missing from the Sources section (created at the end when absent). → (text, added)."""
+    fm, body = _split_fm(text)
+    lines = _lines(body)
+    have = {link_key(t) for t in sources_of(text)}
+    new = []
+    for p in sources:
+        if link_key(p) not in have:
+            have.add(link_key(p))
+            new.append(p)
+    if not new:
+        return text, []
+    span = _section(lines, _is_sources)
+    if span is None:
+        end = _trim_end(lines, -1, len(lines)) if lines else 0
+        lines = lines[:end] + ["", f"## {SOURCES}", ""] + _source_lines(new)
+    else:
+        end = _trim_end(lines, span[0], span[1])
+        if end == span[0] + 1:
+            lines[end:end] = [""] + _source_lines(new)
+        else:
+            lines[end:end] = _source_lines(new)
+    return fm + _join(lines), new
+
+
+def add_evidence(text: str, line: str) -> str:
+    """Append ``- line`` to the Evidence section (created just before Sources, or at the end)."""
+    fm, body = _split_fm(text)
+    lines = _lines(body)
+    entry = "- " + " ".join(line.split())
+    span = _section(lines, _is_title(EVIDENCE))
+    if span is not None:
+        end = _trim_end(lines, span[0], span[1])
+        lines[end:end] = ([""] if end == span[0] + 1 else []) + [entry]
+    else:
+        src = _section(lines, _is_sources)
+        at = src[0] if src else len(lines)
+        before = lines[: _trim_end(lines, -1, at)] if at else []
+        lines = before + ["", f"## {EVIDENCE}", "", entry, ""] + lines[at:]
+    return fm + _join(lines)
+
+
+def add_relates(text: str, related: Iterable[str]) -> tuple[str, list[str]]:
+    """Insert ``relates_to::`` lines for ``related`` not linked yet: after the last existing relates_to line,
+    else after the first H1, else at the top of the body. → (text, added)."""
+    have = {link_key(t) for t in related_of(text)}
+    new = []
+    for p in related:
+        if link_key(p) not in have:
+            have.add(link_key(p))
+            new.append(p)
+    if not new:
+        return text, []
+    fm, body = _split_fm(text)
+    lines = _lines(body)
+    mask = _fenced_mask(lines)
+    at = None
+    for i, ln in enumerate(lines):
+        if not mask[i] and ln.lstrip().lower().startswith("relates_to::"):
+            at = i + 1
+    block = _relates_lines(new)
+    if at is None:
+        h1 = next((i for i, ln in enumerate(lines) if not mask[i] and (h := _heading(ln)) and h[0] == 1), None)
+        if h1 is not None:
+            block = [""] + block
+            at = h1 + 1
+            if at < len(lines) and lines[at].strip():
+                block.append("")
+        else:
+            at = 0
+            while at < len(lines) and not lines[at].strip():
+                at += 1
+            block = block + [""]
+    lines[at:at] = block
+    return fm + _join(lines), new
+
+
+def replace_body(text: str, new_body: str) -> str:
+    """Rewrite the main body (REFINE/CORRECT of an app-owned node): frontmatter, existing ``relates_to::`` lines,
+    ``## Evidence`` and ``## Sources`` are kept; everything else becomes ``new_body``."""
+    fm, body = _split_fm(text)
+    lines = _lines(body)
+    old_related = related_of(text)
+    tail = lines[_tail_start(lines) :]
+    new_lines = _lines(new_body.strip("\n"))
+    out = new_lines + ([""] if tail else []) + tail
+    result = fm + ("\n" if fm else "") + _join(out)
+    keep = [clean_llm_path(t) for t in old_related]
+    result, _ = add_relates(result, [p for p in keep if p])
+    return result
+
+
+def append_update(text: str, date: str, material: str, label: str) -> str:
+    """Append ``material`` under ``## Update <date>`` before the code-owned tail (Evidence, Sources); a section
+    of the same date gets the material appended instead of a second heading. The body above is untouched."""
+    fm, body = _split_fm(text)
+    lines = _lines(body)
+    md = demote_headings(material.strip("\n"))
+    block = ([f"*{label}*", ""] if label else []) + _lines(md)
+    title = f"{UPDATE} {date}"
+    span = _section(lines, _is_title(title))
+    if span is not None:
+        end = _trim_end(lines, span[0], span[1])
+        lines[end:end] = [""] + block
+    else:
+        at = _tail_start(lines)
+        before = lines[: _trim_end(lines, -1, at)] if at else []
+        lines = before + ["", f"## {title}", ""] + block + ([""] if at < len(lines) else []) + lines[at:]
+    return fm + _join(lines)
+
+
+def update_meta(text: str, *, derived_from: list[str], tags: list[str] | None = None, name: str = "",
+                description: str = "") -> str:
+    """Merge provenance/tags (additive) and, when given, name/description into the frontmatter; every other key
+    and its layout are kept. A broken frontmatter block is left alone (never overwritten)."""
+    meta = parse_frontmatter(text).meta
+    updates: dict = {}
+    merged = _merge_links(meta.get("derived_from"), derived_from)
+    if merged != meta.get("derived_from"):
+        updates["derived_from"] = merged
+    if tags:
+        old = meta.get("tags")
+        old_list = [old] if isinstance(old, str) else [t for t in (old or []) if isinstance(t, (str, int, float))]
+        union = list(dict.fromkeys([*old_list, *tags]))
+        if union != old_list:
+            updates["tags"] = union
+    if name and name != meta.get("name"):
+        updates["name"] = name
+    if description and description != meta.get("description"):
+        updates["description"] = description
+    if not updates:
+        return text
+    try:
+        return update_frontmatter(text, updates)
+    except FrontmatterError:
+        return text
