@@ -107,7 +107,7 @@ class Settings:
         from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
         if not self.timezone:
-            return datetime.now().astimezone().tzinfo
+            return local_zone()
         try:
             return ZoneInfo(self.timezone)
         except (ZoneInfoNotFoundError, ValueError) as exc:
@@ -118,6 +118,28 @@ class Settings:
         from datetime import datetime
 
         return datetime.now(self.tzinfo()).date().isoformat()
+
+
+def local_zone():
+    """The system's IANA zone (from ``TZ`` or the ``/etc/localtime`` link) so schedules follow DST; falls back to
+    the current fixed UTC offset when the zone has no name."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    candidates = [os.environ.get("TZ", "").lstrip(":")]
+    try:
+        real = os.path.realpath("/etc/localtime")
+        if "zoneinfo/" in real:
+            candidates.append(real.split("zoneinfo/", 1)[1])
+    except OSError:
+        pass
+    for name in candidates:
+        if name:
+            try:
+                return ZoneInfo(name)
+            except (ZoneInfoNotFoundError, ValueError):
+                continue
+    return datetime.now().astimezone().tzinfo
 
 
 def default_config_path() -> Path:

@@ -521,7 +521,7 @@ class Engine:
 
         lock = self.writer_lock(purpose)
         if not lock.acquire(blocking=False):
-            raise EngineError(str(LockHeld.for_holder(lock.holder(), purpose)))
+            raise EngineError(f"{purpose} not run: {LockHeld(lock.holder())}")
         try:
             return fn()
         finally:

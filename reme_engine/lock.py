@@ -129,7 +129,8 @@ class WriterLock:
                     if self._try_lock(purpose or self.purpose):
                         return True
                 elif self._owner == threading.get_ident():
-                    raise RuntimeError(f"writer lock already held by this thread ({self._info and self._info['purpose']})")
+                    held_for = self._info["purpose"] if self._info else "?"
+                    raise RuntimeError(f"writer lock already held by this thread ({held_for}); it is not reentrant")
             if not blocking or (deadline is not None and time.monotonic() >= deadline):
                 return False
             wait = POLL_SECONDS if deadline is None else min(POLL_SECONDS, max(0.0, deadline - time.monotonic()))

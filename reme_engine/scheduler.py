@@ -22,18 +22,23 @@ that crashes the process is not retried in a loop at every start; on the next st
 *DST.* Cron fields are matched against local wall-clock time (croniter on naive datetimes), then each wall time
 is mapped to one instant: a time in the spring-forward gap (e.g. 02:30 on a night that jumps 02:00→03:00) maps to
 the first valid instant after the gap (03:00 local), and an ambiguous time in the autumn repeated hour maps to its
-first occurrence. Each wall-clock time therefore fires at most once per day. (croniter 7.0.0 with an aware
+first occurrence. Each wall-clock time therefore fires at most once per day (so a sub-daily schedule such as
+``*/30`` does not fire again during the repeated hour). (croniter 7.0.0 with an aware
 Europe/Berlin datetime yields ``30 2 * * *`` twice on the autumn night — 02:30+02:00 and 02:30+01:00 — which is
 why we do not iterate in aware time.)
 
 *Lock.* With a :class:`~reme_engine.lock.WriterLock`, a job runs only if the lock can be taken without waiting;
 otherwise it is skipped with result ``{"skipped": "writer lock held by pid N (purpose) since …"}`` and tried again at
-its next scheduled time (the skipped slot counts as served).
+its next scheduled time (the skipped slot counts as served). Once it has the lock, a scheduled run re-reads
+``cron.json`` and is skipped (``{"skipped": "already run at …"}``) when another instance — or a manual run — has
+already run the job for this slot or later, so two instances run a due job once even when the first finishes
+before the second wakes.
 
 *Errors.* An exception in a job is logged (logger ``reme.scheduler``) and recorded as the run's ``error``; the
 thread keeps running. Events go to ``on_event`` (called on the running thread; exceptions there are logged).
 
-Time values are timezone-aware ``datetime`` objects; the state file stores them as ISO 8601 with offset.
+Time values are timezone-aware ``datetime`` objects; the state file stores them as ISO 8601 with offset. ``tz``
+must be a real zone (``zoneinfo.ZoneInfo``) for DST to be followed; a fixed-offset ``tzinfo`` keeps its offset.
 """
 
 from __future__ import annotations
@@ -146,6 +151,29 @@ class CronJob:
     def __post_init__(self) -> None:
         if not isinstance(self.cron, str) or not croniter.is_valid(self.cron):
             raise ValueError(f"job {self.name}: invalid cron expression {self.cron!r}")
+
+
+#: Settings attribute holding each default job's cron expression, and its default (DESIGN §7).
+SETTINGS_KEYS = {"proactive_refresh": ("proactive_refresh_cron", PROACTIVE_REFRESH_CRON),
+                 "auto_dream": ("auto_dream_cron", AUTO_DREAM_CRON)}
+_OFF = ("", "off", "none", "disabled", "false", "no")
+
+
+def jobs_from_settings(settings: Any, runners: dict[str, Callable[[datetime], JobResult]]) -> list[CronJob]:
+    """:class:`CronJob` s for ``runners`` (``{"proactive_refresh": fn, "auto_dream": fn}``) with schedules read
+    from ``settings.<name>_cron`` (see :data:`SETTINGS_KEYS`; the defaults apply when the attribute is absent).
+    A value of ``""``/``off``/``none``/``disabled`` (or ``None``/``False``) disables the job.
+    Raises ``ValueError`` for an invalid expression (message names the job).
+    """
+    jobs = []
+    for name, run in runners.items():
+        key, default = SETTINGS_KEYS.get(name, (f"{name}_cron", None))
+        expr = getattr(settings, key, default)
+        if expr is None or expr is False or (isinstance(expr, str) and expr.strip().lower() in _OFF):
+            jobs.append(CronJob(name, default or "0 0 * * *", run, enabled=False))
+        else:
+            jobs.append(CronJob(name, str(expr).strip(), run))
+    return jobs
 
 
 def _iso(dt: datetime | None) -> str | None:
@@ -265,7 +293,7 @@ class Scheduler:
             return {name: self._next_due(name) for name in self._jobs}
 
     def last_runs(self) -> dict[str, dict | None]:
-        """``{name: record or None}``; a record is ``{at, finished_at, slot, status, result, error, manual}``.
+        """``{name: record or None}``; a record is ``{at, finished_at, slot, status, result, error, manual, pid}``.
 
         ``status``: ``running`` | ``finished`` | ``failed`` | ``skipped`` | ``interrupted``; times are ISO strings.
         """
@@ -376,8 +404,14 @@ class Scheduler:
             self._emit(job.name, "skipped", started, slot, result=rec["result"])
             return rec
         try:
+            if not manual:
+                done_by = self._served_elsewhere(job.name, slot)
+                if done_by is not None:  # another instance ran this slot while we were deciding
+                    rec = self._record(started, self._now(), slot, "skipped",
+                                       {"skipped": f"already run at {done_by}"}, None, manual)
+                    self._emit(job.name, "skipped", started, slot, result=rec["result"])
+                    return rec
             running = self._record(started, None, slot, "running", None, None, manual)
-            running["pid"] = os.getpid()
             self._save_record(job.name, running)
             self._emit(job.name, "started", started, slot)
             try:
@@ -387,19 +421,34 @@ class Scheduler:
                 error = f"{type(exc).__name__}: {exc}"
                 rec = self._record(started, self._now(), slot, "failed", None, error, manual)
                 self._save_record(job.name, rec)
-                self._emit(job.name, "failed", self._now(), slot, error=error)
-                return rec
+            else:
+                if result is None:
+                    result = {}
+                elif not isinstance(result, dict):
+                    result = {"value": result}
+                rec = self._record(started, self._now(), slot, "finished", result, None, manual)
+                self._save_record(job.name, rec)  # before the lock goes, so the next holder sees it
         finally:
             if self._lock is not None:
                 self._lock.release()
-        if result is None:
-            result = {}
-        elif not isinstance(result, dict):
-            result = {"value": result}
-        rec = self._record(started, self._now(), slot, "finished", result, None, manual)
-        self._save_record(job.name, rec)
-        self._emit(job.name, "finished", self._now(), slot, result=result)
+        if rec["status"] == "failed":
+            self._emit(job.name, "failed", self._now(), slot, error=rec["error"])
+        else:
+            self._emit(job.name, "finished", self._now(), slot, result=rec["result"])
         return rec
+
+    def _served_elsewhere(self, name: str, slot: datetime) -> str | None:
+        """When ``cron.json`` on disk shows a run of ``name`` (not a skip) for ``slot`` or later — another
+        instance got there first, or a manual run happened since — the time that run started; else None."""
+        last = (self._read_file().get(name) or {}).get("last")
+        if not isinstance(last, dict) or last.get("status") == "skipped":
+            return None
+        ran_for = _parse(last.get("slot"))
+        if ran_for is None or ran_for < slot:
+            return None
+        with self._state_guard:
+            self._state.setdefault(name, {})["last"] = last
+        return str(last.get("at"))
 
     def _record(self, at: datetime, finished: datetime | None, slot: datetime | None, status: str,
                 result: dict | None, error: str | None, manual: bool) -> dict:
@@ -411,6 +460,7 @@ class Scheduler:
             "result": result,
             "error": error,
             "manual": manual,
+            "pid": os.getpid(),
         }
 
     def _emit(self, name: str, event: str, at: datetime, slot: datetime | None, **extra: Any) -> None:
@@ -448,7 +498,8 @@ class Scheduler:
                 st["enabled"] = job.enabled
                 st["cron"] = job.cron
                 last = st.get("last")
-                if isinstance(last, dict) and last.get("status") == "running" and not pid_alive(int(last.get("pid") or 0)):
+                dead = isinstance(last, dict) and not pid_alive(int(last.get("pid") or 0))
+                if dead and last.get("status") == "running":
                     last.update(status="interrupted", error="interrupted: the app stopped during the run")
             self._save()
 

@@ -63,12 +63,16 @@ class ReMeApp(App[int]):
     @staticmethod
     def binding_ids() -> set[str]:
         """Every binding id the app defines (what ``settings.keymap`` may name)."""
+        from .screens.dialogs import IndexStatusScreen, LinkPickerScreen, NewNoteScreen
         from .screens.help import HelpScreen
         from .screens.search import SearchScreen
+        from .widgets.agenda import AgendaList
+        from .widgets.neighbours import NeighboursList
         from .widgets.vault_tree import VaultTree
 
         ids = set()
-        for cls in (ReMeApp, MainScreen, SearchScreen, HelpScreen, VaultTree):
+        for cls in (ReMeApp, MainScreen, SearchScreen, HelpScreen, VaultTree, NeighboursList, AgendaList,
+                    NewNoteScreen, LinkPickerScreen, IndexStatusScreen):
             for b in cls.BINDINGS:
                 if isinstance(b, Binding) and b.id:
                     ids.add(b.id)
@@ -85,6 +89,15 @@ class ReMeApp(App[int]):
 
     def _main(self) -> MainScreen | None:
         return self.main_screen if self.main_screen is not None and self.main_screen.is_attached else None
+
+    def action_main(self, name: str) -> None:
+        """Run the main screen's action ``name`` (command palette entries use this)."""
+        if (m := self._main()) is not None:
+            if m is not self.screen and name not in ("toggle_theme",):
+                # the palette closes first; anything else on top (help) goes too, so the action is seen
+                while self.screen is not m and len(self.screen_stack) > 1:
+                    self.pop_screen()
+            getattr(m, f"action_{name}")()
 
     def action_open_search(self) -> None:
         if (m := self._main()) is not None:

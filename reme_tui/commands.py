@@ -1,4 +1,4 @@
-"""Command palette entries (Ctrl+P): search, re-index, toggle theme, open the README / first note."""
+"""Command palette entries (Ctrl+P): open today, new note, search, re-index, refresh, theme, index status, panes."""
 
 from __future__ import annotations
 
@@ -6,19 +6,34 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+#: ``(name, action of ReMeApp, help)``; ``main('x')`` runs the main screen's ``action_x``.
+COMMANDS: list[tuple[str, str, str]] = [
+    ("Open today", "main('today')", "Today's daily page (created on first use) and its cards"),
+    ("New note", "main('new_note')", "Create a note and open it"),
+    ("Search notes", "open_search", "Search the vault (keyword + semantic, filters for layer and dates)"),
+    ("Re-index now", "reindex", "Bring the index up to date with the vault"),
+    ("Refresh now", "main('refresh')", "Run today's proactive refresh (agenda) now"),
+    ("Toggle light/dark theme", "toggle_theme", "Switch between the light and dark theme"),
+    ("Show index status", "main('show_status')", "Files, chunks, vectors, embedder, LLM, scheduled jobs"),
+    ("Edit note in $EDITOR", "main('edit')", "Open the current note in your editor, then re-index it"),
+    ("Follow a link…", "main('follow_link')", "Choose one of the open note's links"),
+    ("Agenda", "main('agenda')", "Show today's proactive agenda"),
+    ("Chat / quick capture", "main('chat')", "Write in the chat pane"),
+    ("Toggle left pane (Daily/Vault)", "main('toggle_left')", "Collapse or restore the left column"),
+    ("Toggle right pane (Links/Agenda)", "main('toggle_right')", "Collapse or restore the right column"),
+    ("Toggle chat pane", "main('toggle_chat')", "Collapse or restore the chat below the note"),
+    ("Vault tree", "main('focus_tree')", "Browse all folders and files"),
+    ("Open README / first note", "open_start", "Show the vault's README or its first note"),
+    ("Back", "back", "Previous note in history"),
+    ("Forward", "forward", "Next note in history"),
+]
+
 
 class ReMeCommands(Provider):
-    """The app's own commands; each one calls an action of :class:`reme_tui.app.ReMeApp`."""
+    """The app's own commands; each one runs an action of :class:`reme_tui.app.ReMeApp`."""
 
     def _commands(self) -> list[tuple[str, str, str]]:
-        return [
-            ("Search notes", "open_search", "Search the vault (keyword + semantic)"),
-            ("Re-index now", "reindex", "Bring the index up to date with the vault"),
-            ("Toggle light/dark theme", "toggle_theme", "Switch between the light and dark theme"),
-            ("Open README / first note", "open_start", "Show the vault's README or its first note"),
-            ("Back", "back", "Previous note in history"),
-            ("Forward", "forward", "Next note in history"),
-        ]
+        return COMMANDS
 
     async def discover(self) -> Hits:
         for name, action, help_text in self._commands():

@@ -88,6 +88,10 @@ class NoteDocument:
     size: int = 0
     plain: bool = False
     warning: str | None = None
+    #: ``(shown text, target, anchor)`` of every wikilink in the note (frontmatter first), for the link picker.
+    links: list = field(default_factory=list)
+    #: Link targets written in the note's ``## Sources`` section (a digest node's way back to daily notes).
+    sources: list = field(default_factory=list)
 
 
 # -- results (worker → screen) ----------------------------------------------------------------------------
@@ -199,4 +203,173 @@ class SearchDone(Message):
         self.query = query
         self.mode = mode
         self.result = result
+        self.error = error
+
+
+# -- daily pane ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class DayInfo:
+    """One row of the Daily pane's date list: ``cards`` = Markdown cards in the day folder; ``page`` = the day
+    page exists; ``today`` marks the app's today (listed first even before it exists)."""
+
+    date: str
+    cards: int = 0
+    page: bool = False
+    today: bool = False
+
+
+class DayRequested(Message):
+    """The Daily pane wants the cards of ``date`` (a date was highlighted)."""
+
+    def __init__(self, date: str) -> None:
+        super().__init__()
+        self.date = date
+
+
+class OpenDay(Message):
+    """Open the day page of ``date`` in the note view; ``create``: make the day folder and page when missing."""
+
+    def __init__(self, date: str, create: bool = False) -> None:
+        super().__init__()
+        self.date = date
+        self.create = create
+
+
+class DaysLoaded(Message):
+    """The Daily pane's dates (today first, then newest first) with card counts, or ``error``."""
+
+    def __init__(self, today: str, days: list[DayInfo], error: str | None = None) -> None:
+        super().__init__()
+        self.today = today
+        self.days = days
+        self.error = error
+
+
+class DayLoaded(Message):
+    """The cards (``reme_engine.vault.daily.DailyCard``) of ``date``; ``page``: the day page path when it exists."""
+
+    def __init__(self, date: str, page: str | None, cards: list, error: str | None = None) -> None:
+        super().__init__()
+        self.date = date
+        self.page = page
+        self.cards = cards
+        self.error = error
+
+
+class DayOpened(Message):
+    """Answer to :class:`OpenDay`: ``page`` to open (None when the day has no page and none was created);
+    ``created`` names what this request created (``page``/``folder``)."""
+
+    def __init__(self, date: str, page: str | None, created: list[str], error: str | None = None) -> None:
+        super().__init__()
+        self.date = date
+        self.page = page
+        self.created = created
+        self.error = error
+
+
+# -- neighbours -----------------------------------------------------------------------------------------------
+
+
+class NeighbourDepthChanged(Message):
+    """The user toggled the neighbours pane between depth 1 and 2."""
+
+    def __init__(self, depth: int) -> None:
+        super().__init__()
+        self.depth = depth
+
+
+class TraverseLoaded(Message):
+    """``engine.traverse(path, depth)`` (a ``TraverseResult``) for the neighbours pane, or ``error``."""
+
+    def __init__(self, path: str, depth: int, result: Any, error: str | None = None) -> None:
+        super().__init__()
+        self.path = path
+        self.depth = depth
+        self.result = result
+        self.error = error
+
+
+# -- agenda ---------------------------------------------------------------------------------------------------
+
+
+class AgendaRequested(Message):
+    """The agenda pane wants the proactive result of ``date`` ("" = today)."""
+
+    def __init__(self, date: str = "") -> None:
+        super().__init__()
+        self.date = date
+
+
+class AgendaLoaded(Message):
+    """``engine.proactive_read`` of ``date`` (a ``ProactiveReadResult``), the next scheduled refresh (aware
+    datetime or None) and ``error`` when the read itself raised."""
+
+    def __init__(self, date: str, today: str, result: Any, next_refresh: Any = None,
+                 error: str | None = None) -> None:
+        super().__init__()
+        self.date = date
+        self.today = today
+        self.result = result
+        self.next_refresh = next_refresh
+        self.error = error
+
+
+class RefreshFinished(Message):
+    """``engine.proactive_refresh(date)`` ended: its ``result`` or ``error``."""
+
+    def __init__(self, date: str, result: Any = None, error: str | None = None) -> None:
+        super().__init__()
+        self.date = date
+        self.result = result
+        self.error = error
+
+
+# -- chat -----------------------------------------------------------------------------------------------------
+
+
+class ChatSubmitted(Message):
+    """The user sent ``text`` from the chat input."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class ChatSaved(Message):
+    """Progress of saving chat message ``message_id``. ``stage`` ``session``: appended to ``session_path`` (the
+    session record); ``capture``: without an LLM, also appended to today's capture card ``capture_path``.
+    ``error`` when that stage failed."""
+
+    def __init__(self, message_id: str, stage: str, session_path: str | None, capture_path: str | None = None,
+                 error: str | None = None) -> None:
+        super().__init__()
+        self.message_id = message_id
+        self.stage = stage
+        self.session_path = session_path
+        self.capture_path = capture_path
+        self.error = error
+
+
+# -- editing, new notes ---------------------------------------------------------------------------------------
+
+
+class NoteReindexed(Message):
+    """``path`` was re-indexed after an edit (``report``: ``IndexReport``), or ``error``."""
+
+    def __init__(self, path: str, report: Any = None, error: str | None = None) -> None:
+        super().__init__()
+        self.path = path
+        self.report = report
+        self.error = error
+
+
+class NoteCreated(Message):
+    """A new note was written at ``path`` (or ``error``)."""
+
+    def __init__(self, path: str | None, error: str | None = None) -> None:
+        super().__init__()
+        self.path = path
         self.error = error

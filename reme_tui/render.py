@@ -252,3 +252,120 @@ def human_size(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n} B"
+
+
+#: Frontmatter keys that say where a note came from (DESIGN §4), in display order.
+PROVENANCE_KEYS = ("source_conversation", "source_resource", "derived_from", "session_id")
+
+
+def _link_targets(value) -> list[str]:
+    """Wikilink targets (``T`` or ``T#anchor``) in a frontmatter value: ``"[[T]]"``, ``[[T|a]]``, lists of them,
+    or a bare path."""
+    from reme_engine.markdown.links import parse_links
+
+    out: list[str] = []
+    values = value if isinstance(value, (list, tuple)) else [value]
+    for v in values:
+        if v is None or isinstance(v, (dict, list, tuple)):
+            continue
+        s = str(v).strip()
+        links = [lk for lk in parse_links(s) if lk.kind == "wikilink"] if "[[" in s else []
+        if links:
+            out.extend(lk.link for lk in links)
+        elif s and ("/" in s or s.lower().endswith(".md")):
+            out.append(s)
+    return out
+
+
+def provenance_links(meta: dict, session_dir: str = "session") -> list[tuple[str, str]]:
+    """``[(key, target)]`` for a note's provenance keys. A bare ``session_id`` links to its session record
+    unless ``source_conversation`` already names one."""
+    if not meta:
+        return []
+    out: list[tuple[str, str]] = []
+    for key in PROVENANCE_KEYS:
+        if key not in meta:
+            continue
+        if key == "session_id":
+            sid = str(meta.get("session_id") or "").strip()
+            if sid and "source_conversation" not in meta and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", sid):
+                out.append(("session", f"{session_dir}/dialog/{sid}.jsonl"))
+            continue
+        out.extend((key, t) for t in _link_targets(meta[key]))
+    return out
+
+
+_HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+#: Headings of the section that lists a digest node's sources (DESIGN §6: ``## Sources``).
+SOURCES_HEADINGS = {"sources", "source", "来源", "出处", "参考来源"}
+
+
+def sources_targets(body: str) -> list[str]:
+    """Wikilink targets inside the note's ``## Sources`` section (up to the next heading of the same or a higher
+    level), in order, without duplicates."""
+    from reme_engine.markdown.links import parse_links
+
+    if "[[" not in body:
+        return []
+    lines = body.split("\n")
+    start = end = None
+    level = 0
+    in_fence = False
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith(("```", "~~~")):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        m = _HEADING_RE.match(line)
+        if not m:
+            continue
+        if start is None:
+            if m[2].strip().casefold() in SOURCES_HEADINGS:
+                start, level = i + 1, len(m[1])
+        elif len(m[1]) <= level:
+            end = i
+            break
+    if start is None:
+        return []
+    out: list[str] = []
+    for link in parse_links("\n".join(lines[start:end])):
+        if link.kind == "wikilink" and link.target and link.target not in out:
+            out.append(link.target)
+    return out
+
+
+def note_links(meta: dict, body: str) -> list[tuple[str, str, str | None]]:
+    """``(shown text, target, anchor)`` of the frontmatter's and body's wikilinks, in order, deduplicated."""
+    from reme_engine.markdown.links import parse_links
+
+    out: list[tuple[str, str, str | None]] = []
+    seen: set[tuple[str, str | None]] = set()
+    for key, target in provenance_links(meta):
+        t, _, a = target.partition("#")
+        if (t, a or None) not in seen:
+            seen.add((t, a or None))
+            out.append((f"{key}: {t.rsplit('/', 1)[-1]}", t, a or None))
+    if "[[" in body:
+        for link in parse_links(body):
+            if link.kind != "wikilink" or not link.target:
+                continue
+            key = (link.target, link.anchor)
+            if key in seen:
+                continue
+            seen.add(key)
+            shown = _shown(link)
+            out.append((("⎘ " if link.embed else "") + shown, link.target, link.anchor))
+    return out
+
+
+#: Width rows are cut to while their pane is hidden (it is re-cut when shown).
+HIDDEN_PANE_WIDTH = 40
+
+
+def row_width(region_width: int, minimum: int = 8) -> int:
+    """Cells a list row may use in a content region ``region_width`` wide (one kept free for the scrollbar);
+    :data:`HIDDEN_PANE_WIDTH` while the pane is hidden (zero width)."""
+    if region_width <= 1:
+        return HIDDEN_PANE_WIDTH
+    return max(minimum, region_width - 1)

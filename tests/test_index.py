@@ -294,3 +294,16 @@ def test_parallel_parse_gives_the_same_index(make_engine, tmp_path, monkeypatch)
                      sorted(e.store.conn.execute("SELECT rowid, body, title FROM chunks_fts")),
                      sorted(e.store.conn.execute("SELECT target, resolved FROM links"))))
     assert rows[0] == rows[1]
+
+
+def test_index_paths_finds_nfd_names_on_disk(make_engine, tmp_path):
+    v = tmp_path / "v"
+    nfd = unicodedata.normalize("NFD", "daily/café.md")
+    _write(v / nfd, "croissant note")
+    e = make_engine(v, embed=False)
+    e.index()
+    nfc = unicodedata.normalize("NFC", "daily/café.md")
+    (v / nfd).write_text("croissant note, edited with brioche")
+    r = e.index_paths([nfc])
+    assert r.modified == 1 and r.removed == 0
+    assert e.search("brioche", mode="keyword").hits[0].path == nfc

@@ -23,6 +23,7 @@ from reme_engine.scheduler import (
     CronJob,
     Scheduler,
     next_fire,
+    jobs_from_settings,
     resolve_wall_time,
 )
 
@@ -427,3 +428,40 @@ def test_lock_contention_between_two_processes(tmp_path):
     clock.set(datetime(2026, 11, 30, 3, 30, tzinfo=BER))
     assert mine.run_due()["auto_dream"]["status"] == "finished"
     assert len(job.slots) == 1
+
+
+def test_second_instance_does_not_rerun_a_finished_slot(tmp_path):
+    """Two instances wake for the same slot; the first finishes before the second checks: one run in total."""
+    clock = Clock(datetime(2026, 6, 1, 12, tzinfo=BER))
+    a_job, b_job = Recorder(), Recorder()
+    a = Scheduler([CronJob("proactive_refresh", PROACTIVE_REFRESH_CRON, a_job)], tmp_path, BER, clock=clock,
+                  lock=WriterLock(tmp_path, "a"))
+    b = Scheduler([CronJob("proactive_refresh", PROACTIVE_REFRESH_CRON, b_job)], tmp_path, BER, clock=clock,
+                  lock=WriterLock(tmp_path, "b"))
+    clock.set(datetime(2026, 6, 1, 18, 0, 1, tzinfo=BER))
+    assert a.run_due()["proactive_refresh"]["status"] == "finished"
+    rec = b.run_due()["proactive_refresh"]
+    assert rec["status"] == "skipped" and rec["result"]["skipped"].startswith("already run at 2026-06-01T18:00:01")
+    assert len(a_job.slots) == 1 and b_job.slots == []
+    assert b.last_runs()["proactive_refresh"]["status"] == "finished"  # adopted from the file
+    clock.set(datetime(2026, 6, 2, 18, 0, tzinfo=BER))
+    assert b.run_due()["proactive_refresh"]["status"] == "finished"  # next day: whoever comes first
+    assert a.run_due()["proactive_refresh"]["status"] == "skipped"
+    assert len(a_job.slots) == 1 and len(b_job.slots) == 1
+
+
+def test_jobs_from_settings():
+    class S:  # settings without the keys yet: defaults
+        pass
+
+    jobs = jobs_from_settings(S(), {"proactive_refresh": Recorder(), "auto_dream": Recorder()})
+    assert [(j.name, j.cron, j.enabled) for j in jobs] == [("proactive_refresh", "0 18 * * *", True),
+                                                         ("auto_dream", "30 3 * * *", True)]
+    s = S()
+    s.auto_dream_cron = "off"
+    s.proactive_refresh_cron = "0 19 * * 1-5"
+    jobs = jobs_from_settings(s, {"proactive_refresh": Recorder(), "auto_dream": Recorder()})
+    assert [(j.cron, j.enabled) for j in jobs] == [("0 19 * * 1-5", True), ("30 3 * * *", False)]
+    s.auto_dream_cron = "at night"
+    with pytest.raises(ValueError, match="auto_dream"):
+        jobs_from_settings(s, {"auto_dream": Recorder()})

@@ -82,7 +82,7 @@ def test_english_vault_queries(make_engine, tmp_path, embedder):
     e.index()
     cases = [
         ("how do I make a task repeat every week", "recurring"),
-        ("filter tasks by due date in a query", "due"),
+        ("filter tasks by due date in a query", "filters"),
         ("priority emoji signifiers", "priority"),
     ]
     for query, needle in cases:

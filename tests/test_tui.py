@@ -73,6 +73,25 @@ def option_texts(option_list) -> list[str]:
     return [str(getattr(o.prompt, "plain", o.prompt)) for o in option_list.options]
 
 
+def link_groups(links) -> dict[tuple[str, str], list[str]]:
+    """``{(out|in|2, group label): [first line of each entry]}`` of the neighbours pane."""
+    out: dict[tuple[str, str], list[str]] = {}
+    section, group = "", ""
+    for o in links.options:
+        text = str(getattr(o.prompt, "plain", o.prompt))
+        first = text.splitlines()[0] if text else ""
+        if o.disabled and not first.startswith("  "):
+            if first.startswith(("Outlinks", "Backlinks", "Depth 2")):
+                section = {"O": "out", "B": "in", "D": "2"}[first[0]]
+                group = "" if section != "2" else "hop2"
+            else:
+                group = first.strip()
+            continue
+        if not o.disabled:
+            out.setdefault((section, group), []).append(first.strip())
+    return out
+
+
 def link_href(md: Markdown, needle: str) -> tuple[object, str]:
     """(block, href) of the first rendered link whose text contains ``needle`` — what a mouse click would run."""
     for block in md.query("*"):
@@ -208,7 +227,8 @@ async def test_selecting_a_note_renders_it_and_its_neighbours(app_for):
         wiki.expand()
         await wait_for(pilot, lambda: wiki.id in tree._loaded, what="wiki bucket")
         node = next(n for n in wiki.children if n.data and n.data.path == GUANGFU)
-        tree.focus()
+        await pilot.press("ctrl+t")  # the vault tree shares the left column with the Daily pane
+        assert m.left_switch.current == "tree" and pilot.app.focused is tree
         tree.move_cursor(node)
         await pilot.press("enter")
         await wait_for(pilot, lambda: m.note.path == GUANGFU and m.links.path == GUANGFU, what="note")
@@ -217,11 +237,12 @@ async def test_selecting_a_note_renders_it_and_its_neighbours(app_for):
         assert m.note.markdown.query("MarkdownH1")  # rendered, not raw text
         assert "从硅料到电站" in m.note.summary
         texts = option_texts(m.links)
-        joined = "\n".join(texts)
         assert texts[0].startswith("Outlinks") and any(t.startswith("Backlinks") for t in texts)
-        assert "→ 所属行业 新能源" in joined and "→ relates_to 行业研究方法" in joined
-        assert "钙钛矿电池 (missing)" in joined
-        assert "← link Welcome to reme-tui" in joined
+        groups = link_groups(m.links)
+        assert groups[("out", "所属行业")][0].startswith("→ 新能源")
+        assert groups[("out", "relates_to")][0].startswith("→ 行业研究方法")
+        assert any("钙钛矿电池 (missing)" in e for e in groups[("out", "link")])
+        assert any(e.startswith("← Welcome to reme-tui") for e in groups[("in", "link")])
         # Enter on the highlighted (first) entry opens it
         m.links.focus()
         await pilot.press("enter")
@@ -383,7 +404,7 @@ async def test_help_lists_bindings_and_reindex_runs(app_for):
         wiki = next(n for n in m.vault_tree.root.children[1].children if n.data.label == "wiki")
         wiki.expand()
         await settle(pilot)
-        await pilot.press("r")
+        await pilot.press("R")
         await wait_for(pilot, lambda: not m.index_running, what="re-index")
         await settle(pilot)
         assert app.engine.stat("new-note.md").indexed
@@ -477,7 +498,7 @@ async def test_heading_link_scrolls_and_embeds_are_marked(app_for):
         assert "[⎘ 1-on-1-template](wikilink:" in m.note.markdown.source
         embeds = [oid for oid, n in m.links.entries.items() if n.embed]
         assert [m.links.entries[i].name for i in embeds] == ["1:1 meeting template"]
-        assert "⎘embed" in str(m.links.get_option(embeds[0]).prompt)
+        assert "⎘ embed" in str(m.links.get_option(embeds[0]).prompt)
 
 
 async def test_empty_vault_and_unreadable_file(tmp_path, make_engine):

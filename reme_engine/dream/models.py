@@ -113,7 +113,8 @@ class IntegrateReply(BaseModel):
 class Candidate:
     """An existing digest node. ``text``/``sha``: the file as read (the sha is the write's ``expected_sha``);
     ``app_owned``: its current content is exactly what the app last wrote (journal), so its body may be
-    rewritten; otherwise the user wrote or edited it and updates are appended, never rewritten."""
+    rewritten; otherwise the user wrote or edited it and updates are appended, never rewritten. ``bom``: the file
+    starts with a UTF-8 BOM (kept on write)."""
 
     path: str
     name: str
@@ -122,6 +123,7 @@ class Candidate:
     text: str
     sha: str
     app_owned: bool
+    bom: bool = False
 
 
 @dataclass
@@ -179,3 +181,12 @@ class DreamReport:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def tally_dict(tally) -> dict:
+    """``UsageTally.to_dict()``; built by hand when that fails (``asdict`` cannot deep-copy the tally's lock)."""
+    try:
+        return tally.to_dict()
+    except TypeError:
+        return {"calls": tally.calls, "failed_calls": tally.failed_calls, "input_tokens": tally.input_tokens,
+                "output_tokens": tally.output_tokens, "by_step": {k: dict(v) for k, v in tally.by_step.items()}}

@@ -55,8 +55,13 @@ def _lines(body: str) -> list[str]:
     return body.splitlines()
 
 
-def _join(lines: list[str]) -> str:
-    return "\n".join(lines).rstrip() + "\n"
+def _join(lines: list[str], nl: str = "\n") -> str:
+    return nl.join(lines).rstrip() + nl
+
+
+def _nl(body: str) -> str:
+    """The body's newline style, so an update of a CRLF note stays CRLF."""
+    return "\r\n" if "\r\n" in body else "\n"
 
 
 def _heading(line: str) -> tuple[int, str] | None:
@@ -114,23 +119,37 @@ def _trim_end(lines: list[str], start: int, end: int) -> int:
     return end
 
 
-def _tail_start(lines: list[str]) -> int:
-    """Where code-owned tail sections (Evidence, Sources) begin; ``len(lines)`` when there are none."""
+_UPDATE_TITLE = re.compile(rf"^{UPDATE} \d{{4}}-\d{{2}}-\d{{2}}$", re.IGNORECASE)
+
+
+def _is_update(t: str) -> bool:
+    return bool(_UPDATE_TITLE.match(t.strip()))
+
+
+def _tail_start(lines: list[str], with_updates: bool = False) -> int:
+    """Where code-owned tail sections (Evidence, Sources; with ``with_updates`` also ``## Update …``) begin;
+    ``len(lines)`` when there are none."""
     spans = [s for s in (_section(lines, _is_title(EVIDENCE)), _section(lines, _is_sources)) if s]
+    if with_updates:
+        mask = _fenced_mask(lines)
+        spans += [(i, i) for i, ln in enumerate(lines)
+                  if not mask[i] and (h := _heading(ln)) and h[0] == 2 and _is_update(h[1])]
     return min((s[0] for s in spans), default=len(lines))
 
 
 # -- LLM body clean-up -----------------------------------------------------------------------------------------
-def demote_headings(md: str, by: int = 2) -> str:
-    """Push ``#``/``##`` headings down so appended material nests under its ``## Update`` heading."""
+def demote_headings(md: str, top: int = 3) -> str:
+    """Shift headings so the highest one is level ``top``: appended material nests under its ``## Update``."""
     lines = md.splitlines()
     mask = _fenced_mask(lines)
+    levels = [h[0] for ln, f in zip(lines, mask) if not f and (h := _heading(ln))]
+    shift = max(0, top - min(levels)) if levels else 0
+    if not shift:
+        return md
     out = []
     for ln, fenced in zip(lines, mask):
         h = None if fenced else _heading(ln)
-        if h and h[0] <= 2:
-            ln = "#" * min(6, h[0] + by) + " " + h[1]
-        out.append(ln)
+        out.append("#" * min(6, h[0] + shift) + " " + h[1] if h else ln)
     return "\n".join(out)
 
 
@@ -139,7 +158,8 @@ def sanitize_body(body: str, link_ok: Callable[[str], bool]) -> str:
 
     Drops a frontmatter block, any Sources section and ``relates_to::``/``derived_from::`` lines (code writes
     those from validated paths), and turns every wikilink whose target ``link_ok`` rejects into its display
-    text. ``link_ok`` receives the cleaned vault path (``…md``) of daily/digest-looking targets only.
+    text. ``link_ok`` receives the cleaned vault path (``…md``) of every wikilink; unsafe targets are unlinked
+    without asking.
     """
     body = body.replace("\r\n", "\n").lstrip("\ufeff")
     fm = parse_frontmatter(body)
@@ -183,6 +203,14 @@ def related_of(text: str) -> list[str]:
 
 
 # -- writing ---------------------------------------------------------------------------------------------------
+Resolve = Callable[[str], "str | None"]
+
+
+def _key(target: str, resolve: Resolve | None) -> str:
+    """Identity of a link target: the path it resolves to when a resolver is given (``[[hybrid-retrieval]]`` and
+    ``[[digest/wiki/hybrid-retrieval]]`` are the same node), else its normalised text."""
+    return link_key((resolve(target) if resolve else None) or target)
+
 def _relates_lines(related: Iterable[str]) -> list[str]:
     return [f"relates_to:: {format_link(p)}" for p in related]
 
@@ -191,7 +219,7 @@ def _source_lines(sources: Iterable[str]) -> list[str]:
     return [f"- {format_link(p)}" for p in sources]
 
 
-def _merge_links(existing: object, new: Iterable[str]) -> list[str]:
+def _merge_links(existing: object, new: Iterable[str], resolve: Resolve | None = None) -> list[str]:
     """Frontmatter list of ``[[…]]`` strings: existing entries kept as written, new paths appended once."""
     if isinstance(existing, str):
         out = [existing]
@@ -199,7 +227,7 @@ def _merge_links(existing: object, new: Iterable[str]) -> list[str]:
         out = [x for x in existing if isinstance(x, str)]
     else:
         out = []
-    keys = {link_key(x.strip().strip("[]").split("|")[0]) for x in out}
+    keys = {_key(x.strip().strip("[]").split("|")[0].split("#")[0], resolve) for x in out}
     for p in new:
         if link_key(p) not in keys:
             keys.add(link_key(p))
@@ -228,11 +256,11 @@ def render_new_node(*, name: str, description: str, tags: list[str], body: str, 
     return render_frontmatter(meta) + "\n" + _join(out)
 
 
-def add_sources(text: str, sources: Iterable[str]) -> tuple[str, list[str]]:
+def add_sources(text: str, sources: Iterable[str], resolve: Resolve | None = None) -> tuple[str, list[str]]:
     """Append ``sources`` missing from the Sources section (created at the end when absent). → (text, added)."""
     fm, body = _split_fm(text)
     lines = _lines(body)
-    have = {link_key(t) for t in sources_of(text)}
+    have = {_key(t, resolve) for t in sources_of(text)}
     new = []
     for p in sources:
         if link_key(p) not in have:
@@ -250,7 +278,7 @@ def add_sources(text: str, sources: Iterable[str]) -> tuple[str, list[str]]:
             lines[end:end] = [""] + _source_lines(new)
         else:
             lines[end:end] = _source_lines(new)
-    return fm + _join(lines), new
+    return fm + _join(lines, _nl(body)), new
 
 
 def add_evidence(text: str, line: str) -> str:
@@ -267,13 +295,18 @@ def add_evidence(text: str, line: str) -> str:
         at = src[0] if src else len(lines)
         before = lines[: _trim_end(lines, -1, at)] if at else []
         lines = before + ["", f"## {EVIDENCE}", "", entry, ""] + lines[at:]
-    return fm + _join(lines)
+    return fm + _join(lines, _nl(body))
 
 
-def add_relates(text: str, related: Iterable[str]) -> tuple[str, list[str]]:
-    """Insert ``relates_to::`` lines for ``related`` not linked yet: after the last existing relates_to line,
-    else after the first H1, else at the top of the body. → (text, added)."""
-    have = {link_key(t) for t in related_of(text)}
+def add_relates(text: str, related: Iterable[str], resolve: Resolve | None = None, *,
+                at_tail: bool = False) -> tuple[str, list[str]]:
+    """Insert ``relates_to::`` lines for ``related`` not linked that way yet. → (text, added).
+
+    Placement: after the last existing relates_to line, else after the first H1, else at the top of the body;
+    with ``at_tail`` (nodes the user owns, whose text must stay a verbatim prefix) just above the code-owned
+    tail (Update/Evidence/Sources sections) instead.
+    """
+    have = {_key(t, resolve) for t in related_of(text)}
     new = []
     for p in related:
         if link_key(p) not in have:
@@ -283,6 +316,11 @@ def add_relates(text: str, related: Iterable[str]) -> tuple[str, list[str]]:
         return text, []
     fm, body = _split_fm(text)
     lines = _lines(body)
+    if at_tail:
+        at = _tail_start(lines, with_updates=True)
+        before = lines[: _trim_end(lines, -1, at)] if at else []
+        lines = before + [""] + _relates_lines(new) + ([""] if at < len(lines) else []) + lines[at:]
+        return fm + _join(lines, _nl(body)), new
     mask = _fenced_mask(lines)
     at = None
     for i, ln in enumerate(lines):
@@ -302,10 +340,10 @@ def add_relates(text: str, related: Iterable[str]) -> tuple[str, list[str]]:
                 at += 1
             block = block + [""]
     lines[at:at] = block
-    return fm + _join(lines), new
+    return fm + _join(lines, _nl(body)), new
 
 
-def replace_body(text: str, new_body: str) -> str:
+def replace_body(text: str, new_body: str, resolve: Resolve | None = None) -> str:
     """Rewrite the main body (REFINE/CORRECT of an app-owned node): frontmatter, existing ``relates_to::`` lines,
     ``## Evidence`` and ``## Sources`` are kept; everything else becomes ``new_body``."""
     fm, body = _split_fm(text)
@@ -315,18 +353,18 @@ def replace_body(text: str, new_body: str) -> str:
     new_lines = _lines(new_body.strip("\n"))
     out = new_lines + ([""] if tail else []) + tail
     result = fm + ("\n" if fm else "") + _join(out)
-    keep = [clean_llm_path(t) for t in old_related]
-    result, _ = add_relates(result, [p for p in keep if p])
+    keep = [(resolve(t) if resolve else None) or clean_llm_path(t) for t in old_related]
+    result, _ = add_relates(result, [p for p in keep if p], resolve)
     return result
 
 
-def append_update(text: str, date: str, material: str, label: str) -> str:
+def append_update(text: str, date: str, material: str) -> str:
     """Append ``material`` under ``## Update <date>`` before the code-owned tail (Evidence, Sources); a section
     of the same date gets the material appended instead of a second heading. The body above is untouched."""
     fm, body = _split_fm(text)
     lines = _lines(body)
     md = demote_headings(material.strip("\n"))
-    block = ([f"*{label}*", ""] if label else []) + _lines(md)
+    block = _lines(md)
     title = f"{UPDATE} {date}"
     span = _section(lines, _is_title(title))
     if span is not None:
@@ -336,16 +374,16 @@ def append_update(text: str, date: str, material: str, label: str) -> str:
         at = _tail_start(lines)
         before = lines[: _trim_end(lines, -1, at)] if at else []
         lines = before + ["", f"## {title}", ""] + block + ([""] if at < len(lines) else []) + lines[at:]
-    return fm + _join(lines)
+    return fm + _join(lines, _nl(body))
 
 
 def update_meta(text: str, *, derived_from: list[str], tags: list[str] | None = None, name: str = "",
-                description: str = "") -> str:
+                description: str = "", resolve: Resolve | None = None) -> str:
     """Merge provenance/tags (additive) and, when given, name/description into the frontmatter; every other key
     and its layout are kept. A broken frontmatter block is left alone (never overwritten)."""
     meta = parse_frontmatter(text).meta
     updates: dict = {}
-    merged = _merge_links(meta.get("derived_from"), derived_from)
+    merged = _merge_links(meta.get("derived_from"), derived_from, resolve)
     if merged != meta.get("derived_from"):
         updates["derived_from"] = merged
     if tags:

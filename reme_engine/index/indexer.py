@@ -428,12 +428,17 @@ class Indexer:
                 entries, all_paths = {}, None
                 scope = set()
                 root = self.vault.resolve()
+                from ..vault.paths import VaultPathError, resolve
+
                 for rel in paths:
                     rel = unicodedata.normalize("NFC", rel.strip("/"))
                     if not rel or is_hidden(rel) or not self.is_indexable(rel):
                         continue
+                    try:
+                        p = resolve(root, rel).abs  # finds an NFD spelling on disk too
+                    except VaultPathError:
+                        continue
                     scope.add(rel)
-                    p = root / rel
                     try:
                         st = os.stat(p)
                         real = p.resolve()

@@ -81,8 +81,9 @@ class VaultWatcher:
             Not limited by ``is_indexable``.
         resource_prefix: vault-relative prefix of the resource layer, with trailing slash.
         known_under: ``prefix -> iterable of rel paths`` the index holds under folder ``prefix`` ("" = all); used
-            to expand a deleted/moved-away folder into its files. Without it those files wait for the next full
-            sync.
+            to expand a deleted/moved-away folder into its files. Called once per deleted top-most path whose
+            name is not indexable (it may have been a folder), so it should be an indexed prefix query. Without
+            it those files wait for the next full sync.
         on_error: receives user-facing messages (vault root gone, watcher failure).
         max_delay_ms: upper bound on how long a change waits while others keep arriving (ms).
         suppress_window_s: how long :meth:`expect_write` / :meth:`suppress` registrations live (seconds).
@@ -124,12 +125,14 @@ class VaultWatcher:
 
         self._stop = threading.Event()
         self._ready = threading.Event()
+        self._settled = threading.Event()  # ready, or the root was found missing: start() need not wait longer
         self._thread: threading.Thread | None = None
         self._expect: dict[str, tuple[str | None, float]] = {}  # rel -> (expected hash or None=absent, deadline)
         self._expect_guard = threading.Lock()
         # Owned by the watcher thread:
         self._pending: set[str] = set()
         self._new_res: set[str] = set()
+        self._gone_dirs: set[str] = set()  # deleted non-indexable paths: maybe folders, expanded at flush
         self._rescans: dict[str, float] = {}  # rel folder -> monotonic due time
         self._first_t = 0.0
         self._last_t = 0.0
@@ -141,18 +144,20 @@ class VaultWatcher:
     def start(self, wait: float | None = 10.0) -> bool:
         """Start the thread; wait up to ``wait`` seconds until the OS watch is in place (None = don't wait).
 
-        Returns True when watching is established (False on timeout, e.g. a huge tree or a missing root;
-        the thread keeps trying).
+        Returns True when watching is established; False on timeout (a huge tree) or at once when the vault
+        root is missing (``on_error`` is told; the thread keeps trying and watches once it appears).
         """
         if self._thread is not None and self._thread.is_alive():
             return self._ready.is_set()
         self._stop.clear()
         self._ready.clear()
+        self._settled.clear()
         self._thread = threading.Thread(target=self._run, name="reme-watcher", daemon=True)
         self._thread.start()
         if wait is None:
             return False
-        return self._ready.wait(wait)
+        self._settled.wait(wait)
+        return self._ready.is_set()
 
     def stop(self, timeout: float | None = 5.0) -> bool:
         """Stop watching and join the thread; True when it ended within ``timeout`` seconds.
@@ -181,16 +186,23 @@ class VaultWatcher:
         ``suppress_window_s`` seconds. May be called before or after the write.
         """
         rel = self._norm(path)
+        now = time.monotonic()
         with self._expect_guard:
-            self._expect[rel] = (sha, time.monotonic() + self.suppress_window_s)
+            if len(self._expect) > 256:  # drop expired registrations now and then
+                self._expect = {k: v for k, v in self._expect.items() if v[1] >= now}
+            self._expect[rel] = (sha, now + self.suppress_window_s)
 
     def suppress(self, paths: Iterable[str]) -> None:
         """Declare ``paths`` as just written/moved/deleted by the app: their *current* state (content hash, or
         absence) is expected, so only a later, different change is reported. Call after the operation."""
         for p in paths:
             rel = self._norm(p)
-            if rel:
+            if not rel:
+                continue
+            try:
                 self.expect_write(rel, file_hash(self.root / rel))
+            except OSError:  # a folder or unreadable: nothing to compare later
+                pass
 
     def _is_expected(self, rel: str, now: float) -> bool:
         with self._expect_guard:
@@ -227,19 +239,28 @@ class VaultWatcher:
                     stop_event=self._stop, rust_timeout=self._tick_ms, yield_on_timeout=True, raise_interrupt=False,
                     force_polling=polling, ignore_permission_denied=True,
                 )
-                for changes in gen:
-                    if not self._ready.is_set():
+                try:
+                    next_root_check = time.monotonic() + ROOT_RETRY_S
+                    for changes in gen:
                         self._ready.set()
-                    if reconcile:  # after the root came back: everything may have changed
-                        reconcile = False
-                        self._reconcile_all()
-                    now = time.monotonic()
-                    if changes and self._ingest(changes, now):
-                        break  # root deleted: the backend watches nothing any more
-                    self._run_rescans(now)
-                    self._maybe_flush(now)
-                else:
-                    return  # stop event
+                        self._settled.set()
+                        if reconcile:  # after the root came back: everything may have changed
+                            reconcile = False
+                            self._reconcile_all()
+                        now = time.monotonic()
+                        if changes and self._ingest(changes, now):
+                            break  # root deleted: the backend watches nothing any more
+                        if now >= next_root_check:  # a root moved away does not always send an event
+                            next_root_check = now + ROOT_RETRY_S
+                            if not self.root.is_dir():
+                                self._lose_root()
+                                break
+                        self._run_rescans(now)
+                        self._maybe_flush(now)
+                    else:
+                        return  # stop event
+                finally:
+                    gen.close()  # leaves watchfiles' ``with RustNotify`` block: releases the OS watches
                 self.stats["restarts"] += 1
             except FileNotFoundError:
                 continue  # root vanished while the backend was starting; handled at the loop top
@@ -251,10 +272,12 @@ class VaultWatcher:
                     continue
                 log.exception("vault watcher failed")
                 self._report(f"vault watcher error: {exc}; retrying")
+                reconcile = True  # changes during the gap were not seen
                 self._stop.wait(ROOT_RETRY_S)
             except Exception as exc:  # never die silently; retry after a pause
                 log.exception("vault watcher failed")
                 self._report(f"vault watcher error: {exc}; retrying")
+                reconcile = True
                 self._stop.wait(ROOT_RETRY_S)
 
     def _lose_root(self) -> None:
@@ -262,9 +285,11 @@ class VaultWatcher:
             self._root_lost = True
             self._pending.clear()
             self._new_res.clear()
+            self._gone_dirs.clear()
             self._rescans.clear()
             log.warning("vault folder disappeared: %s; watching resumes when it is back", self.root)
             self._report(f"vault folder disappeared: {self.root}; watching resumes when it is back")
+        self._settled.set()
 
     def _report(self, message: str) -> None:
         if self.on_error is not None:
@@ -331,7 +356,9 @@ class VaultWatcher:
                 if self.is_indexable(rel):
                     touched |= self._add(rel, now)
                 elif self.known_under is not None:  # maybe a folder: its files are gone too
-                    touched |= self._add_known_under(rel, now)
+                    self._mark(now)
+                    self._gone_dirs.add(rel)
+                    touched = True
                 continue
             if os.path.isdir(abs_path):
                 if change == Change.added and not os.path.islink(abs_path):
@@ -346,20 +373,35 @@ class VaultWatcher:
             self._last_t = now
         return False
 
+    def _mark(self, now: float) -> None:
+        """Note when the first of the pending changes arrived (for ``max_delay_ms``)."""
+        if not self._pending and not self._new_res and not self._gone_dirs:
+            self._first_t = now
+
     def _add(self, rel: str, now: float) -> bool:
         if self._is_expected(rel, now):
             self.stats["suppressed"] += 1
             return False
-        if not self._pending and not self._new_res:
-            self._first_t = now
+        self._mark(now)
         self._pending.add(rel)
         return True
 
     def _add_resource(self, rel: str, now: float) -> bool:
-        if not self._pending and not self._new_res:
-            self._first_t = now
+        self._mark(now)
         self._new_res.add(rel)
         return True
+
+    def _expand_gone_dirs(self, now: float) -> None:
+        """Ask ``known_under`` once per deleted top-most path (a removed tree needs one call, not one per file)."""
+        gone = sorted(self._gone_dirs, key=lambda r: r.count("/"))  # ancestors first
+        self._gone_dirs = set()
+        kept: set[str] = set()
+        for rel in gone:
+            parts = rel.split("/")
+            if not any("/".join(parts[:i]) in kept for i in range(1, len(parts))):
+                kept.add(rel)
+        for rel in sorted(kept):
+            self._add_known_under(rel, now)
 
     def _add_known_under(self, rel: str, now: float) -> bool:
         try:
@@ -414,7 +456,7 @@ class VaultWatcher:
         self._last_t = now
 
     def _maybe_flush(self, now: float) -> None:
-        if not self._pending and not self._new_res:
+        if not self._pending and not self._new_res and not self._gone_dirs:
             return
         if self._rescans:  # a new folder's second scan is due within RESCAN_DELAY_S: wait for it
             if now - self._first_t < self.max_delay_s:
@@ -425,6 +467,8 @@ class VaultWatcher:
             self._flush(now)
 
     def _flush(self, now: float) -> None:
+        if self._gone_dirs:
+            self._expand_gone_dirs(now)
         paths = sorted(p for p in self._pending if not self._is_expected(p, now))
         self.stats["suppressed"] += len(self._pending) - len(paths)
         new_res = sorted(p for p in self._new_res if (self.root / p).is_file() and not self._is_expected(p, now))

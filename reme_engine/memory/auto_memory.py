@@ -394,3 +394,412 @@ def merge_card(text: str, reply: CardReply, *, time_label: str, language: str = 
         lines.extend(s["lines"])
     out = "\n".join(lines).rstrip("\n") + "\n"
     return head + out
+
+
+# --------------------------------------------------------------------------------------------------- cards on disk
+
+
+def _day_folder(engine, date: str) -> str:
+    return f"{engine.settings.layers.daily_dir.strip('/')}/{date}"
+
+
+def _read_card(engine, rel: str) -> tuple[str, str, str] | None:
+    """``(text without BOM, sha of the raw bytes, encoding)`` or None when absent. Raises SkipFile (binary…)."""
+    vp = resolve(engine.vault, rel)
+    try:
+        tf = read_text(vp.abs, engine.settings.max_file_bytes)
+    except FileNotFoundError:
+        return None
+    return tf.text, tf.sha, tf.encoding
+
+
+def find_session_card(engine, date: str, session_id: str) -> str | None:
+    """The card of ``date`` whose frontmatter ``session_id`` is ``session_id`` (first by name), else None.
+
+    Only the day folder's top level is searched; unreadable files are ignored.
+    """
+    folder = resolve(engine.vault, _day_folder(engine, date))
+    if not folder.abs.is_dir():
+        return None
+    for p in sorted(folder.abs.iterdir()):
+        name = unicodedata.normalize("NFC", p.name)
+        if name.startswith(".") or not name.lower().endswith(".md") or not p.is_file():
+            continue
+        try:
+            tf = read_text(p, engine.settings.max_file_bytes)
+        except (OSError, SkipFile):
+            continue
+        value = parse_frontmatter(tf.text).meta.get("session_id")
+        if value is not None and str(value) == session_id:
+            return f"{folder.rel}/{name}"
+    return None
+
+
+def slugify(text: str, fallback: str) -> str:
+    """A file-name-safe slug: letters/digits (any script) and ``-``, lower-case, at most 60 chars; else ``fallback``."""
+    s = unicodedata.normalize("NFKC", text or "").strip().lower()
+    s = re.sub(r"[^\w-]+", "-", s)
+    s = re.sub(r"-{2,}", "-", s).strip("-_")
+    s = s[:MAX_SLUG_CHARS].strip("-_")
+    return s or fallback
+
+
+def free_card_path(engine, date: str, slug: str) -> str:
+    """``daily/<date>/<slug>.md``, or ``<slug>-2.md``, ``-3``… when the name is taken (case-insensitively) or
+    reserved (:data:`RESERVED_STEMS`)."""
+    folder = resolve(engine.vault, _day_folder(engine, date))
+    taken = set()
+    if folder.abs.is_dir():
+        taken = {unicodedata.normalize("NFC", n).casefold() for n in (p.name for p in folder.abs.iterdir())}
+    i = 1
+    while True:
+        stem = slug if i == 1 else f"{slug}-{i}"
+        if stem.casefold() not in RESERVED_STEMS and f"{stem}.md".casefold() not in taken:
+            return f"{folder.rel}/{stem}.md"
+        i += 1
+
+
+def _new_card_head(meta: dict, link_key: str, link: str) -> str:
+    """Frontmatter of a new card; the provenance link is written double-quoted, as Obsidian writes links."""
+    block = render_frontmatter(meta)
+    return block[: -len("---\n")] + f"{link_key}: {json.dumps(link, ensure_ascii=False)}\n---\n"
+
+
+# --------------------------------------------------------------------------------------------------- batches
+
+
+@dataclass
+class _Batch:
+    date: str
+    items: list[tuple[int, ChatMessage]] = field(default_factory=list)  # (1-based position in session, message)
+    chars: int = 0
+
+    @property
+    def user(self) -> list[tuple[int, ChatMessage]]:
+        return [(p, m) for p, m in self.items if m.role == "user"]
+
+    @property
+    def context(self) -> list[tuple[int, ChatMessage]]:
+        return [(p, m) for p, m in self.items if m.role != "user"]
+
+
+def _cap(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "\n[… truncated …]"
+
+
+def _batches(new: list[tuple[int, ChatMessage]], tz) -> list[_Batch]:
+    """Consecutive messages of one local day, split when a batch would exceed :data:`MAX_BATCH_CHARS`."""
+    out: list[_Batch] = []
+    for pos, m in new:
+        date = m.time(tz).date().isoformat()
+        size = min(len(m.content), MAX_USER_CHARS if m.role == "user" else MAX_CONTEXT_CHARS)
+        if not out or out[-1].date != date or (out[-1].items and out[-1].chars + size > MAX_BATCH_CHARS):
+            out.append(_Batch(date))
+        out[-1].items.append((pos, m))
+        out[-1].chars += size
+    return out
+
+
+_TAG_RE = re.compile(r"<(/?)(evidence|context_not_evidence|existing_card)", re.I)
+
+
+def _defuse(text: str) -> str:
+    """Message text cannot open or close the request's tags (it is data, not structure)."""
+    return _TAG_RE.sub(lambda m: "‹" + m.group(1) + m.group(2), text)
+
+
+def build_request(session_id: str, date: str, card_rel: str | None, card_text: str | None, batch: _Batch,
+                  tz) -> str:
+    """The user-turn text of one auto-memory call (shape in the module docstring)."""
+    ev = [f"[#{p} user {m.time(tz):%H:%M}]\n{_defuse(_cap(m.content, MAX_USER_CHARS))}" for p, m in batch.user]
+    ctx = [f"[#{p} {m.role} {m.time(tz):%H:%M}]\n{_defuse(_cap(m.content, MAX_CONTEXT_CHARS))}"
+           for p, m in batch.context]
+    if card_text is None:
+        card = "<existing_card>\n(none)\n</existing_card>"
+    else:
+        card = f'<existing_card path="{card_rel}">\n{_defuse(_cap(card_text, MAX_CARD_CHARS))}\n</existing_card>'
+    return "\n\n".join([
+        f"Session: {session_id}\nDate: {date}",
+        card,
+        "<evidence>\n" + "\n\n".join(ev) + "\n</evidence>",
+        "<context_not_evidence>\n" + ("\n\n".join(ctx) or "(none)") + "\n</context_not_evidence>",
+        "Reply with the JSON object described in the instructions.",
+    ])
+
+
+# --------------------------------------------------------------------------------------------------- the run
+
+
+def _consumed_upto(engine, srel: str, msgs: list[ChatMessage]) -> int:
+    """How many leading messages of ``msgs`` the catalog says were consumed."""
+    raw = engine.store.catalog_get(CATALOG).get(srel)
+    if not raw:
+        return 0
+    try:
+        ptr = json.loads(raw)
+    except ValueError:
+        return 0
+    last = ptr.get("last_id") if isinstance(ptr, dict) else None
+    for i, m in enumerate(msgs):
+        if m.id == last:
+            return i + 1
+    try:  # the message vanished from the record (hand edit): fall back to the count
+        return min(int(ptr.get("count") or 0), len(msgs))
+    except (TypeError, ValueError, AttributeError):
+        return 0
+
+
+def _checkpoint(engine, srel: str, pos: int, msg: ChatMessage) -> None:
+    engine.store.catalog_set(CATALOG, {srel: json.dumps({"last_id": msg.id, "count": pos})})
+
+
+def run_auto_memory(engine, session_id: str, *, llm) -> AutoMemoryReport:
+    """Create or merge the daily card(s) of ``session_id`` from its unconsumed messages (see module doc).
+
+    ``llm``: an :class:`~reme_engine.llm.client.LLMClient`. Returns an :class:`AutoMemoryReport`; LLM, parse and
+    write-conflict failures are reported (``status="failed"``), not raised. Raises EngineError for an invalid
+    session id or a session with no record.
+    """
+    from ..engine import EngineError
+
+    t0 = time.perf_counter()
+    try:
+        sid = valid_session_id(session_id)
+    except ValueError as exc:
+        raise EngineError(str(exc)) from exc
+    settings = engine.settings
+    layers, tz, lang = settings.layers, settings.tzinfo(), settings.language
+    srel = session_rel(layers, sid)
+    report = AutoMemoryReport(sid)
+    msgs = read_session(engine.vault, layers, sid)
+    report.skipped_lines = msgs.skipped
+    if not msgs and not resolve(engine.vault, srel).abs.exists():
+        raise EngineError(f"no session record {srel}")
+    new = list(enumerate(msgs, 1))[_consumed_upto(engine, srel, msgs):]
+    report.new_messages = len(new)
+    if not new:
+        report.status = "nothing_new"
+        report.wall_s = round(time.perf_counter() - t0, 3)
+        return report
+
+    tally = UsageTally()
+    system = load_prompt("auto_memory", lang)
+    user_texts = [m.content for m in msgs if m.role == "user"]
+    batches = _batches(new, tz)
+    run = None
+    dates: set[str] = set()
+    for i, batch in enumerate(batches):
+        if batch.user:
+            if run is None:
+                run = engine.journal.start_run(engine.vault, KIND, {"session_id": sid, "session": srel})
+                report.run_id = run.run_id
+            try:
+                path, created = _process_batch(engine, run, sid, srel, batch, system, llm, tally, user_texts,
+                                               report.filtered)
+            except (LLMError, StructuredReplyError, WriteConflict, FrontmatterError, SkipFile, OSError) as exc:
+                report.status = "failed"
+                report.error = f"{batch.date}: {exc}"
+                report.pending = sum(len(b.items) for b in batches[i:])
+                break
+            if path:
+                dates.add(batch.date)
+                (report.created if created else report.updated).append(path)
+        pos, last = batch.items[-1]
+        _checkpoint(engine, srel, pos, last)
+        report.consumed += len(batch.items)
+
+    for date in sorted(dates):
+        try:
+            engine.daily_reindex(date)
+        except EngineError as exc:
+            report.warnings.append(f"day index {date} not refreshed: {exc}")
+    if run is not None and run.written:
+        engine.index_paths(sorted(set(run.written)))
+    report.updated = [p for p in dict.fromkeys(report.updated) if p not in report.created]
+    report.created = list(dict.fromkeys(report.created))
+    report.tally = tally_dict(tally)
+    report.wall_s = round(time.perf_counter() - t0, 3)
+    if run is not None:
+        run.finish(report.status, {"created": report.created, "updated": report.updated,
+                                   "consumed": report.consumed, "pending": report.pending,
+                                   "filtered": len(report.filtered), "error": report.error}, report.tally)
+    return report
+
+
+def _process_batch(engine, run, sid: str, srel: str, batch: _Batch, system: str, llm, tally: UsageTally,
+                   user_texts: list[str], dropped: list[str]) -> tuple[str | None, bool]:
+    """One LLM call and the card write for ``batch``. Returns ``(card path or None, created)``."""
+    settings = engine.settings
+    tz, lang = settings.tzinfo(), settings.language
+    card_rel = find_session_card(engine, batch.date, sid)
+    card = _read_card(engine, card_rel) if card_rel else None
+    content = build_request(sid, batch.date, card_rel, card[0] if card else None, batch, tz)
+    reply = llm.complete([Message("user", content)], system=system, max_tokens=REPLY_MAX_TOKENS, step=KIND,
+                         tally=tally)
+    data = parse_reply(reply.text, CardReply)
+
+    link = session_link(settings.layers, sid)
+    time_label = f"{batch.user[0][1].time(tz):%H:%M}"
+    with engine.write_lock:
+        # Read again: the user (or another app window) may have edited or created the card while the model
+        # was thinking; the merge is done in code, so it applies to the newest text.
+        card_rel = find_session_card(engine, batch.date, sid)
+        card = _read_card(engine, card_rel) if card_rel else None
+        allowed = user_texts + ([card[0]] if card else [])
+        data = _guard_reply(data, QuoteGuard([m.content for _, m in batch.context], allowed), dropped)
+        if card is not None:
+            assert card_rel is not None
+            text, sha, enc = card
+            meta = parse_frontmatter(text).meta
+            wanted = {"session_id": sid, "source_conversation": link}
+            if data.description:
+                wanted["description"] = _one_line(data.description)
+            if not meta.get("name"):
+                wanted["name"] = _one_line(data.name) or _default_name(batch.date, lang)
+            updates = {k: v for k, v in wanted.items() if str(meta.get(k)) != v}
+            new_text = merge_card(text, data, time_label=time_label, language=lang, frontmatter=updates)
+            if new_text == text:
+                return None, False
+            if enc == "utf-8-sig":
+                new_text = "\ufeff" + new_text
+            run.write(card_rel, new_text, step=KIND, sources=[srel], expected_sha=sha)
+            return card_rel, False
+        if data.is_empty():
+            return None, False  # nothing worth a card (small talk); the messages still count as consumed
+        name = _one_line(data.name) or _default_name(batch.date, lang)
+        head = _new_card_head({"name": name, "description": _one_line(data.description), "session_id": sid},
+                              "source_conversation", link)
+        new_text = merge_card(f"{head}\n# {name}\n", data, time_label=time_label, language=lang)
+        slug = slugify(data.slug or data.name, f"session_{sid}"[:MAX_SLUG_CHARS])
+        for _ in range(5):
+            rel = free_card_path(engine, batch.date, slug)
+            try:
+                run.write(rel, new_text, step=KIND, sources=[srel], expected_sha=None)
+            except WriteConflict:
+                continue  # the name was taken a moment ago: the next free one
+            return rel, True
+        raise WriteConflict(f"could not find a free card name for {slug!r}")
+
+
+def tally_dict(t: UsageTally) -> dict:
+    """``UsageTally`` as a plain dict (built by hand: ``dataclasses.asdict`` cannot deep-copy its lock)."""
+    with t._lock:
+        return {"calls": t.calls, "failed_calls": t.failed_calls, "input_tokens": t.input_tokens,
+                "output_tokens": t.output_tokens, "by_step": {k: dict(v) for k, v in t.by_step.items()}}
+
+
+def _default_name(date: str, language: str) -> str:
+    return f"对话 {date}" if prompt_language(language) == "zh" else f"Chat {date}"
+
+
+# --------------------------------------------------------------------------------------------------- capture
+
+
+def _as_message(m: ChatMessage | dict) -> ChatMessage:
+    if isinstance(m, ChatMessage):
+        m.validate()
+        return m
+    return ChatMessage.from_dict(m)
+
+
+def _capture_head(date: str) -> str:
+    meta = {"name": f"Capture {date}", "description": f"Chat messages captured verbatim on {date}"}
+    return render_frontmatter(meta) + f"\n# Capture {date}\n"
+
+
+def _capture_block(m: ChatMessage, tz, srel: str) -> str:
+    return f"\n**{m.time(tz):%H:%M}** · [[{srel}|chat]]\n\n{m.content.rstrip()}\n"
+
+
+def _append_block(engine, run, rel: str, head: str, block: str, srel: str) -> bool:
+    """Append ``block`` to card ``rel`` (created with ``head`` when absent); True when created.
+
+    Conflict-checked against the text just read and retried on a concurrent edit, so a user's edit made meanwhile
+    is kept (we append to it) rather than overwritten.
+    """
+    from ..engine import EngineError
+
+    for _ in range(5):
+        try:
+            cur = _read_card(engine, rel)
+        except SkipFile as exc:
+            raise EngineError(f"cannot append to {rel}: {exc.reason}") from exc
+        if cur is None:
+            new, expected = head + block, None
+        else:
+            text, sha, enc = cur
+            new = text + ("" if not text or text.endswith("\n") else "\n") + block
+            if enc == "utf-8-sig":
+                new = "\ufeff" + new
+            expected = sha
+        try:
+            run.write(rel, new, step=CAPTURE_KIND, sources=[srel], expected_sha=expected)
+        except WriteConflict:
+            continue
+        return cur is None
+    raise EngineError(f"{rel} kept changing while appending; try again")
+
+
+def append_user_messages_verbatim(engine, session_id: str, messages: Iterable[ChatMessage | dict]) -> CaptureResult:
+    """The no-LLM quick-capture journal: append the user's ``messages`` verbatim to ``daily/<date>/capture.md``.
+
+    ``date`` is each message's day in the app timezone. A new capture card gets frontmatter ``name: Capture
+    <date>`` and a description; each message is appended as a ``**HH:MM** · [[<session record>|chat]]`` line
+    followed by its text unchanged. Only ``role == "user"`` messages with text are captured, each id once (catalog
+    ``capture``), so calling this again with the whole transcript is harmless. Writes are journaled (run kind
+    ``capture``), atomic and conflict-checked (a concurrent edit of the card is kept). The day index is refreshed
+    when a card is created, and written cards are re-indexed. Raises EngineError (bad session id, unreadable card)
+    and ValueError for malformed messages. Needs no writer lock: the append is optimistic and retried.
+    """
+    from ..engine import EngineError
+
+    try:
+        sid = valid_session_id(session_id)
+    except ValueError as exc:
+        raise EngineError(str(exc)) from exc
+    settings = engine.settings
+    tz = settings.tzinfo()
+    srel = session_rel(settings.layers, sid)
+    res = CaptureResult(sid)
+    batch = [_as_message(m) for m in messages]
+    with engine.write_lock:
+        raw = engine.store.catalog_get(CAPTURE_CATALOG).get(srel)
+        try:
+            done = list(json.loads(raw)) if raw else []
+        except (ValueError, TypeError):
+            done = []
+        seen = set(done)
+        by_date: dict[str, list[ChatMessage]] = {}
+        for m in batch:
+            if m.role != "user" or not m.content.strip() or m.id in seen:
+                res.skipped += 1
+                continue
+            seen.add(m.id)
+            by_date.setdefault(m.time(tz).date().isoformat(), []).append(m)
+        if not by_date:
+            return res
+        run = engine.journal.start_run(engine.vault, CAPTURE_KIND,
+                                       {"session_id": sid, "messages": sum(map(len, by_date.values()))})
+        res.run_id = run.run_id
+        try:
+            for date, ms in by_date.items():
+                rel = f"{_day_folder(engine, date)}/{CAPTURE_STEM}.md"
+                created = _append_block(engine, run, rel, _capture_head(date),
+                                        "".join(_capture_block(m, tz, srel) for m in ms), srel)
+                res.paths.append(rel)
+                if created:
+                    res.created.append(rel)
+                res.appended += len(ms)
+                done.extend(m.id for m in ms)
+                engine.store.catalog_set(CAPTURE_CATALOG, {srel: json.dumps(done[-CAPTURE_IDS_KEPT:])})
+        except BaseException:
+            run.finish("failed", {"paths": res.paths, "appended": res.appended})
+            raise
+        run.finish("ok", {"paths": res.paths, "appended": res.appended, "created": res.created})
+        for rel in res.created:
+            try:
+                engine.daily_reindex(rel.split("/")[-2])
+            except EngineError:
+                pass  # the day page is the user's to fix; the capture itself is saved
+        engine.index_paths(res.paths)
+    return res

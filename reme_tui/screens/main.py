@@ -1,45 +1,78 @@
 """The main screen: the one coordinator between the widgets and the engine.
 
-Widgets post requests (:class:`OpenNote`, :class:`FollowLink`, :class:`LoadChildren`); this screen runs the
-engine calls in Textual thread workers, which post result messages back (:class:`NoteLoaded`,
-:class:`NeighboursLoaded`, …); the handlers here — on the UI thread — update the widgets. Workers never touch a
-widget.
+Widgets post requests (:class:`OpenNote`, :class:`FollowLink`, :class:`OpenDay`, :class:`ChatSubmitted`, …); this
+screen runs the engine calls in Textual thread workers, which post result messages back (:class:`NoteLoaded`,
+:class:`DayLoaded`, :class:`AgendaLoaded`, :class:`ChatSaved`, …); the handlers here — on the UI thread — update
+the widgets. Workers never touch a widget.
 
-Layout: vault tree │ note │ links, then the status line and the footer. Panes live in ``#panes`` so later
-panes (agenda, chat) are added there without changing the rest.
+Layout (``#panes``)::
+
+    ┌ Daily / Vault ┐┌ note ──────────────┐┌ Links ─────┐
+    │ dates         ││                    ││ neighbours │
+    │ day + cards   │├ Chat ──────────────┤├ Agenda ────┤
+    └───────────────┘└────────────────────┘└────────────┘
+    status line · footer
+
+At 110 columns and more all three columns show (the chat when there are 32 rows or more); below that the note
+shares the screen with one side column — the Daily/Vault pane or the Links/Agenda pane, whichever was asked for
+last. ``F2``/``F3``/``F4`` collapse and restore the left column, the right column and the chat.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import os
+import shlex
+import subprocess
 import time
+import uuid
 from pathlib import Path
 
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.widgets import ContentSwitcher, Footer
 from textual.worker import Worker, get_current_worker
 
 from ..messages import (
+    AgendaLoaded,
+    AgendaRequested,
+    ChatSaved,
+    ChatSubmitted,
     ChildrenLoaded,
+    DayInfo,
+    DayLoaded,
+    DayOpened,
+    DayRequested,
+    DaysLoaded,
     FollowLink,
     IndexFinished,
     IndexProgress,
     LinkResolved,
     LoadChildren,
+    NeighbourDepthChanged,
     NeighboursLoaded,
+    NoteCreated,
     NoteDocument,
     NoteLoaded,
+    NoteReindexed,
+    OpenDay,
     OpenNote,
+    RefreshFinished,
     StartNoteFound,
     StatusLoaded,
+    TraverseLoaded,
     TreeEntry,
     TreeRootLoaded,
 )
-from ..render import line_anchor, wikilinks_to_markdown
-from ..widgets.neighbours import NeighboursList
+from ..render import line_anchor, note_links, sources_targets, wikilinks_to_markdown
+from ..widgets.agenda import AgendaPane
+from ..widgets.chat import ChatPane
+from ..widgets.daily import DailyPane
+from ..widgets.neighbours import NeighboursList, hop2_from_traverse
 from ..widgets.note_view import MAX_MARKDOWN_BYTES, NoteView
 from ..widgets.status_line import StatusLine
 from ..widgets.vault_tree import VaultTree
@@ -53,6 +86,10 @@ STAGE_NAMES = {"scan": "scanning", "index": "indexing", "links": "linking", "emb
 DIGEST_BUCKETS = ("personal", "procedure", "wiki")
 #: Outlinks / backlinks listed per note (the pane scrolls; the engine's hop-2 default of 10 is for prompts).
 NEIGHBOUR_LIMIT = 200
+#: Columns from which the three columns (left │ note │ right) show side by side.
+WIDE_MIN = 110
+#: Rows from which the chat shows below the note without being asked for (in the wide layout).
+CHAT_AUTO_ROWS = 32
 
 
 class _Stop(Exception):
@@ -69,17 +106,37 @@ def _is_texty(name: str) -> bool:
     return low.endswith(MARKDOWN_EXTS + (".txt", ".json", ".jsonl", ".csv", ".yaml", ".yml", ".html", ".htm"))
 
 
+def _err(exc: BaseException) -> str:
+    from reme_engine.engine import EngineError
+
+    return str(exc) if isinstance(exc, EngineError) else f"{type(exc).__name__}: {exc}"
+
+
 class MainScreen(Screen):
-    """Tree │ note │ links. ``engine``: the open ``reme_engine.engine.Engine``; ``settings``: its Settings."""
+    """Daily/Vault │ note (+ chat) │ links + agenda. ``engine``: the open ``reme_engine.engine.Engine``;
+    ``settings``: its Settings."""
 
     BINDINGS = [
         Binding("slash", "search", "Search", id="search"),
-        Binding("r", "reindex", "Re-index", id="reindex"),
-        Binding("backspace,alt+left", "back", "Back", id="back"),
-        Binding("alt+right", "forward", "Forward", id="forward"),
+        Binding("t", "today", "Today", id="today"),
+        Binding("a", "agenda", "Agenda", id="agenda"),
+        Binding("g", "neighbours", "Links", id="neighbours"),
+        Binding("c", "chat", "Chat", id="chat"),
+        Binding("e", "edit", "Edit", id="edit"),
+        Binding("r", "refresh", "Refresh", id="refresh"),
+        Binding("R", "reindex", "Re-index", show=False, id="reindex"),
+        Binding("f", "follow_link", "Follow link", show=False, id="follow_link"),
+        Binding("left_square_bracket", "step_day(1)", "Day before", show=False, id="previous_day"),
+        Binding("right_square_bracket", "step_day(-1)", "Day after", show=False, id="next_day"),
+        Binding("d", "daily", "Daily pane", show=False, id="daily"),
+        Binding("ctrl+t", "focus_tree", "Vault tree", show=False, id="focus_tree"),
+        Binding("ctrl+l", "focus_links", "Links pane", show=False, id="focus_links"),
+        Binding("backspace,alt+left", "back", "Back", show=False, id="back"),
+        Binding("alt+right", "forward", "Forward", show=False, id="forward"),
+        Binding("f2", "toggle_left", "Left pane", show=False, id="toggle_left"),
+        Binding("f3", "toggle_right", "Right pane", show=False, id="toggle_right"),
+        Binding("f4", "toggle_chat", "Chat pane", show=False, id="toggle_chat"),
         Binding("escape", "focus_main", "Focus note", show=False, id="focus_main"),
-        Binding("ctrl+t", "focus_tree", "Tree", show=False, id="focus_tree"),
-        Binding("ctrl+l", "focus_links", "Links", show=False, id="focus_links"),
     ]
 
     def __init__(self, engine, settings) -> None:
@@ -93,35 +150,170 @@ class MainScreen(Screen):
         self.index_running = False
         self.keyword_ready = False  # the first keyword pass finished: search and links are complete
         self.vectors_ready = False
-        self.startup_opened = False  # the README/first note was opened (or the user opened something first)
+        self.startup_opened = False  # the first note was opened (or the user opened something first)
+        self.refresh_running = False
+        self.neighbour_depth = 1
+        self.session_id: str | None = None  # the chat session of this run (created with the first message)
         self._announce = False  # say what a re-index did (only when the user asked for it)
         self._tree_loaded = False
+        # layout: what the user asked to see (see _apply_layout)
+        self.show_left = True
+        self.show_right = True
+        self.show_chat: bool | None = None  # None: automatic (wide and tall enough)
+        self.narrow_side = "left"  # the side column shown when the screen is narrow
+        self.right_pane = "links"  # which of links/agenda the narrow layout shows
         # Kept as attributes (not queried): handlers may run before nested children are mounted.
+        self.daily = DailyPane(id="daily")
         self.vault_tree = VaultTree(id="tree")
+        self.left_switch = ContentSwitcher(initial="daily", id="left-switch")
+        self.left = Vertical(id="left")
         self.note = NoteView(id="note")
+        self.chat = ChatPane(id="chat")
+        self.center = Vertical(id="center")
         self.links = NeighboursList(id="links")
+        self.agenda = AgendaPane(id="agenda")
+        self.right = Vertical(id="right")
         self.status = StatusLine(id="status")
+        self.footer = Footer(compact=True)
 
     # -- layout ---------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         with Horizontal(id="panes"):
-            yield self.vault_tree
-            yield self.note
-            yield self.links
+            with self.left:
+                with self.left_switch:
+                    yield self.daily
+                    yield self.vault_tree
+            with self.center:
+                yield self.note
+                yield self.chat
+            with self.right:
+                yield self.links
+                yield self.agenda
         yield self.status
-        yield Footer()
+        yield self.footer
 
     def on_mount(self) -> None:
-        self.vault_tree.border_title = Path(self.engine.vault).name or "vault"
+        self._left_title()
         self.links.show_message("Open a note to see its links.")
+        llm = bool(self.settings.llm.configured)
+        self.chat.set_llm(llm)
         status = self.status
         status.vault = Path(self.engine.vault).name
         status.demo = bool(getattr(self.settings, "is_demo", False))
-        self.vault_tree.focus()
-        # The tree reads the file system, not the index: it fills while the index is still being built.
+        self._apply_layout()
+        self.daily.focus_dates()
+        # The daily pane and the tree read the file system, not the index: they fill while indexing runs.
+        self.load_days()
         self.load_tree_root()
+        self.load_agenda("")
         self.load_status()
         self.start_index()
+
+    def on_resize(self) -> None:
+        self._apply_layout()
+
+    @property
+    def wide(self) -> bool:
+        return self.size.width >= WIDE_MIN
+
+    def _apply_layout(self) -> None:
+        """Show/hide the columns for the screen size and what the user asked for."""
+        wide = self.wide
+        self.set_class(not wide, "-narrow")
+        if wide:
+            self.left.display = self.show_left
+            self.right.display = self.show_right
+            self.links.display = True
+            self.agenda.display = True
+        else:
+            side = self.narrow_side
+            self.left.display = self.show_left and side == "left"
+            self.right.display = self.show_right and side == "right"
+            self.links.display = self.right_pane == "links"
+            self.agenda.display = self.right_pane == "agenda"
+        chat = self.show_chat if self.show_chat is not None else (wide and self.size.height >= CHAT_AUTO_ROWS)
+        self.chat.display = chat
+        self.footer.show_command_palette = wide
+        self.call_after_refresh(self._refit)
+        focused = self.app.focused if self.is_attached else None
+        if focused is not None and not focused.display or (focused is not None and any(
+                not a.display for a in focused.ancestors if hasattr(a, "display"))):
+            self.note.focus_body()
+
+    def _refit(self) -> None:
+        """Panes cut their rows to their width; one shown after being hidden must re-cut them."""
+        for pane in (self.daily, self.links, self.agenda):
+            if pane.display and pane.is_mounted:
+                pane.refit()
+
+    def _reveal(self, pane: str) -> None:
+        """Make ``pane`` (left/links/agenda/chat) visible (the narrow layout swaps the side column)."""
+        if pane == "left":
+            self.show_left = True
+            self.narrow_side = "left"
+        elif pane in ("links", "agenda"):
+            self.show_right = True
+            self.narrow_side = "right"
+            self.right_pane = pane
+        elif pane == "chat":
+            self.show_chat = True
+        self._apply_layout()
+
+    def _left_title(self) -> None:
+        daily = self.left_switch.current == "daily"
+        self.left.border_title = "Daily" if daily else (Path(self.engine.vault).name or "Vault")
+        self.left.border_subtitle = None if daily else "ctrl+t · d: Daily"
+
+    def action_toggle_left(self) -> None:
+        if self.wide or self.narrow_side == "left":
+            self.show_left = not self.show_left
+        else:
+            self.show_left, self.narrow_side = True, "left"
+        self._apply_layout()
+
+    def action_toggle_right(self) -> None:
+        if self.wide or self.narrow_side == "right":
+            self.show_right = not self.show_right
+        else:
+            self.show_right, self.narrow_side = True, "right"
+        self._apply_layout()
+
+    def action_toggle_chat(self) -> None:
+        self.show_chat = not self.chat.display
+        self._apply_layout()
+
+    # -- focus ----------------------------------------------------------------------------------------------
+    def action_focus_main(self) -> None:
+        self.note.focus_body()
+
+    def action_daily(self) -> None:
+        self.left_switch.current = "daily"
+        self._left_title()
+        self._reveal("left")
+        self.daily.focus_dates()
+
+    def action_focus_tree(self) -> None:
+        self.left_switch.current = "tree"
+        self._left_title()
+        self._reveal("left")
+        self.vault_tree.focus()
+
+    def action_focus_links(self) -> None:
+        self.action_neighbours()
+
+    def action_neighbours(self) -> None:
+        self._reveal("links")
+        self.links.focus()
+
+    def action_agenda(self) -> None:
+        self._reveal("agenda")
+        self.agenda.focus_list()
+        if self.agenda.date is None or self.agenda.date == self.agenda.today:
+            self.load_agenda("")  # today may have changed (a refresh, midnight)
+
+    def action_chat(self) -> None:
+        self._reveal("chat")
+        self.chat.focus_input()
 
     # -- tree -----------------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="tree-root", exit_on_error=False)
@@ -211,6 +403,123 @@ class MainScreen(Screen):
     def on_children_loaded(self, message: ChildrenLoaded) -> None:
         self.vault_tree.set_children(message.node_id, message.entries, message.error)
 
+    # -- daily ----------------------------------------------------------------------------------------------
+    def today(self) -> str:
+        return self.settings.today()
+
+    @property
+    def daily_dir(self) -> str:
+        return self.settings.layers.daily_dir.strip("/") or "daily"
+
+    @work(thread=True, exclusive=True, group="days", exit_on_error=False)
+    def load_days(self) -> None:
+        """Today first, then the days with a page or folder (newest first), each with its card count."""
+        eng = self.engine
+        today = self.today()
+        try:
+            days = eng.list_days()
+        except Exception as exc:
+            self.post_message(DaysLoaded(today, [DayInfo(today, today=True)], _err(exc)))
+            return
+        pages: set[str] = set()
+        folders: set[str] = set()
+        try:
+            for e in eng.list(self.daily_dir, limit=100000)["entries"]:
+                name = e["path"].rsplit("/", 1)[-1]
+                (folders if e["is_dir"] else pages).add(name if e["is_dir"] else name[:-3])
+        except Exception:
+            pass  # no daily folder yet
+        infos: list[DayInfo] = []
+        for d in [today] + [d for d in days if d != today]:
+            cards = 0
+            if d in folders:
+                try:
+                    cards = sum(1 for e in eng.list(f"{self.daily_dir}/{d}", recursive=True, limit=5000)["entries"]
+                                if not e["is_dir"] and e["path"].lower().endswith(".md"))
+                except Exception:
+                    cards = 0
+            infos.append(DayInfo(d, cards, d in pages, d == today))
+        self.post_message(DaysLoaded(today, infos))
+
+    def on_days_loaded(self, message: DaysLoaded) -> None:
+        self.daily.set_days(message.today, message.days)
+        if message.error:
+            self.notify(f"daily notes: {message.error}", severity="warning")
+
+    def on_day_requested(self, message: DayRequested) -> None:
+        message.stop()
+        self.load_day(message.date)
+
+    @work(thread=True, exclusive=True, group="day", exit_on_error=False)
+    def load_day(self, date: str) -> None:
+        eng = self.engine
+        page = f"{self.daily_dir}/{date}.md"
+        try:
+            exists = eng.stat(page).exists
+            cards = eng.daily_list(date)
+        except Exception as exc:
+            self.post_message(DayLoaded(date, None, [], _err(exc)))
+            return
+        self.post_message(DayLoaded(date, page if exists else None, cards))
+
+    def on_day_loaded(self, message: DayLoaded) -> None:
+        self.daily.set_day(message.date, message.page, message.cards, message.error)
+
+    def on_open_day(self, message: OpenDay) -> None:
+        message.stop()
+        self.open_day(message.date, message.create)
+
+    @work(thread=True, group="open-day", exit_on_error=False)
+    def open_day(self, date: str, create: bool) -> None:
+        """The day page of ``date``; with ``create``, the day folder and page are made when missing."""
+        eng = self.engine
+        page = f"{self.daily_dir}/{date}.md"
+        try:
+            if eng.stat(page).exists:
+                self.post_message(DayOpened(date, page, []))
+                return
+            if not create:
+                self.post_message(DayOpened(date, None, []))
+                return
+            res = eng.daily_create(date)
+        except Exception as exc:
+            self.post_message(DayOpened(date, None, [], _err(exc)))
+            return
+        created = [what for what, flag in (("folder", res.folder_created), ("page", res.page_created)) if flag]
+        self.post_message(DayOpened(date, res.page, created))
+
+    def on_day_opened(self, message: DayOpened) -> None:
+        if message.error:
+            self.notify(message.error, title=f"Day {message.date}", severity="error")
+            return
+        if message.created:
+            self.notify(f"Created {message.page}", title="New day", timeout=3)
+            self.load_days()
+            if self.daily.date == message.date:
+                self.load_day(message.date)
+        if message.page:
+            self.post_message(OpenNote(message.page))
+
+    def action_today(self) -> None:
+        """Select today in the Daily pane and open its page (creating the day on first use)."""
+        today = self.today()
+        self.left_switch.current = "daily"
+        self._left_title()
+        self._reveal("left")
+        if self.daily.day_info(today) is None:
+            self.load_days()
+        self.daily.request_day(today)
+        self.daily.focus_dates()
+        self.post_message(OpenDay(today, create=True))
+
+    def action_step_day(self, delta: int) -> None:
+        """``[``: the day before (older), ``]``: the day after; opens that day's page when it has one."""
+        date = self.daily.step(delta)
+        if date is None:
+            self.notify("No earlier day" if delta > 0 else "No later day", timeout=2)
+            return
+        self.post_message(OpenDay(date, create=False))
+
     # -- opening notes --------------------------------------------------------------------------------------
     def open_note(self, path: str, line: int | None = None, **kw) -> None:
         """Ask for ``path`` to be shown (same as posting :class:`OpenNote`)."""
@@ -253,20 +562,21 @@ class MainScreen(Screen):
             is_md = path.lower().endswith(MARKDOWN_EXTS)
             plain = not is_md or size > MAX_MARKDOWN_BYTES
             meta, warning, body, body_line = {}, None, text, 1
+            links: list = []
+            sources: list = []
             if is_md:
                 fm = parse_frontmatter(text)
                 meta, warning = fm.meta, fm.warning
+                raw_body = text[fm.body_offset :]
+                links = note_links(meta, raw_body)
+                sources = sources_targets(raw_body)
                 if not plain:
-                    body, body_line = text[fm.body_offset :], fm.body_start_line
-                    body = wikilinks_to_markdown(body)
+                    body, body_line = wikilinks_to_markdown(raw_body), fm.body_start_line
             if plain and size > MAX_MARKDOWN_BYTES and is_md:
                 warning = (warning + "; " if warning else "") + "large file: shown as plain text"
-            doc = NoteDocument(path, body, meta, body_line, total or 0, size, plain, warning)
-        except EngineError as exc:
-            self.post_message(NoteLoaded(seq, request, None, str(exc)))
-            return
-        except Exception as exc:  # unexpected: report, keep the app alive
-            self.post_message(NoteLoaded(seq, request, None, f"{type(exc).__name__}: {exc}"))
+            doc = NoteDocument(path, body, meta, body_line, total or 0, size, plain, warning, links, sources)
+        except Exception as exc:  # EngineError: user-facing; anything else: report, keep the app alive
+            self.post_message(NoteLoaded(seq, request, None, _err(exc)))
             return
         self.post_message(NoteLoaded(seq, request, doc))
 
@@ -286,6 +596,7 @@ class MainScreen(Screen):
             else:
                 self.history[-1] = (doc.path, req.line)
             self.history_pos = len(self.history) - 1
+        self._history_hint()
         line, end = req.line, req.end_line
         la = line_anchor(req.anchor)
         if la and line is None:
@@ -302,17 +613,36 @@ class MainScreen(Screen):
                     self.notify(f"No heading {anchor!r} in {doc.path}", severity="warning")
 
             self.call_after_refresh(_goto)
-        self.load_neighbours(doc.path)
+        self.load_neighbours(doc.path, list(doc.sources))
+        if self.neighbour_depth == 2:
+            self.load_traverse(doc.path)
+
+    def _history_hint(self) -> None:
+        back = self.history_pos > 0
+        fwd = self.history_pos < len(self.history) - 1
+        hint = " ".join(p for p, ok in (("◂ back", back), ("forward ▸", fwd)) if ok)
+        subtitle = self.note.border_subtitle
+        base = str(subtitle).split("  ◂")[0].split("  forward")[0] if subtitle else ""
+        self.note.border_subtitle = f"{base}  {hint}" if hint else base
 
     # -- neighbours -----------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="neighbours", exit_on_error=False)
-    def load_neighbours(self, path: str) -> None:
+    def load_neighbours(self, path: str, sources: list[str] | None = None) -> None:
+        eng = self.engine
         try:
-            hood = self.engine.neighbors(path, NEIGHBOUR_LIMIT, NEIGHBOUR_LIMIT)
+            hood = eng.neighbors(path, NEIGHBOUR_LIMIT, NEIGHBOUR_LIMIT)
+            resolved: set[str] = set()
+            if sources:
+                resolver = eng.indexer.build_resolver()
+                for target in sources:
+                    res = resolver.resolve(target, path)
+                    resolved.add(res.path or res.virtual or target)
         except Exception as exc:
-            self.post_message(NeighboursLoaded(path, None, str(exc)))
+            self.post_message(NeighboursLoaded(path, None, _err(exc)))
             return
-        self.post_message(NeighboursLoaded(path, hood))
+        msg = NeighboursLoaded(path, hood)
+        msg.sources = resolved
+        self.post_message(msg)
 
     def on_neighbours_loaded(self, message: NeighboursLoaded) -> None:
         if message.path != self.note.path:
@@ -322,7 +652,32 @@ class MainScreen(Screen):
         elif not self.keyword_ready and not (message.neighborhood.outlinks or message.neighborhood.inlinks):
             self.links.show_message("Links appear when indexing finishes…")
         else:
-            self.links.show(message.path, message.neighborhood)
+            self.links.depth = self.neighbour_depth
+            self.links.show(message.path, message.neighborhood, getattr(message, "sources", set()))
+
+    def on_neighbour_depth_changed(self, message: NeighbourDepthChanged) -> None:
+        message.stop()
+        self.neighbour_depth = message.depth
+        if message.depth == 2 and self.note.path:
+            self.load_traverse(self.note.path)
+
+    @work(thread=True, exclusive=True, group="traverse", exit_on_error=False)
+    def load_traverse(self, path: str) -> None:
+        try:
+            res = self.engine.traverse(path, depth=2)
+        except Exception as exc:
+            self.post_message(TraverseLoaded(path, 2, None, _err(exc)))
+            return
+        self.post_message(TraverseLoaded(path, 2, res))
+
+    def on_traverse_loaded(self, message: TraverseLoaded) -> None:
+        if message.path != self.note.path or self.neighbour_depth != 2:
+            return
+        if message.error:
+            self.notify(f"depth 2 unavailable: {message.error}", severity="warning")
+            self.links.show_hop2(message.path, [])
+            return
+        self.links.show_hop2(message.path, hop2_from_traverse(message.result, message.path))
 
     # -- links ----------------------------------------------------------------------------------------------
     def on_follow_link(self, message: FollowLink) -> None:
@@ -352,6 +707,22 @@ class MainScreen(Screen):
             self.notify(f"{message.target!r} matches several notes; opened {message.path}", severity="warning")
         self.post_message(OpenNote(message.path, anchor=message.anchor))
 
+    def action_follow_link(self) -> None:
+        """Pick one of the open note's links from a list (the keyboard way to follow a link)."""
+        from .dialogs import LinkPickerScreen
+
+        doc = self.note.doc
+        if doc is None:
+            self.notify("Open a note first", timeout=2)
+            return
+
+        def chosen(choice) -> None:
+            if choice is not None:
+                target, anchor = choice
+                self.post_message(FollowLink(target, anchor, doc.path))
+
+        self.app.push_screen(LinkPickerScreen(list(doc.links), f"Links of {doc.path}"), chosen)
+
     # -- history --------------------------------------------------------------------------------------------
     def action_back(self) -> None:
         if self.history_pos <= 0:
@@ -369,15 +740,251 @@ class MainScreen(Screen):
         path, line = self.history[self.history_pos]
         self.post_message(OpenNote(path, line, history=False))
 
-    # -- focus ----------------------------------------------------------------------------------------------
-    def action_focus_main(self) -> None:
-        self.note.focus_body()
+    # -- agenda ---------------------------------------------------------------------------------------------
+    def on_agenda_requested(self, message: AgendaRequested) -> None:
+        message.stop()
+        self.load_agenda(message.date)
 
-    def action_focus_tree(self) -> None:
-        self.vault_tree.focus()
+    def next_refresh_time(self):
+        """(Worker thread.) When the next proactive refresh runs: from the scheduler when the app has one, else
+        computed from ``settings.proactive_refresh_cron`` in the app timezone (None when disabled)."""
+        sched = getattr(self.app, "scheduler", None) or getattr(self.engine, "scheduler", None)
+        if sched is not None and hasattr(sched, "next_runs"):
+            try:
+                return sched.next_runs().get("proactive_refresh")
+            except Exception:
+                pass
+        expr = (getattr(self.settings, "proactive_refresh_cron", "") or "").strip()
+        if not expr:
+            return None
+        tz = self.settings.tzinfo()
+        now = _dt.datetime.now(tz)
+        try:
+            from reme_engine.scheduler import next_fire
 
-    def action_focus_links(self) -> None:
-        self.links.focus()
+            return next_fire(expr, tz, now)
+        except ImportError:
+            pass
+        except Exception:
+            return None
+        try:
+            from croniter import croniter
+
+            nxt = croniter(expr, now.replace(tzinfo=None)).get_next(_dt.datetime)
+            return nxt.replace(tzinfo=tz)
+        except Exception:
+            return None
+
+    @work(thread=True, exclusive=True, group="agenda", exit_on_error=False)
+    def load_agenda(self, date: str = "") -> None:
+        today = self.today()
+        day = date or today
+        try:
+            res = self.engine.proactive_read(day, include_content=False)
+        except Exception as exc:
+            self.post_message(AgendaLoaded(day, today, None, error=_err(exc)))
+            return
+        nxt = self.next_refresh_time() if res.skipped and day == today else None
+        self.post_message(AgendaLoaded(day, today, res, nxt))
+
+    def on_agenda_loaded(self, message: AgendaLoaded) -> None:
+        self.agenda.show(message.date, message.today, message.result, message.next_refresh, message.error)
+
+    def action_refresh(self) -> None:
+        """Run the proactive refresh for today now (keyword fallback without an LLM)."""
+        if self.refresh_running:
+            self.notify("A refresh is already running", timeout=3)
+            return
+        self.refresh_running = True
+        self.status.set_work("refreshing today's agenda…")
+        self.run_refresh(self.today())
+
+    @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
+    def run_refresh(self, date: str) -> None:
+        try:
+            res = self.engine.proactive_refresh(date)
+        except Exception as exc:
+            self.post_message(RefreshFinished(date, error=_err(exc)))
+            return
+        self.post_message(RefreshFinished(date, res))
+
+    def on_refresh_finished(self, message: RefreshFinished) -> None:
+        self.refresh_running = False
+        if not self.index_running:
+            self.status.set_work("")
+        if message.error:
+            self.notify(message.error, title="Refresh failed", severity="error", timeout=8)
+            return
+        res = message.result
+        status = getattr(res, "status", "done")
+        errors = list(getattr(res, "errors", []) or [])
+        topics = len(getattr(res, "topics", []) or [])
+        items = len(getattr(res, "agenda_items", []) or [])
+        how = "LLM" if getattr(res, "used_llm", False) else "keywords (no LLM)"
+        if status == "failed" or errors:
+            self.notify("; ".join(errors) or "the refresh failed", title="Refresh failed", severity="error",
+                        timeout=8)
+        elif status == "no_change":
+            self.notify("No daily notes changed since the last refresh.", title="Refresh", timeout=4)
+        else:
+            self.notify(f"{topics} topics · {items} agenda items · via {how}", title="Refreshed", timeout=5)
+        self.load_agenda(message.date if self.agenda.date in (None, message.date) else self.agenda.date)
+        self.load_days()
+
+    # -- chat -----------------------------------------------------------------------------------------------
+    def on_chat_submitted(self, message: ChatSubmitted) -> None:
+        message.stop()
+        from reme_engine.memory.session import ChatMessage, new_session_id
+
+        if self.session_id is None:
+            self.session_id = new_session_id()
+        msg = ChatMessage.create("user", message.text, tz=self.settings.tzinfo())
+        self.chat.add_message("user", message.text, msg.id, status="saving…")
+        self.save_chat(self.session_id, msg, not self.settings.llm.configured)
+
+    @work(thread=True, group="chat", exit_on_error=False)
+    def save_chat(self, session_id: str, msg, capture: bool) -> None:
+        """Append ``msg`` to the session record at once; without an LLM also to today's capture card."""
+        from reme_engine.memory.session import append_messages, session_rel
+
+        eng = self.engine
+        layers = self.settings.layers
+        try:
+            append_messages(eng.vault, layers, session_id, [msg])
+            srel = session_rel(layers, session_id)
+        except Exception as exc:
+            self.post_message(ChatSaved(msg.id, "session", None, error=_err(exc)))
+            return
+        self.post_message(ChatSaved(msg.id, "session", srel))
+        if not capture:
+            return
+        try:
+            from reme_engine.memory.auto_memory import append_user_messages_verbatim
+
+            res = append_user_messages_verbatim(eng, session_id, [msg])
+            path = res.paths[0] if res.paths else None
+        except Exception as exc:
+            self.post_message(ChatSaved(msg.id, "capture", srel, error=_err(exc)))
+            return
+        self.post_message(ChatSaved(msg.id, "capture", srel, path))
+
+    def on_chat_saved(self, message: ChatSaved) -> None:
+        if message.error:
+            what = "session record" if message.stage == "session" else "capture card"
+            self.chat.mark_failed(message.message_id, f"{what}: {message.error}")
+            self.notify(message.error, title=f"Chat not saved to the {what}", severity="error", timeout=8)
+            return
+        if message.stage == "session":
+            self.chat.mark_saved(message.message_id, "saved" if self.settings.llm.configured else "saved · capturing…")
+            return
+        cap = message.capture_path or ""
+        self.chat.mark_saved(message.message_id, f"saved → {cap.rsplit('/', 1)[-1]}" if cap else "saved")
+        today = self.today()
+        self.load_days()
+        if self.daily.date == today:
+            self.load_day(today)
+        if cap and self.note.path == cap:
+            self.post_message(OpenNote(cap, history=False))
+
+    # -- editing --------------------------------------------------------------------------------------------
+    def action_edit(self) -> None:
+        """Open the note in ``$VISUAL``/``$EDITOR`` (the app suspends meanwhile), then re-index it."""
+        from textual.app import SuspendNotSupported
+
+        path = self.note.path
+        if not path:
+            self.notify("Open a note first", timeout=2)
+            return
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+        try:
+            cmd = [*shlex.split(editor), str(Path(self.engine.vault) / path)]
+        except ValueError:
+            self.notify(f"cannot parse $EDITOR {editor!r}", severity="error")
+            return
+        try:
+            if self.app.is_headless:  # tests: no terminal to hand over
+                rc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True).returncode
+            else:
+                with self.app.suspend():
+                    rc = subprocess.run(cmd).returncode
+        except SuspendNotSupported:
+            self.notify("This terminal cannot hand over to an editor", severity="error")
+            return
+        except OSError as exc:
+            self.notify(f"cannot start {editor!r}: {exc}", title="Editor", severity="error")
+            return
+        if rc:
+            self.notify(f"{editor} exited with status {rc}", title="Editor", severity="warning", timeout=4)
+        self.status.set_work(f"re-indexing {path}…")
+        self.reindex_note(path)
+
+    @work(thread=True, group="reindex-note", exit_on_error=False)
+    def reindex_note(self, path: str) -> None:
+        try:
+            rep = self.engine.index_paths([path])
+        except Exception as exc:
+            self.post_message(NoteReindexed(path, error=_err(exc)))
+            return
+        self.post_message(NoteReindexed(path, rep))
+
+    def on_note_reindexed(self, message: NoteReindexed) -> None:
+        if not self.index_running:
+            self.status.set_work("")
+        if message.error:
+            self.notify(message.error, title="Re-index after edit failed", severity="error")
+            return
+        if self.note.path == message.path:
+            self.post_message(OpenNote(message.path, history=False))
+        self.load_status()
+        self.load_days()
+        if self.daily.date:
+            self.load_day(self.daily.date)
+
+    # -- new note -------------------------------------------------------------------------------------------
+    def action_new_note(self) -> None:
+        from .dialogs import NewNoteScreen
+
+        def chosen(path: str | None) -> None:
+            if path:
+                self.create_note(path)
+
+        self.app.push_screen(NewNoteScreen(), chosen)
+
+    @work(thread=True, group="new-note", exit_on_error=False)
+    def create_note(self, path: str) -> None:
+        title = path.rsplit("/", 1)[-1][:-3]
+        text = f"---\nname: {_yaml_str(title)}\n---\n\n# {title}\n\n"
+        try:
+            res = self.engine.write(path, text, overwrite=False)
+        except Exception as exc:
+            self.post_message(NoteCreated(None, _err(exc)))
+            return
+        self.post_message(NoteCreated(res.path))
+
+    def on_note_created(self, message: NoteCreated) -> None:
+        if message.error or not message.path:
+            self.notify(message.error or "not created", title="New note", severity="error")
+            return
+        self.notify(f"{message.path} — press e to write in it", title="Created", timeout=4)
+        self.post_message(OpenNote(message.path))
+        self.load_tree_root()
+        self.load_days()
+
+    # -- status ---------------------------------------------------------------------------------------------
+    def action_show_status(self) -> None:
+        from .dialogs import IndexStatusScreen
+
+        self.app.push_screen(IndexStatusScreen(self.engine, self.schedule_rows))
+
+    def schedule_rows(self) -> list[tuple[str, str, str]]:
+        """(Worker thread.) ``(job, next run, last run)`` rows for the status modal."""
+        rows = []
+        nxt = self.next_refresh_time()
+        if nxt is not None:
+            rows.append(("proactive_refresh", nxt.strftime("%Y-%m-%d %H:%M %Z"), ""))
+        else:
+            rows.append(("proactive_refresh", "disabled", ""))
+        return rows
 
     # -- search ---------------------------------------------------------------------------------------------
     def action_search(self, initial: str = "") -> None:
@@ -387,7 +994,7 @@ class MainScreen(Screen):
             if hit is not None:
                 self.post_message(OpenNote(hit.path, hit.start_line, end_line=hit.end_line))
 
-        self.app.push_screen(SearchScreen(self.engine, initial=initial), done)
+        self.app.push_screen(SearchScreen(self.engine, initial=initial, layers=self.settings.layers), done)
 
     # -- indexing -------------------------------------------------------------------------------------------
     def action_reindex(self) -> None:
@@ -468,6 +1075,7 @@ class MainScreen(Screen):
             self.status.set_work("embedding…" if self.engine.vectors is not None else "")
             if rep is not None and not first_pass and (rep.added or rep.removed or rep.renamed):
                 self.load_tree_root()  # files came or went: reload the tree, keeping what was open
+                self.load_days()
             current = self.note.path
             if not self.startup_opened:
                 self.find_start_note()
@@ -504,12 +1112,19 @@ class MainScreen(Screen):
     # -- the first note -------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="start", exit_on_error=False)
     def find_start_note(self) -> None:
-        """README (or index) at the vault root, else the first Markdown file."""
+        """See :meth:`start_note_path`."""
         self.post_message(StartNoteFound(self.start_note_path()))
 
     def start_note_path(self) -> str | None:
-        """(Worker thread.) The note to open first."""
+        """(Worker thread.) The note to open first: today's day page when it exists, else the README (or index,
+        home, welcome) at the vault root, else the first Markdown file."""
         eng = self.engine
+        today_page = f"{self.daily_dir}/{self.today()}.md"
+        try:
+            if eng.stat(today_page).exists:
+                return today_page
+        except Exception:
+            pass
         try:
             top = eng.list("")["entries"]
         except Exception:
@@ -538,3 +1153,10 @@ class MainScreen(Screen):
         """Open the README / first note now (command palette)."""
         self.startup_opened = False
         self.find_start_note()
+
+
+def _yaml_str(text: str) -> str:
+    """``text`` as a YAML scalar (quoted when it would not read back as the same string)."""
+    import json
+
+    return json.dumps(text, ensure_ascii=False)

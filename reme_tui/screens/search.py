@@ -3,10 +3,16 @@
 Typing is debounced (~150 ms); each search runs in an exclusive thread worker and carries a sequence number, so
 a stale answer (an older query finishing after a newer one) is dropped — the newest request wins.
 
+Filters: a layer (daily / digest / resource / session, i.e. a path prefix) and a date range (inclusive
+``YYYY-MM-DD`` bounds, matched against the date in ``daily/<date>`` / ``resource/<date>`` paths); Tab reaches them,
+a change searches again.
+
 Dismisses with the chosen ``reme_engine.search.hybrid.Hit`` (Enter) or ``None`` (Escape).
 """
 
 from __future__ import annotations
+
+import datetime as _dt
 
 from rich.text import Text
 from textual import on, work
@@ -15,7 +21,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.timer import Timer
-from textual.widgets import Footer, Input, OptionList, Static
+from textual.widgets import Footer, Input, OptionList, Select, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
@@ -56,11 +62,13 @@ class SearchScreen(ModalScreen):
         Binding("up", "move(-1)", "Previous", show=False, id="search.previous"),
         Binding("pagedown", "move(5)", "Page down", show=False, id="search.page_down"),
         Binding("pageup", "move(-5)", "Page up", show=False, id="search.page_up"),
+        Binding("ctrl+f", "focus_filters", "Filters", id="search.filters"),
     ]
 
-    def __init__(self, engine, *, initial: str = "", mode: str = "hybrid") -> None:
+    def __init__(self, engine, *, initial: str = "", mode: str = "hybrid", layers=None) -> None:
         super().__init__()
         self.engine = engine
+        self.layer_settings = layers
         self.initial = initial
         self.mode = mode if mode in MODES else "hybrid"
         self.seq = 0  # number of the newest request
@@ -77,12 +85,20 @@ class SearchScreen(ModalScreen):
         self.info = Static(self._info_text("Type to search · ↑↓ choose · Enter opens · Esc closes"),
                            id="search-info")
         self.results = SearchResults(id="search-results")
+        layer_opts = [(f"in {name}/", name) for name in self._layer_dirs()]
+        self.layer_select = Select(layer_opts, prompt="all layers", allow_blank=True, id="search-layer", compact=True)
+        self.date_from = Input(placeholder="from YYYY-MM-DD", id="search-from", compact=True, max_length=10)
+        self.date_to = Input(placeholder="to YYYY-MM-DD", id="search-to", compact=True, max_length=10)
         box = Vertical(id="search-box")
         box.border_title = "Search"
         with box:
             with Horizontal(id="search-bar"):
                 yield self.input
                 yield self.mode_label
+            with Horizontal(id="search-filters"):
+                yield self.layer_select
+                yield self.date_from
+                yield self.date_to
             yield self.info
             yield self.results
         yield Footer()
@@ -91,6 +107,67 @@ class SearchScreen(ModalScreen):
         self.input.focus()
         if self.initial.strip():
             self.call_after_refresh(self._schedule, 0)
+
+    # -- filters --------------------------------------------------------------------------------------------
+    def _layer_dirs(self) -> list[str]:
+        lay = self.layer_settings
+        if lay is None:
+            return ["daily", "digest", "resource", "session"]
+        dirs = [lay.daily_dir, lay.digest_dir, lay.resource_dir, lay.session_dir]
+        return [d.strip("/") for d in dirs if d and d.strip("/")]
+
+    def filters(self):
+        """The ``SearchFilters`` the filter row describes (None when no filter is set). Raises ValueError for a
+        malformed date."""
+        from reme_engine.search.hybrid import SearchFilters
+
+        layer = self.layer_select.value if isinstance(self.layer_select.value, str) else None
+        bounds = []
+        for field in (self.date_from, self.date_to):
+            v = field.value.strip()
+            if v:
+                try:
+                    _dt.date.fromisoformat(v)
+                except ValueError:
+                    raise ValueError(f"{v!r} is not a date (YYYY-MM-DD)") from None
+            bounds.append(v or None)
+        if not layer and not bounds[0] and not bounds[1]:
+            return None
+        return SearchFilters(path_prefix=f"{layer}/" if layer else None, date_from=bounds[0], date_to=bounds[1])
+
+    def _filter_text(self) -> str:
+        f = None
+        try:
+            f = self.filters()
+        except ValueError:
+            return ""
+        if f is None:
+            return ""
+        bits = []
+        if f.path_prefix:
+            bits.append(f.path_prefix)
+        if f.date_from or f.date_to:
+            bits.append(f"{f.date_from or '…'}..{f.date_to or '…'}")
+        return " · filter " + " ".join(bits)
+
+    @on(Select.Changed, "#search-layer")
+    def _layer_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        if self.is_mounted:
+            self._schedule(0)
+
+    @on(Input.Changed, "#search-from, #search-to")
+    def _dates_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        v = event.value.strip()
+        if not v or len(v) == 10:
+            self._schedule()
+
+    @on(Input.Submitted, "#search-from, #search-to")
+    def _dates_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self._schedule(0)
+        self.input.focus()
 
     # -- helpers --------------------------------------------------------------------------------------------
     @staticmethod
@@ -123,16 +200,22 @@ class SearchScreen(ModalScreen):
             self.results.clear_options()
             self._info("Type to search.")
             return
+        try:
+            filters = self.filters()
+        except ValueError as exc:
+            self.shown_seq = self.seq
+            self._info(str(exc))
+            return
         self._info(f"searching {query!r}…")
-        self.run_search(self.seq, query, self.mode)
+        self.run_search(self.seq, query, self.mode, filters)
 
     # -- the worker -----------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
-    def run_search(self, seq: int, query: str, mode: str) -> None:
+    def run_search(self, seq: int, query: str, mode: str, filters=None) -> None:
         """Engine search on a worker thread; the answer comes back as :class:`SearchDone`."""
         worker = get_current_worker()
         try:
-            result = self.engine.search(query, limit=RESULT_LIMIT, mode=mode, neighbors=False)
+            result = self.engine.search(query, limit=RESULT_LIMIT, mode=mode, filters=filters, neighbors=False)
         except Exception as exc:  # bad query syntax, closed store…: show it, never crash the modal
             if not worker.is_cancelled:
                 self.post_message(SearchDone(seq, query, mode, error=str(exc) or type(exc).__name__))
@@ -155,7 +238,8 @@ class SearchScreen(ModalScreen):
         note = f"{len(res.hits)} hits · {res.took_ms:.0f} ms · {res.mode}"
         if res.degraded:
             note += f" · {res.degraded}"
-        self._info(note if res.hits else f"no hits for {message.query!r} ({res.mode})")
+        ftext = self._filter_text()
+        self._info(note + ftext if res.hits else f"no hits for {message.query!r} ({res.mode}){ftext}")
         if self._open_when_ready and message.seq == self.seq:
             self._open_when_ready = False
             self._open(0)
@@ -200,6 +284,9 @@ class SearchScreen(ModalScreen):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+    def action_focus_filters(self) -> None:
+        self.layer_select.focus()
 
     def action_toggle_mode(self) -> None:
         self.mode = MODES[(MODES.index(self.mode) + 1) % len(MODES)]

@@ -1,68 +1,141 @@
-"""The neighbours list (right pane): outlinks and backlinks of the open note, from ``engine.neighbors``.
+"""The neighbours pane (right): the digest graph around the open note, from ``engine.neighbors`` (and
+``engine.traverse`` at depth 2).
 
-Each entry shows how it is linked — the predicate of a typed ``key:: [[X]]`` link or "link", ⎘ for embeds —
-then the other note's name, dimmed "(missing)" when the link is dangling, and its description.
+Outlinks and backlinks are grouped under their predicate — the key of a typed ``key:: [[X]]`` link — or "link"
+for plain links; the links of a digest node's ``## Sources`` section (back to the daily notes it was distilled
+from) get a group of their own. Each entry shows the other note's name (⎘ for embeds, struck through and
+"(missing)" when the link is dangling) and its description. At depth 2 the notes two hops away follow, each with
+the note it is reached through.
 
-Posts :class:`~reme_tui.messages.OpenNote` when an existing note is chosen (Enter or click); choosing a missing
-one only shows a notice.
+Posts :class:`~reme_tui.messages.OpenNote` when an existing note is chosen (Enter or click; choosing a missing one
+only shows a notice) and :class:`~reme_tui.messages.NeighbourDepthChanged` when ``x`` toggles depth 1 ↔ 2.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from ..messages import OpenNote
-from ..render import fit_text, one_line, plain_inline, truncate_cells
+from ..messages import NeighbourDepthChanged, OpenNote
+from ..render import fit_text, one_line, plain_inline, row_width, truncate_cells
+
+SOURCES_GROUP = "Sources"
+PLAIN_GROUP = "link"
 
 
+@dataclass
+class Hop2:
+    """A note two hops away (from ``engine.traverse``): ``via`` is the depth-1 note it is reached through."""
 
-def neighbour_prompt(n, width: int = 80) -> Text:
-    """The prompt of one ``reme_engine.search.graph.Neighbor``: how it is linked and its name on the first line,
-    its description on the second, each cut to ``width`` cells so every entry takes exactly two lines."""
-    head = Text()
-    head.append("→ " if n.direction == "out" else "← ", style="dim")
-    head.append(n.predicate or "link", style="bold underline" if n.predicate else "italic dim")
-    if n.embed:
-        head.append(" ⎘embed", style="dim")
-    head.append(" ")
+    path: str
+    name: str
+    description: str
+    dangling: bool
+    via: str
+    via_name: str
+    predicate: str | None = None
+
+
+def neighbour_prompt(n, width: int = 80, arrow: str | None = None) -> Text:
+    """One ``reme_engine.search.graph.Neighbor`` (or :class:`Hop2`): arrow and name on the first line (⎘ for an
+    embed, "(missing)" for a dangling link), the description dimmed on the second; each cut to ``width`` cells."""
+    head = Text("  ")
+    if arrow is None:
+        arrow = "→ " if getattr(n, "direction", "out") == "out" else "← "
+    head.append(arrow, style="dim")
     name = one_line(n.name or n.path.rsplit("/", 1)[-1])
     head.append(name, style="dim strike" if n.dangling else "bold")
+    if getattr(n, "embed", False):
+        head.append(" ⎘ embed", style="dim")
     if n.dangling:
         head.append(" (missing)", style="dim italic")
-    if n.ambiguous:
+    if getattr(n, "ambiguous", False):
         head.append(" (ambiguous)", style="dim italic")
     head = fit_text(head, width)
     desc = plain_inline(n.description or "")
+    if isinstance(n, Hop2):
+        via = f"via {one_line(n.via_name or n.via)}"
+        desc = f"{via} · {desc}" if desc else via
     if n.dangling and not desc:
         desc = n.path
-    t = head
     if desc:
-        t = head + Text("\n  " + truncate_cells(desc, max(1, width - 2)), style="dim")
-    return t
+        return head + Text("\n    " + truncate_cells(desc, max(1, width - 4)), style="dim")
+    return head
+
+
+def group_neighbours(items: list, sources: set[str] | frozenset = frozenset()) -> list[tuple[str, list]]:
+    """``[(group label, neighbours)]``: typed predicates in order of appearance, then plain links, then the
+    ``## Sources`` links (``sources``: their resolved paths; only for outlinks)."""
+    groups: dict[str, list] = {}
+    plain, src = [], []
+    for n in items:
+        if n.direction == "out" and not n.predicate and n.path in sources:
+            src.append(n)
+        elif n.predicate:
+            groups.setdefault(n.predicate, []).append(n)
+        else:
+            plain.append(n)
+    out = list(groups.items())
+    if plain:
+        out.append((PLAIN_GROUP, plain))
+    if src:
+        out.append((SOURCES_GROUP, src))
+    return out
+
+
+def hop2_from_traverse(result, start: str) -> list[Hop2]:
+    """The depth-2 nodes of a ``TraverseResult`` with the depth-1 note each is reached through."""
+    nodes = {n["path"]: n for n in result.nodes}
+    first = {p for p, n in nodes.items() if n.get("depth") == 1}
+    out: list[Hop2] = []
+    seen: set[str] = set()
+    for e in result.edges:
+        for near, far in ((e["src"], e["dst"]), (e["dst"], e["src"])):
+            n = nodes.get(far)
+            if near in first and n is not None and n.get("depth") == 2 and far not in seen and far != start:
+                seen.add(far)
+                via = nodes[near]
+                out.append(Hop2(far, n.get("name") or far, n.get("description") or "", bool(n.get("dangling")),
+                                near, via.get("name") or near, e.get("predicate")))
+    return out
 
 
 class NeighboursList(OptionList):
-    """Outlinks then backlinks; ``entries`` maps option id → the Neighbor it shows."""
+    """Outlinks, backlinks (grouped), then at depth 2 the second hop. ``entries`` maps option id → the
+    ``Neighbor``/:class:`Hop2` it shows; ``depth`` is 1 or 2."""
+
+    BINDINGS = [
+        Binding("x", "toggle_depth", "Depth 1↔2", id="links.depth"),
+    ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.path: str | None = None
         self.entries: dict[str, object] = {}
         self.hood = None  # the Neighborhood shown (kept to re-cut the lines when the pane is resized)
+        self.sources: frozenset[str] = frozenset()
+        self.hop2: list[Hop2] | None = None
+        self.depth = 1
         self._width = 0
 
     def on_mount(self) -> None:
         self.border_title = "Links"
 
     def _prompt_width(self) -> int:
-        return max(8, self.scrollable_content_region.width - 1)
+        return row_width(self.scrollable_content_region.width)
 
     def on_resize(self) -> None:
+        self.refit()
+
+    def refit(self) -> None:
+        """Re-cut the entries when the pane's width changed (resized, or shown after being hidden)."""
         if self.hood is not None and self._prompt_width() != self._width:
             keep = self.highlighted
-            self.show(self.path, self.hood)
+            self._render()
             if keep is not None and keep < self.option_count:
                 self.highlighted = keep
 
@@ -71,31 +144,81 @@ class NeighboursList(OptionList):
         self.entries = {}
         self.set_options([Option(Text(text, style="dim italic"), disabled=True)])
 
-    def show(self, path: str, hood) -> None:
-        """Fill from a ``Neighborhood`` of ``path``."""
+    def show(self, path: str, hood, sources=frozenset()) -> None:
+        """Fill from a ``Neighborhood`` of ``path``; ``sources``: resolved paths linked from its ``## Sources``."""
+        if path != self.path:
+            self.hop2 = None
         self.path = path
         self.hood = hood
-        self.entries = {}
-        self._width = width = self._prompt_width()
-        options: list = []
-        for title, items, total, key in (("Outlinks", hood.outlinks, hood.outlinks_total, "out"),
-                                         ("Backlinks", hood.inlinks, hood.inlinks_total, "in")):
-            more = f" ({len(items)} of {total})" if total > len(items) else f" ({total})"
-            options.append(Option(Text(title + more, style="bold underline", no_wrap=True, overflow="ellipsis"),
-                                  id=f"hdr-{key}", disabled=True))
-            if not items:
-                options.append(Option(Text("  none", style="dim italic"), disabled=True))
-            for i, n in enumerate(items):
-                oid = f"{key}-{i}"
-                self.entries[oid] = n
-                options.append(Option(neighbour_prompt(n, width), id=oid))
-        self.set_options(options)
-        self.border_subtitle = f"{hood.outlinks_total} out · {hood.inlinks_total} in"
-        # land on the first real entry so Enter works right away
-        for idx, opt in enumerate(self.options):
+        self.sources = frozenset(sources)
+        self._render()
+        for idx, opt in enumerate(self.options):  # land on the first real entry so Enter works right away
             if not opt.disabled:
                 self.highlighted = idx
                 break
+
+    def show_hop2(self, path: str, hop2: list[Hop2] | None) -> None:
+        """Add (or with None, drop) the second hop of ``path``."""
+        if path != self.path:
+            return
+        keep = self.highlighted
+        self.hop2 = hop2
+        self._render()
+        if keep is not None and keep < self.option_count:
+            self.highlighted = keep
+
+    def _render(self) -> None:
+        hood = self.hood
+        if hood is None:
+            return
+        self.entries = {}
+        self._width = width = self._prompt_width()
+        options: list = []
+
+        def header(text: str, style: str, oid: str | None = None) -> None:
+            options.append(Option(Text(text, style=style, no_wrap=True, overflow="ellipsis"), id=oid, disabled=True))
+
+        for title, items, total, key in (("Outlinks", hood.outlinks, hood.outlinks_total, "out"),
+                                         ("Backlinks", hood.inlinks, hood.inlinks_total, "in")):
+            more = f" ({len(items)} of {total})" if total > len(items) else f" ({total})"
+            header(title + more, "bold underline", f"hdr-{key}")
+            if not items:
+                options.append(Option(Text("  none", style="dim italic"), disabled=True))
+            groups = group_neighbours(items, self.sources if key == "out" else frozenset())
+            i = 0
+            for label, members in groups:
+                style = "italic dim" if label == PLAIN_GROUP else "bold"
+                if label == SOURCES_GROUP:
+                    label = "Sources (daily notes)" if all(m.path.startswith("daily/") for m in members) else "Sources"
+                header(f" {label}", style)
+                for n in members:
+                    oid = f"{key}-{i}"
+                    i += 1
+                    self.entries[oid] = n
+                    options.append(Option(neighbour_prompt(n, width), id=oid))
+        if self.depth == 2:
+            if self.hop2 is None:
+                header("Depth 2: loading…", "dim italic")
+            else:
+                header(f"Depth 2 ({len(self.hop2)})", "bold underline", "hdr-2")
+                if not self.hop2:
+                    options.append(Option(Text("  none", style="dim italic"), disabled=True))
+                for i, n in enumerate(self.hop2):
+                    oid = f"hop2-{i}"
+                    self.entries[oid] = n
+                    options.append(Option(neighbour_prompt(n, width, "⇢ "), id=oid))
+        self.set_options(options)
+        self.border_title = "Links" + (" · depth 2" if self.depth == 2 else "")
+        self.border_subtitle = f"{hood.outlinks_total} out · {hood.inlinks_total} in"
+        if self.depth == 2 and self.hop2 is not None:
+            self.border_subtitle += f" · {len(self.hop2)} at 2"
+
+    def action_toggle_depth(self) -> None:
+        self.depth = 2 if self.depth == 1 else 1
+        if self.depth == 1:
+            self.hop2 = None
+        self._render()
+        self.post_message(NeighbourDepthChanged(self.depth))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
@@ -105,5 +228,5 @@ class NeighboursList(OptionList):
         if n.dangling:
             self.notify(f"{n.name or n.path} does not exist yet (a dangling link)", severity="warning")
             return
-        line = n.line if n.direction == "in" and n.line else None
+        line = n.line if getattr(n, "direction", "") == "in" and getattr(n, "line", 0) else None
         self.post_message(OpenNote(n.path, line))

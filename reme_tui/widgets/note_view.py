@@ -1,24 +1,27 @@
-"""The note view (centre pane): a one-line frontmatter summary above the note rendered as Markdown, or as plain
-read-only text for non-Markdown files and files too big for the Markdown widget.
+"""The note view (centre pane): the frontmatter compactly (name — description · #tags on one line; the
+provenance keys ``session_id``/``source_conversation``/``source_resource``/``derived_from`` as clickable links on
+a second) above the note rendered as Markdown, or as plain read-only text for non-Markdown files and files too
+big for the Markdown widget.
 
-Posts :class:`~reme_tui.messages.FollowLink` when a wikilink or a relative Markdown link is clicked (web links are
-handed to the terminal's browser via ``App.open_url``). It never loads files: the screen gives it a
-:class:`~reme_tui.messages.NoteDocument` through :meth:`NoteView.show`.
+Posts :class:`~reme_tui.messages.FollowLink` when a wikilink, a relative Markdown link or a provenance link is
+clicked (web links are handed to the terminal's browser via ``App.open_url``). It never loads files: the screen
+gives it a :class:`~reme_tui.messages.NoteDocument` through :meth:`NoteView.show`.
 """
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.content import Content
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Markdown, Static, TextArea
 
 from ..messages import FollowLink, NoteDocument
-from ..render import frontmatter_summary, human_size, parse_href, truncate_cells
+from ..render import frontmatter_summary, human_size, parse_href, provenance_links, truncate_cells
 
 #: Above this many bytes a note is shown as plain text: the Markdown widget mounts one widget per block and
-#: would freeze the UI for seconds on a big file.
-MAX_MARKDOWN_BYTES = 200 * 1024
+#: would hold the UI for a noticeable moment on a big file (a 100 KB note renders in well under a second).
+MAX_MARKDOWN_BYTES = 100 * 1024
 
 
 class NoteScroll(VerticalScroll, can_focus=True):
@@ -36,6 +39,8 @@ class NoteView(Vertical):
         self.border_title = "Note"
         # Kept as attributes: a note may arrive before nested children are mounted.
         self.meta = Static("", id="note-meta", markup=False)
+        self.prov = Static("", id="note-prov", markup=False)
+        self.prov_links: list[tuple[str, str]] = []  # (label, link target) of the provenance line
         self.scroller = NoteScroll(id="note-scroll")
         self.markdown = Markdown("", id="note-md", open_links=False)
         self.plain = TextArea("", id="note-plain", read_only=True, soft_wrap=True, show_line_numbers=True)
@@ -44,6 +49,7 @@ class NoteView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield self.meta
+        yield self.prov
         with self.scroller:
             yield self.markdown
         yield self.plain
@@ -59,6 +65,8 @@ class NoteView(Vertical):
             summary += ("  " if summary else "") + f"⚠ {doc.warning}"
         self.summary = summary
         self.meta.display = bool(summary)
+        self.prov_links = provenance_links(doc.meta)
+        self.prov.display = bool(self.prov_links)
         self._fit_meta()
         if doc.plain:
             self.scroller.display = False
@@ -77,10 +85,38 @@ class NoteView(Vertical):
         # cut with our cell-aware helper: Rich's ellipsis pads a wide character cut in half with a space
         width = self.meta.content_region.width or self.content_region.width - 2
         self.meta.update(Text(truncate_cells(self.summary, max(1, width)), no_wrap=True))
+        if self.prov_links:
+            self.prov.update(self._prov_content(max(1, width)))
+
+    def _prov_content(self, width: int) -> Content:
+        """``↳ source_conversation: d29f6b31.jsonl · …`` with each target clickable (cut to ``width`` cells)."""
+        parts: list[Content] = [Content("↳ ")]
+        used = 2
+        for i, (label, target) in enumerate(self.prov_links):
+            shown = target.rsplit("/", 1)[-1]
+            piece = f"{label}: "
+            sep = " · " if i else ""
+            need = len(sep) + Content(piece + shown).cell_length
+            if used + need > width and i:
+                parts.append(Content("…"))
+                break
+            if sep:
+                parts.append(Content(sep))
+            parts.append(Content.styled(piece, "dim"))
+            parts.append(Content.from_markup(f"[@click=follow_provenance({i})]$shown[/]",
+                                             shown=truncate_cells(shown, max(4, width - used - len(piece)))))
+            used += need
+        return Content("").join(parts)
 
     def on_resize(self) -> None:
-        if self.summary:
+        if self.summary or self.prov_links:
             self.call_after_refresh(self._fit_meta)
+
+    def action_follow_provenance(self, index: int) -> None:
+        """Follow provenance link number ``index`` (a click on the provenance line)."""
+        if 0 <= index < len(self.prov_links):
+            target, _, anchor = self.prov_links[index][1].partition("#")
+            self.post_message(FollowLink(target, anchor or None, self.path))
 
     def focus_body(self) -> None:
         (self.plain if self.plain.display else self.scroller).focus()

@@ -1,10 +1,13 @@
-"""The status line (bottom, above the footer): vault, demo marker, index figures, running work, embedder, LLM.
+"""The status line (bottom, above the footer): vault, demo marker, index figures (files, chunks, vectors, when
+last indexed), running work with progress, embedder, LLM.
 
 Posts nothing; the screen feeds it with :meth:`StatusLine.set_status` and :meth:`StatusLine.set_work`. One line,
 cut with an ellipsis by cell width (CJK vault names stay aligned).
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from rich.text import Text
 from textual.reactive import reactive
@@ -22,6 +25,21 @@ def _short_embedder(space: str | None) -> str:
         return f"embedder: {parts[2] if len(parts) > 2 else space}"
     bits = space.split("-")
     return f"embedder: {bits[0]} {bits[-1]}d" if len(bits) >= 2 and bits[-1].isdigit() else f"embedder: {space}"
+
+
+def _short_time(stamp: str | None) -> str:
+    """``20:03`` for a stamp of today, ``11-28 20:03`` otherwise ('' when missing or unreadable)."""
+    if not stamp:
+        return ""
+    try:
+        dt = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S%z")
+    except ValueError:
+        try:
+            dt = datetime.fromisoformat(stamp)
+        except ValueError:
+            return ""
+    now = datetime.now(dt.tzinfo) if dt.tzinfo else datetime.now()
+    return dt.strftime("%H:%M") if dt.date() == now.date() else dt.strftime("%m-%d %H:%M")
 
 
 class StatusLine(Static):
@@ -57,6 +75,9 @@ class StatusLine(Static):
                 t.append(f"{have} vectors")
             else:
                 t.append("no vectors")
+            when = _short_time(st.get("last_indexed"))
+            if when:
+                t.append(f" · indexed {when}", style="dim")
         else:
             t.append("index: opening…", style="italic")
         if self.work:

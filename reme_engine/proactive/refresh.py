@@ -1,0 +1,201 @@
+"""The proactive refresh (seeds 000/001 "Refresh cost, files, and opt-out"; DESIGN §6): daily notes →
+``<daily>/<date>/interests.yaml`` (v2) and the truth source ``<daily>/_proactive.yaml``.
+
+Steps (each its own module with typed input/output): :mod:`.extract` → :mod:`.topics` → :mod:`.plan` →
+:mod:`.agenda` → :mod:`.finish`. Entry point: :func:`run_proactive_refresh` (``Engine.proactive_refresh`` calls it
+under the vault's writer lock; ``reme-tui job proactive_refresh date=…``).
+
+Cost contract:
+
+- No daily Markdown of the ``scan_days`` window changed since the last run (catalog ``proactive``) → return
+  ``no_change`` before any LLM call, no file written. Changed files that are blank are checkpointed the same way.
+- Extract: one call, one retry on an unusable reply. Plan: one call when push candidates remain. Agenda: one call
+  when the plan keeps more than one item. At most four calls.
+- ``llm=None``: the keyword fallback (:mod:`.keywords`) — no call at all, file marked ``generator:
+  keyword-fallback``, ``kind: keyword`` topics, ``push: false``, ``agenda: []``.
+
+Failures: an LLM error (transport, deadline) or an extract reply unusable twice → ``status: failed``, nothing
+written, catalog not advanced (the next run retries). A concurrent edit of either output file → ``failed`` with
+the conflict in ``errors``, nothing overwritten. An unusable plan/agenda reply degrades (no agenda / plan order)
+with a warning. Auto dream's files (digest, day pages, cards) are only read, never written.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+from dataclasses import dataclass, field
+
+from reme_engine.llm.client import LLMError, UsageTally
+from reme_engine.vault.daily import valid_date
+from reme_engine.vault.io import WriteConflict
+
+from .agenda import AgendaInput, run_agenda
+from .extract import ExtractError, ExtractInput, apply_budget, changed_files, is_blank, run_extract, scan_window
+from .finish import FinishInput, run_finish
+from .keywords import KeywordInput, run_keywords
+from .model import CATALOG, KEYWORD_MARK, OPEN, ProactiveParams, day_of_path, window_days
+from .plan import PlanInput, PlanUnusable, related_memory, run_plan
+from .topics import TopicsInput, interests_path, load_truth, run_topics
+
+log = logging.getLogger(__name__)
+
+NO_CHANGE, WRITTEN, FAILED = "no_change", "written", "failed"
+
+
+@dataclass
+class ProactiveRefreshReport:
+    """Outcome of one refresh.
+
+    ``status``: ``no_change`` | ``written`` | ``failed``; ``path``: the day file written (None otherwise);
+    ``llm_calls``: calls made (failed ones included); ``tally``: :class:`UsageTally` as a dict (calls, tokens, per
+    step); ``topics``: the day file's topics as ``{id, title, kind, confidence, state}`` (state ``new`` |
+    ``updated`` | ``carried``); ``agenda_items``: ``{topic_id, title}`` in agenda order; ``used_llm``: an LLM was
+    given (False = keyword fallback); ``errors``: why it failed; ``warnings``: degraded but written;
+    ``changed``: input paths consumed; ``deferred``: changed paths left for the next run (budget);
+    ``push``: the file's ``push``; ``run_id``: the change-journal run (``reme-tui job revert run_id=…``);
+    ``similarities``: best known-topic cosine per candidate (diagnostics for ``known_threshold``).
+    """
+
+    date: str
+    status: str = NO_CHANGE
+    path: str | None = None
+    llm_calls: int = 0
+    tally: dict = field(default_factory=dict)
+    topics: list[dict] = field(default_factory=list)
+    agenda_items: list[dict] = field(default_factory=list)
+    used_llm: bool = False
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)
+    push: bool = False
+    run_id: str | None = None
+    similarities: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "date": self.date, "status": self.status, "path": self.path, "llm_calls": self.llm_calls,
+            "tally": self.tally, "topics": self.topics, "agenda_items": self.agenda_items,
+            "used_llm": self.used_llm, "errors": self.errors, "warnings": self.warnings, "changed": self.changed,
+            "deferred": self.deferred, "push": self.push, "run_id": self.run_id,
+            "similarities": self.similarities,
+        }
+
+
+def tally_dict(tally: UsageTally) -> dict:
+    """The tally's figures. (``UsageTally.to_dict`` deep-copies its lock via ``asdict`` and raises TypeError.)"""
+    with tally._lock:
+        return {"calls": tally.calls, "failed_calls": tally.failed_calls, "input_tokens": tally.input_tokens,
+                "output_tokens": tally.output_tokens, "by_step": {k: dict(v) for k, v in tally.by_step.items()}}
+
+
+def run_proactive_refresh(engine, *, date: str, llm=None, params: ProactiveParams | None = None,
+                          now: _dt.datetime | None = None) -> ProactiveRefreshReport:
+    """Refresh the proactive topics of ``date`` (YYYY-MM-DD) from the vault's daily notes.
+
+    ``llm``: an :class:`~reme_engine.llm.client.LLMClient`, or None for the keyword fallback. ``params``: seed
+    defaults when None. ``now``: the ``generated_at`` instant (default: now in the app's timezone; a naive value is
+    taken as app-local). Raises ValueError for an invalid ``date``; every other failure is reported in the result.
+    """
+    params = params or ProactiveParams()
+    date = valid_date(date)
+    tz = engine.settings.tzinfo()
+    generated_at = (now or _dt.datetime.now(tz))
+    generated_at = (generated_at.replace(tzinfo=tz) if generated_at.tzinfo is None else generated_at.astimezone(tz))
+    generated_at = generated_at.replace(microsecond=0)
+    daily_dir = engine.settings.layers.daily_dir.strip("/") or "daily"
+    keyword_mode = llm is None
+    tally = UsageTally()
+    rep = ProactiveRefreshReport(date=date, used_llm=not keyword_mode)
+
+    def close(status: str) -> ProactiveRefreshReport:
+        rep.status = status
+        rep.tally = tally_dict(tally)
+        rep.llm_calls = tally.calls
+        return rep
+
+    scan = scan_window(engine.vault, daily_dir, date, params.scan_days, engine.settings.max_file_bytes)
+    rep.warnings += [f"skipped {s['path']}: {s['reason']}" for s in scan.skipped]
+    catalog = engine.store.catalog_get(CATALOG)
+    changed = changed_files(scan.files, catalog, keyword_mode=keyword_mode)
+    mark = (lambda sha: KEYWORD_MARK + sha) if keyword_mode else (lambda sha: sha)
+    if not changed:
+        return close(NO_CHANGE)
+    blank = [f for f in changed if is_blank(f)]
+    material = [f for f in changed if not is_blank(f)]
+    if not material:
+        # nothing to read: checkpoint so the next run does not look again; no LLM call, no file (seed)
+        engine.store.catalog_set(CATALOG, {f.path: mark(f.sha) for f in blank})
+        rep.changed = [f.path for f in blank]
+        return close(NO_CHANGE)
+
+    window = {f.path for f in scan.files}
+    days = set(window_days(date, params.scan_days))
+    gone = [p for p in catalog if p not in window and day_of_path(p, daily_dir) in days]
+    journal = engine.journal
+    truth = load_truth(engine.vault, daily_dir, date, params, max_bytes=engine.settings.max_file_bytes,
+                       app_written_sha=journal.last_written_sha)
+    rep.warnings += truth.warnings
+    budget = apply_budget(material, params.max_chars_per_file, params.max_total_chars)
+    rep.deferred = [f.path for f in budget.deferred]
+    consumed_files = [f for f, _ in budget.shown] + blank
+    rep.changed = [f.path for f in consumed_files]
+    run = journal.start_run(engine.vault, "proactive_refresh",
+                            {"date": date, "llm": not keyword_mode, "changed": rep.changed})
+    rep.run_id = run.run_id
+    try:
+        if keyword_mode:
+            kw = run_keywords(KeywordInput([f for f, _ in budget.shown], daily_dir, engine.store, engine.embedder,
+                                           engine.state_dir, params.max_topics))
+            rep.warnings += kw.warnings
+            candidates = kw.candidates
+        else:
+            known = sorted((t for t in truth.topics if t.status == OPEN),
+                           key=lambda t: t.last_evidence_at or t.first_seen, reverse=True)
+            ex = run_extract(llm, ExtractInput(date, budget.shown, known[: params.max_carry_forward_topics],
+                                               engine.settings.language, params), tally)
+            rep.warnings += [f"extract: dropped {d}" for d in ex.dropped]
+            candidates = ex.candidates
+        top = run_topics(TopicsInput(date, candidates, truth.topics, params, engine.embedder, daily_dir))
+        rep.warnings += top.warnings
+        rep.similarities = [{"candidate": c, "known_id": k, "cosine": round(s, 4)} for c, k, s in top.similarities]
+        agenda, skipped = [], []
+        if not keyword_mode and top.push_candidates:
+            cands = top.push_candidates[: params.max_topics]
+            related = {t.id: related_memory(engine, t) for t in cands}
+            try:
+                plan = run_plan(llm, PlanInput(date, cands, related, engine.settings.language, params), tally)
+            except PlanUnusable as exc:
+                rep.warnings.append(f"plan reply unusable ({exc}); no agenda today")
+                plan = None
+            if plan is not None:
+                rep.warnings += plan.warnings
+                skipped = plan.skipped
+                if plan.pushed:
+                    ag = run_agenda(llm, AgendaInput(date, plan.pushed, engine.settings.language, params), tally)
+                    rep.warnings += ag.warnings
+                    agenda = ag.agenda
+        fin = run_finish(engine, run, FinishInput(
+            date=date, generated_at=generated_at, daily_dir=daily_dir, topics=top, agenda=agenda, skipped=skipped,
+            keyword_fallback=keyword_mode, truth_sha=truth.sha, day_sha=truth.day_sha,
+            consumed={f.path: mark(f.sha) for f in consumed_files}, gone=gone, sources=rep.changed))
+        rep.warnings += fin.warnings
+    except (LLMError, ExtractError, WriteConflict) as exc:
+        rep.errors.append(str(exc))
+        log.warning("proactive refresh %s failed: %s", date, exc)
+        close(FAILED)
+        run.finish("failed", {"errors": rep.errors}, rep.tally)
+        return rep
+    except BaseException as exc:
+        run.finish("failed", {"errors": [f"{type(exc).__name__}: {exc}"]}, tally_dict(tally))
+        raise
+    rep.path = interests_path(daily_dir, date)
+    rep.push = bool(agenda)
+    rep.topics = [{"id": t.id, "title": t.title, "kind": t.kind, "confidence": round(t.confidence, 2),
+                   "state": top.touched.get(t.id, "carried")} for t in top.day_topics]
+    rep.agenda_items = [{"topic_id": a.topic_id, "title": a.title} for a in agenda]
+    close(WRITTEN)
+    run.finish("ok", {"path": rep.path, "topics": len(rep.topics), "agenda_items": len(rep.agenda_items),
+                      "used_llm": rep.used_llm, "warnings": rep.warnings[:20]}, rep.tally)
+    return rep

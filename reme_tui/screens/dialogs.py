@@ -1,0 +1,190 @@
+"""Small modals: new note, follow a link of the open note, index status.
+
+* :class:`NewNoteScreen` dismisses with the vault-relative path typed (``.md`` added) or None.
+* :class:`LinkPickerScreen` dismisses with ``(target, anchor)`` of the chosen link or None.
+* :class:`IndexStatusScreen` shows ``engine.status()``/``health_check()`` and the scheduler's next runs, read
+  by its own thread worker; dismisses with None.
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from ..render import fit_text, one_line
+
+
+def note_path_for(text: str, folder: str = "") -> str | None:
+    """``"Idea"`` → ``folder/Idea.md``; a text with ``/`` is taken as a vault path. None when unusable."""
+    raw = one_line(text).strip().strip("/")
+    if not raw or raw.startswith(".") or ".." in raw.split("/"):
+        return None
+    if "/" not in raw and folder:
+        raw = f"{folder.strip('/')}/{raw}"
+    if not raw.lower().endswith(".md"):
+        raw += ".md"
+    return raw
+
+
+class NewNoteScreen(ModalScreen[str | None]):
+    """Ask for a new note's title or path. ``folder``: where a bare title goes."""
+
+    BINDINGS = [Binding("escape", "close", "Cancel", id="new_note.close")]
+
+    def __init__(self, folder: str = "") -> None:
+        super().__init__()
+        self.folder = folder
+
+    def compose(self) -> ComposeResult:
+        box = Vertical(id="dialog-box")
+        box.border_title = "New note"
+        where = f"in {self.folder}/" if self.folder else "at the vault root"
+        box.border_subtitle = "Enter creates · Esc cancels"
+        with box:
+            yield Static(f"Title (a bare title goes {where}; or type a path like digest/wiki/Name):",
+                         classes="dialog-help", markup=False)
+            yield Input(placeholder="Title or path", id="new-note-input")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    @on(Input.Submitted, "#new-note-input")
+    def _submitted(self, event: Input.Submitted) -> None:
+        path = note_path_for(event.value, self.folder)
+        if path is None:
+            self.notify("Type a title or a path inside the vault", severity="warning")
+            return
+        self.dismiss(path)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class LinkPickerScreen(ModalScreen[tuple[str, str | None] | None]):
+    """Choose one of ``links`` — ``(shown text, target, anchor)`` — to follow."""
+
+    BINDINGS = [Binding("escape", "close", "Close", id="links_picker.close")]
+
+    def __init__(self, links: list[tuple[str, str, str | None]], title: str = "Follow a link") -> None:
+        super().__init__()
+        self.links = links
+        self.title_text = title
+
+    def compose(self) -> ComposeResult:
+        box = Vertical(id="dialog-box", classes="-tall")
+        box.border_title = self.title_text
+        box.border_subtitle = "Enter follows · Esc closes"
+        opts = []
+        for i, (shown, target, anchor) in enumerate(self.links):
+            t = Text(one_line(shown), style="bold")
+            dest = target + (f"#{anchor}" if anchor else "")
+            if dest != shown:
+                t.append(f"  {dest}", style="dim")
+            opts.append(Option(fit_text(t, 100), id=str(i)))
+        if not opts:
+            opts.append(Option(Text("This note has no links.", style="dim italic"), disabled=True))
+        with box:
+            yield OptionList(*opts, id="link-picker")
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    @on(OptionList.OptionSelected, "#link-picker")
+    def _chosen(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        _shown, target, anchor = self.links[int(event.option.id or 0)]
+        self.dismiss((target, anchor))
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class _StatusRead(Message):
+    def __init__(self, status: dict, health: dict | None, schedule: list[tuple[str, str, str]],
+                 error: str | None = None) -> None:
+        super().__init__()
+        self.status = status
+        self.health = health
+        self.schedule = schedule
+        self.error = error
+
+
+class IndexStatusScreen(ModalScreen[None]):
+    """Index figures, embedder and LLM state, skipped files, scheduled jobs. ``schedule_fn`` (worker thread) →
+    ``[(job, next run, last run)]``."""
+
+    BINDINGS = [Binding("escape,q", "close", "Close", id="index_status.close")]
+
+    def __init__(self, engine, schedule_fn=None) -> None:
+        super().__init__()
+        self.engine = engine
+        self.schedule_fn = schedule_fn
+        self.body = Static(Text("reading…", style="dim italic"), id="status-body")
+
+    def compose(self) -> ComposeResult:
+        box = VerticalScroll(id="dialog-box", classes="-tall")
+        box.border_title = "Index status"
+        box.border_subtitle = "Esc closes"
+        with box:
+            yield self.body
+
+    def on_mount(self) -> None:
+        self.read_status()
+
+    @work(thread=True, exclusive=True, exit_on_error=False)
+    def read_status(self) -> None:
+        try:
+            status = self.engine.status()
+            health = self.engine.health_check()
+            schedule = self.schedule_fn() if self.schedule_fn else []
+        except Exception as exc:
+            self.post_message(_StatusRead({}, None, [], f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(_StatusRead(status, health, schedule))
+
+    def on__status_read(self, message: _StatusRead) -> None:
+        if message.error:
+            self.body.update(Text(f"⚠ {message.error}", style="italic"))
+            return
+        st, health = message.status, message.health or {}
+        table = Table(box=None, show_header=False, expand=True, pad_edge=False)
+        table.add_column("what", style="bold", no_wrap=True)
+        table.add_column("value")
+        rows = [
+            ("vault", st.get("vault", "")),
+            ("state dir", st.get("state_dir", "")),
+            ("files", str(st.get("files", "?"))),
+            ("chunks", str(st.get("chunks", "?"))),
+            ("links", str(st.get("links", "?"))),
+            ("vectors", str(st.get("vectors") if st.get("vectors") is not None else "—")),
+            ("chunks without vectors", str(st.get("chunks_without_vectors", "—"))),
+            ("last indexed", st.get("last_indexed") or "never"),
+            ("embedder", st.get("embedder") or "off (keyword search only)"),
+            ("LLM", "configured" if st.get("llm_configured") else "not configured"),
+            ("tokenizer", st.get("tokenizer", "")),
+        ]
+        for k, v in rows:
+            table.add_row(k, Text(str(v)))
+        for name, nxt, last in message.schedule:
+            table.add_row(f"job {name}", Text(f"next {nxt}" + (f" · last {last}" if last else "")))
+        for name, v in (health.get("checks") or {}).items():
+            table.add_row(f"check {name}", Text(str(v)))
+        skipped = health.get("skipped") or []
+        if skipped:
+            table.add_row("skipped files", Text(str(len(skipped))))
+            for s in skipped[:20]:
+                path = s.get("path") if isinstance(s, dict) else str(s)
+                reason = s.get("reason", "") if isinstance(s, dict) else ""
+                table.add_row("", Text(f"{path}: {reason}", style="dim"))
+        self.body.update(table)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

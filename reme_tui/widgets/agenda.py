@@ -1,0 +1,278 @@
+"""The Agenda pane: a day's proactive result (``engine.proactive_read``) — the agenda items in order (opener,
+next action, delivery, why), then the topics with their kind and confidence.
+
+A date field at the top picks the day (Enter reads it; ``←``/``→`` on the list step one day). When the day has
+no interests file the pane says so calmly, with the time of the next scheduled refresh.
+
+Posts:
+
+* :class:`~reme_tui.messages.AgendaRequested` when another day is picked;
+* :class:`~reme_tui.messages.FollowLink` when an item or topic is chosen (its evidence note, resolved by the
+  screen the way wikilinks are).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import Input, OptionList
+from textual.widgets.option_list import Option
+
+from ..messages import AgendaRequested, FollowLink
+from ..render import fit_text, one_line, row_width, truncate_cells
+
+def _strip_link(value: str) -> str:
+    v = one_line(value)
+    if v.startswith("![["):
+        v = v[1:]
+    if v.startswith("[[") and v.endswith("]]"):
+        v = v[2:-2].split("|", 1)[0]
+    return v.strip()
+
+
+def evidence_target(item: dict, topics_by_id: dict[str, dict]) -> str | None:
+    """The note an agenda item or topic points at: the topic's ``evidence`` (when it names a note), else its
+    first path, else the item's first ``linked_memory``."""
+    topic = item if "topic_id" not in item else topics_by_id.get(str(item.get("topic_id")), {})
+    cands: list = []
+    for src in (topic, item):
+        ev = src.get("evidence")
+        if isinstance(ev, list):
+            cands.extend(ev)
+        elif ev:
+            cands.append(ev)
+        cands.extend(src.get("paths") or [])
+        cands.extend(src.get("linked_memory") or [])
+    for c in cands:
+        if not isinstance(c, str):
+            continue
+        t = _strip_link(c)
+        # evidence may be prose ("the user said …"); a note reference has no spaces around a path-ish shape
+        if t and ("/" in t or t.lower().endswith(".md")) and "\n" not in t:
+            return t
+    return None
+
+
+def _field(label: str, value, width: int, style: str = "") -> Text | None:
+    if value is None or value == "" or value == []:
+        return None
+    if isinstance(value, list):
+        value = ", ".join(str(v) for v in value)
+    t = Text("  ")
+    t.append(f"{label} ", style="dim")
+    t.append(one_line(str(value)), style=style)
+    return fit_text(t, width)
+
+
+def agenda_prompt(n: int, item: dict, width: int) -> Text:
+    head = Text(f"{n}. ", style="bold")
+    head.append(one_line(item.get("title") or "(untitled)"), style="bold")
+    if item.get("scenario_type"):
+        head.append(f"  {item['scenario_type']}", style="dim italic")
+    lines = [fit_text(head, width)]
+    for label, key, style in (("“", "opener", "italic"), ("→", "next_action", ""),
+                              ("via", "delivery", "dim"), ("why", "order_reason", "dim")):
+        f = _field(label, item.get(key), width, style)
+        if f is not None:
+            lines.append(f)
+    return Text("\n").join(lines)
+
+
+def topic_prompt(topic: dict, width: int) -> Text:
+    head = Text("• ")
+    head.append(one_line(topic.get("title") or "(untitled)"), style="bold")
+    meta = []
+    if topic.get("kind"):
+        meta.append(str(topic["kind"]))
+    conf = topic.get("confidence")
+    if isinstance(conf, (int, float)):
+        meta.append(f"{conf:.2f}")
+    tail = Text(f"  {' · '.join(meta)}", style="dim") if meta else Text()
+    if head.cell_len + tail.cell_len > width:
+        head = fit_text(head, max(4, width - tail.cell_len))
+    lines = [fit_text(head + tail, width)]
+    if topic.get("reason"):
+        lines.append(Text("  " + truncate_cells(one_line(topic["reason"]), max(1, width - 2)), style="dim"))
+    return Text("\n").join(lines)
+
+
+def next_refresh_text(when, now: _dt.datetime | None = None) -> str:
+    """``today 18:00 (in 3 h 10 min)`` / ``Mon 30 Nov 18:00`` for an aware datetime."""
+    if when is None:
+        return ""
+    now = now or _dt.datetime.now(when.tzinfo)
+    delta = when - now
+    mins = max(0, int(delta.total_seconds() // 60))
+    rel = f"in {mins // 60} h {mins % 60} min" if mins >= 60 else f"in {mins} min"
+    if when.date() == now.date():
+        day = "today"
+    elif when.date() == now.date() + _dt.timedelta(days=1):
+        day = "tomorrow"
+    else:
+        day = when.strftime("%a %d %b")
+    return f"{day} {when.strftime('%H:%M')} ({rel})"
+
+
+class AgendaList(OptionList):
+    """Agenda items then topics. ``←``/``→`` step one day (handled by :class:`AgendaPane`)."""
+
+    BINDINGS = [
+        Binding("left", "step(-1)", "Day before", show=False, id="agenda.previous_day"),
+        Binding("right", "step(1)", "Day after", show=False, id="agenda.next_day"),
+    ]
+
+    def action_step(self, delta: int) -> None:
+        pane = next((a for a in self.ancestors if isinstance(a, AgendaPane)), None)
+        if pane is not None:
+            pane.step(delta)
+
+
+class AgendaPane(Vertical):
+    """``date``: the day shown (None until the first answer); ``result``: the ``ProactiveReadResult`` shown."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.date: str | None = None
+        self.today: str | None = None
+        self.result = None
+        self.next_refresh = None
+        self.error: str | None = None
+        self.items: dict[str, dict] = {}  # option id → agenda item / topic
+        self.topics_by_id: dict[str, dict] = {}
+        self._width = 0
+        self.date_input = Input(placeholder="YYYY-MM-DD", id="agenda-date", compact=True, max_length=10)
+        self.list = AgendaList(id="agenda-list")
+
+    def compose(self) -> ComposeResult:
+        yield self.date_input
+        yield self.list
+
+    def on_mount(self) -> None:
+        self.border_title = "Agenda"
+        self.show_message("Reading today's agenda…")
+
+    # -- requests -------------------------------------------------------------------------------------------
+    def request(self, date: str = "") -> None:
+        self.post_message(AgendaRequested(date))
+
+    def step(self, delta: int) -> None:
+        base = self.date or self.today
+        if not base:
+            return
+        try:
+            d = _dt.date.fromisoformat(base) + _dt.timedelta(days=delta)
+        except ValueError:
+            return
+        self.request(d.isoformat())
+
+    @on(Input.Submitted, "#agenda-date")
+    def _date_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        text = event.value.strip()
+        if text.lower() in ("", "today"):
+            self.request("")
+            return
+        try:
+            _dt.date.fromisoformat(text)
+        except ValueError:
+            self.notify(f"{text!r} is not a date (YYYY-MM-DD)", severity="warning")
+            return
+        self.request(text)
+        self.list.focus()
+
+    # -- filling --------------------------------------------------------------------------------------------
+    def _row_width(self) -> int:
+        return row_width(self.list.scrollable_content_region.width, 10)
+
+    def show_message(self, text: str) -> None:
+        self.items = {}
+        self.list.set_options([Option(Text(text, style="dim italic"), disabled=True)])
+
+    def show(self, date: str, today: str, result, next_refresh=None, error: str | None = None) -> None:
+        """Show ``result`` (a ``ProactiveReadResult``) for ``date``; ``next_refresh``: when the next scheduled
+        refresh runs (aware datetime), shown in the empty state."""
+        self.date, self.today, self.result, self.next_refresh, self.error = date, today, result, next_refresh, error
+        with self.date_input.prevent(Input.Changed):
+            self.date_input.value = date
+        self.border_title = "Agenda · today" if date == today else f"Agenda · {date}"
+        self.items = {}
+        self._width = width = self._row_width()
+        opts: list[Option] = []
+
+        def note(text: str, style: str = "dim italic") -> None:
+            for line in text.split("\n"):
+                opts.append(Option(Text(line, style=style), disabled=True))
+
+        if error or result is None:
+            note(f"⚠ could not read the agenda: {error or 'no result'}", "italic")
+        elif not result.success:
+            note(f"⚠ {result.error or 'the interests file could not be read'}", "italic")
+            note(f"  {result.path}")
+        elif result.skipped:
+            when = "today" if date == today else f"for {date}"
+            note(f"No proactive refresh yet {when}.", "italic")
+            if date == today:
+                nxt = next_refresh_text(next_refresh)
+                note(f"Next scheduled refresh: {nxt}." if nxt else "No refresh is scheduled.")
+                note("Press r to refresh now.")
+            else:
+                note("←/→ steps days · type a date above.")
+        else:
+            topics = result.topics or []
+            self.topics_by_id = {str(t.get("id")): t for t in topics if t.get("id") is not None}
+            agenda = result.agenda or []
+            if agenda:
+                opts.append(Option(Text(f"Agenda ({len(agenda)})", style="bold underline"), disabled=True))
+                for i, item in enumerate(agenda):
+                    oid = f"item-{i}"
+                    self.items[oid] = item
+                    opts.append(Option(agenda_prompt(i + 1, item, width), id=oid))
+            elif result.agenda is not None:
+                note("No agenda items.")
+            opts.append(Option(Text(f"Topics ({len(topics)})", style="bold underline"), disabled=True))
+            if not topics:
+                note("  none above the confidence threshold")
+            for i, t in enumerate(topics):
+                oid = f"topic-{i}"
+                self.items[oid] = t
+                opts.append(Option(topic_prompt(t, width), id=oid))
+        if opts:
+            self.list.set_options(opts)
+        self.border_subtitle = (f"{len(result.agenda or [])} items · {len(result.topics)} topics"
+                                if result is not None and result.success and not result.skipped else "←/→ days")
+        for idx, opt in enumerate(self.list.options):
+            if not opt.disabled:
+                self.list.highlighted = idx
+                break
+
+    def on_resize(self) -> None:
+        self.refit()
+
+    def refit(self) -> None:
+        """Re-cut the rows when the pane's width changed (resized, or shown after being hidden)."""
+        if self.date is not None and self._row_width() != self._width:
+            keep = self.list.highlighted
+            self.show(self.date, self.today or "", self.result, self.next_refresh, self.error)
+            if keep is not None and keep < self.list.option_count:
+                self.list.highlighted = keep
+
+    # -- choosing -------------------------------------------------------------------------------------------
+    @on(OptionList.OptionSelected, "#agenda-list")
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        item = self.items.get(event.option.id or "")
+        if item is None:
+            return
+        target = evidence_target(item, self.topics_by_id)
+        if target is None:
+            self.notify("This item names no evidence note.", severity="warning")
+            return
+        self.post_message(FollowLink(target, None, None))
+
+    def focus_list(self) -> None:
+        self.list.focus()

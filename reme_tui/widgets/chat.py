@@ -1,0 +1,148 @@
+"""The Chat pane: a scrolling transcript above a one-line input.
+
+Posts :class:`~reme_tui.messages.ChatSubmitted` when the user presses Enter on a non-empty input; the screen
+saves the message (session record, and today's capture card without an LLM) and reports back with
+:meth:`ChatPane.mark_saved` / :meth:`ChatPane.mark_failed`.
+
+Replies plug in through the streaming API, called on the UI thread as chunks arrive::
+
+    msg_id = pane.begin_stream("assistant")    # an empty bubble
+    pane.append_chunk(msg_id, "Hel")           # grows in place; the transcript follows the end
+    pane.append_chunk(msg_id, "lo")
+    pane.end_stream(msg_id)                    # returns the full text
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Input, Static
+
+from ..messages import ChatSubmitted
+
+ROLE_LABELS = {"user": "you", "assistant": "reme", "system": "·"}
+NO_LLM_NOTICE = ("No LLM configured — a quick-capture journal: each message is saved to the session record and "
+                 "today's capture card. Answers need an LLM.")
+LLM_NOTICE = "Messages are saved to the session record as you send them."
+
+
+class ChatBubble(Static):
+    """One message: a role label, the text, and a dim status (saving…/saved/failed). ``text`` grows while
+    streaming."""
+
+    def __init__(self, msg_id: str, role: str, text: str = "", *, status: str = "") -> None:
+        super().__init__("", classes=f"chat-msg -{role}", markup=False)
+        self.msg_id = msg_id
+        self.role = role
+        self.text = text
+        self.status = status
+        self.streaming = False
+        self._refresh_text()
+
+    def _refresh_text(self) -> None:
+        t = Text()
+        t.append(ROLE_LABELS.get(self.role, self.role) + " ", style="bold")
+        t.append(self.text + ("▍" if self.streaming else ""))
+        if self.status:
+            t.append(f"  {self.status}", style="dim italic")
+        self.update(t)
+
+    def set_status(self, status: str) -> None:
+        self.status = status
+        self._refresh_text()
+
+    def append(self, chunk: str) -> None:
+        self.text += chunk
+        self._refresh_text()
+
+
+class ChatLog(VerticalScroll, can_focus=True):
+    """The transcript (focusable, so keys scroll it)."""
+
+
+class ChatPane(Vertical):
+    """``llm``: whether answers are available (changes the notice); ``bubbles``: message id → :class:`ChatBubble`."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.llm = False
+        self.bubbles: dict[str, ChatBubble] = {}
+        self.notice = Static(NO_LLM_NOTICE, id="chat-notice", markup=False)
+        self.log_view = ChatLog(id="chat-log")
+        self.input = Input(placeholder="Jot a thought, Enter saves it…", id="chat-input", compact=True)
+
+    def compose(self) -> ComposeResult:
+        yield self.notice
+        yield self.log_view
+        yield self.input
+
+    def on_mount(self) -> None:
+        self.border_title = "Chat"
+        self.set_llm(self.llm)
+
+    def set_llm(self, configured: bool) -> None:
+        self.llm = configured
+        self.notice.update(LLM_NOTICE if configured else NO_LLM_NOTICE)
+        self.border_subtitle = "LLM" if configured else "journal · no LLM"
+        self.input.placeholder = ("Ask or jot something, Enter sends…" if configured
+                                  else "Jot a thought, Enter saves it…")
+
+    # -- transcript -----------------------------------------------------------------------------------------
+    def add_message(self, role: str, text: str, msg_id: str | None = None, status: str = "") -> str:
+        """Append a finished message; returns its id."""
+        msg_id = msg_id or uuid.uuid4().hex
+        bubble = ChatBubble(msg_id, role, text, status=status)
+        self.bubbles[msg_id] = bubble
+        self.log_view.mount(bubble)
+        self.log_view.scroll_end(animate=False)
+        self.call_after_refresh(self.log_view.scroll_end, animate=False)
+        return msg_id
+
+    def begin_stream(self, role: str = "assistant", msg_id: str | None = None) -> str:
+        """Start a message that grows chunk by chunk; returns its id."""
+        msg_id = self.add_message(role, "", msg_id)
+        self.bubbles[msg_id].streaming = True
+        self.bubbles[msg_id]._refresh_text()
+        return msg_id
+
+    def append_chunk(self, msg_id: str, chunk: str) -> None:
+        """Add ``chunk`` to the streaming message ``msg_id`` and keep the end in view."""
+        bubble = self.bubbles.get(msg_id)
+        if bubble is None:
+            return
+        bubble.append(chunk)
+        self.log_view.scroll_end(animate=False)
+
+    def end_stream(self, msg_id: str, status: str = "") -> str:
+        """Finish the streaming message; returns its full text."""
+        bubble = self.bubbles.get(msg_id)
+        if bubble is None:
+            return ""
+        bubble.streaming = False
+        bubble.set_status(status)
+        return bubble.text
+
+    def mark_saved(self, msg_id: str, detail: str = "saved") -> None:
+        if (b := self.bubbles.get(msg_id)) is not None:
+            b.set_status(detail)
+
+    def mark_failed(self, msg_id: str, error: str) -> None:
+        if (b := self.bubbles.get(msg_id)) is not None:
+            b.set_status(f"⚠ not saved: {error}")
+
+    # -- input ----------------------------------------------------------------------------------------------
+    @on(Input.Submitted, "#chat-input")
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        text = event.value.strip()
+        if not text:
+            return
+        self.input.value = ""
+        self.post_message(ChatSubmitted(text))
+
+    def focus_input(self) -> None:
+        self.input.focus()
