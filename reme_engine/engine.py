@@ -112,6 +112,8 @@ class Engine:
         self.indexer = Indexer(self.vault, settings, self.store, self.tokenizer, self.vectors)
         self._searcher = None
         self._journal = None
+        self.watcher = None
+        self.scheduler = None
         self._closed = False
 
     @classmethod
@@ -126,6 +128,7 @@ class Engine:
         if self._closed:
             return
         self._closed = True
+        self.stop_background()
         if self._searcher is not None:
             self._searcher.close()
         if self._journal is not None:
@@ -274,6 +277,7 @@ class Engine:
                 sha = atomic_write(vp.abs, content, expected_sha=expect)
             except WriteConflict as exc:
                 raise EngineError(f"not written: {exc}") from exc
+            self._own_write(vp.rel, sha)
             self.index_paths([vp.rel])
         return WriteResult(vp.rel, not exists, sha, len(content.encode("utf-8")))
 
@@ -300,6 +304,7 @@ class Engine:
                 sha = atomic_write(vp.abs, new_text, expected_sha=tf.sha)
             except WriteConflict as exc:
                 raise EngineError(f"not written: {exc}") from exc
+            self._own_write(vp.rel, sha)
             self.index_paths([vp.rel])
         return WriteResult(vp.rel, False, sha, len(new_text.encode("utf-8")))
 
@@ -316,6 +321,7 @@ class Engine:
 
         with self.write_lock:
             survivors, _ = inlinks(self.store, vp.rel, None)
+            self._own_write(vp.rel, None)
             vp.abs.unlink()
             self.index_paths([vp.rel])
         return DeleteResult(vp.rel, [n.to_dict() for n in survivors])
@@ -368,6 +374,8 @@ class Engine:
                     continue
                 rewritten.append(cur_path)
                 total += n
+            if self.watcher is not None:
+                self.watcher.suppress([s.rel, d.rel, *rewritten])
             self.index_paths([s.rel, d.rel, *rewritten])
         return MoveResult(s.rel, d.rel, rewritten, total, conflicts)
 
@@ -435,9 +443,10 @@ class Engine:
             if tf.encoding == "utf-8-sig" and not new_text.startswith("\ufeff"):
                 new_text = "\ufeff" + new_text
             try:
-                atomic_write(vp.abs, new_text, expected_sha=tf.sha)
+                sha = atomic_write(vp.abs, new_text, expected_sha=tf.sha)
             except WriteConflict as exc:
                 raise EngineError(f"not written: {exc}") from exc
+            self._own_write(vp.rel, sha)
             self.index_paths([vp.rel])
         return {"path": vp.rel, "frontmatter": parse_frontmatter(new_text.lstrip("\ufeff")).meta}
 
@@ -581,6 +590,92 @@ class Engine:
             if res.restored:
                 self.index_paths(res.restored)
         return res.to_dict()
+
+    # -- background: watcher and cron ------------------------------------------------------------------------
+    def _own_write(self, rel: str, sha: str | None) -> None:
+        """Tell the watcher about a write the app indexes itself, so it is not reprocessed as an external edit."""
+        if self.watcher is not None:
+            self.watcher.expect_write(rel, sha)
+
+    def _known_under(self, prefix: str) -> list[str]:
+        if not prefix:
+            return [r[0] for r in self.store.conn.execute("SELECT path FROM files")]
+        pre = prefix.rstrip("/")
+        return [r[0] for r in self.store.conn.execute(
+            "SELECT path FROM files WHERE path >= ? AND path < ?", (pre + "/", pre + "0"))]
+
+    def _cron_run(self, fn) -> dict:
+        """Run a pipeline for the scheduler: a held writer lock or a missing LLM is a skip, not a failure."""
+        from .llm.client import LLMNotConfigured
+
+        try:
+            return result_to_dict(fn())
+        except LLMNotConfigured as exc:
+            return {"skipped": str(exc)}
+        except EngineError as exc:
+            if "writer lock held" in str(exc):
+                return {"skipped": str(exc)}
+            raise
+
+    def start_background(self, *, on_event: Callable[[dict], None] | None = None,
+                         on_indexed: Callable[[list[str], IndexReport], None] | None = None,
+                         watch: bool = True, schedule: bool = True) -> None:
+        """Start the vault watcher (changed files indexed within ~1 s) and the cron worker thread.
+
+        ``on_event`` receives scheduler events (see :class:`reme_engine.scheduler.Scheduler`) and watcher errors
+        as ``{"event": "watch_error", "error": …}``; ``on_indexed(paths, report)`` follows each watcher batch.
+        Both are called on background threads. Idempotent; :meth:`close` stops everything.
+        """
+        from datetime import timedelta
+
+        if watch and self.watcher is None:
+            from .index.watcher import VaultWatcher
+
+            def on_batch(paths: list[str]) -> None:
+                report = self.index_paths(paths)
+                if on_indexed is not None:
+                    on_indexed(paths, report)
+
+            def on_new_resources(paths: list[str]) -> None:
+                if self.settings.llm.configured:
+                    try:
+                        self._cron_run(self.auto_resource)
+                    except Exception as exc:  # reported, never fatal for the watcher thread
+                        if on_event is not None:
+                            on_event({"event": "failed", "job": "auto_resource", "error": str(exc)})
+
+            def on_error(msg: str) -> None:
+                if on_event is not None:
+                    on_event({"event": "watch_error", "error": msg})
+
+            layers = self.settings.layers
+            self.watcher = VaultWatcher(self.vault, self.indexer.is_indexable, on_batch,
+                                        on_new_resources=on_new_resources,
+                                        resource_prefix=layers.resource_dir + "/", known_under=self._known_under,
+                                        on_error=on_error)
+            self.watcher.start()
+        if schedule and self.scheduler is None:
+            from .scheduler import Scheduler, jobs_from_settings
+
+            def dream(slot):
+                # the night run consolidates the day that just ended
+                return self._cron_run(lambda: self.auto_dream((slot.date() - timedelta(days=1)).isoformat()))
+
+            def proactive(slot):
+                return self._cron_run(lambda: self.proactive_refresh(slot.date().isoformat()))
+
+            jobs = jobs_from_settings(self.settings, {"proactive_refresh": proactive, "auto_dream": dream})
+            self.scheduler = Scheduler(jobs, self.state_dir, self.settings.tzinfo(), on_event=on_event)
+            self.scheduler.start()
+
+    def stop_background(self) -> None:
+        """Stop the watcher and the scheduler (joins their threads)."""
+        if self.watcher is not None:
+            self.watcher.stop()
+            self.watcher = None
+        if self.scheduler is not None:
+            self.scheduler.stop()
+            self.scheduler = None
 
     # -- status -------------------------------------------------------------------------------------------
     def status(self) -> dict:

@@ -29,6 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", help="where the index and caches live (default: outside the vault)")
     p.add_argument("--embedder", choices=["offline", "openai", "none"], help="embedder kind")
     p.add_argument("--refresh", action="store_true", help="run the headless refresh and exit")
+    p.add_argument("--serve", action="store_true",
+                   help="no UI: keep the watcher and the cron scheduler running until stopped (for a service)")
     p.add_argument("--date", help="date for --refresh (YYYY-MM-DD, default today)")
     p.add_argument("--no-vectors", action="store_true", help="--refresh: skip the vector pass")
     p.add_argument("--version", action="store_true", help="print the version and exit")
@@ -204,6 +206,38 @@ def run_refresh(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def run_serve(args: argparse.Namespace) -> int:
+    """Headless service: index, then watch the vault and run the cron jobs until SIGINT/SIGTERM."""
+    import signal
+    import threading
+
+    from reme_engine.engine import Engine
+
+    settings = load(args)
+    stop = threading.Event()
+
+    def log(msg: str) -> None:
+        print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {msg}", file=sys.stderr, flush=True)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with Engine.open(settings) as engine:
+        report = engine.index(vectors=False)
+        log(f"serving {settings.vault}: {report.scanned} files indexed; watcher and scheduler running")
+        engine.start_background(
+            on_event=lambda ev: log(f"cron {ev.get('job', '')} {ev.get('event')}: "
+                                    f"{ev.get('error') or ev.get('result') or ''}"),
+            on_indexed=lambda paths, rep: log(f"indexed {len(paths)} changed path(s)"))
+        for name, when in engine.scheduler.next_runs().items():
+            log(f"next {name}: {when.isoformat() if when else 'disabled'}")
+        if engine.vectors is not None:
+            engine.embed_pending(should_stop=stop.is_set)
+        while not stop.wait(1.0):
+            pass
+        log("stopping")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -219,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if args.refresh:
             return run_refresh(args)
+        if args.serve:
+            return run_serve(args)
         from reme_tui.app import run_app
 
         return run_app(load(args))

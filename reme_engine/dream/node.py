@@ -227,7 +227,7 @@ def _merge_links(existing: object, new: Iterable[str], resolve: Resolve | None =
         out = [x for x in existing if isinstance(x, str)]
     else:
         out = []
-    keys = {_key(x.strip().strip("[]").split("|")[0].split("#")[0], resolve) for x in out}
+    keys = {_key(clean_llm_path(x, add_md=False) or x, resolve) for x in out}
     for p in new:
         if link_key(p) not in keys:
             keys.add(link_key(p))

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from ..markdown.links import parse_links
+
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _DASHES = re.compile(r"-{2,}")
 _EXT = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$")
@@ -39,11 +41,10 @@ def clean_llm_path(raw: object, *, add_md: bool = True) -> str | None:
 def checked_llm_path(raw: object, *, add_md: bool = True) -> str:
     """Like :func:`clean_llm_path` but raises :class:`UnsafePath` (with the reason) instead of returning None."""
     s = str(raw or "").strip().strip("`'\"").strip()
-    if s.startswith("!"):
-        s = s[1:]
-    if s.startswith("[[") and s.endswith("]]"):
-        s = s[2:-2]
-        s = s.split("|", 1)[0].split("#", 1)[0].replace("\\|", "")
+    if "[[" in s:  # a wikilink: its target, as the one link parser reads it
+        links = [lk for lk in parse_links(s) if lk.kind == "wikilink"]
+        if links:
+            s = links[0].target
     s = s.strip().replace("\\", "/")
     if not s:
         raise UnsafePath("empty path")

@@ -24,6 +24,20 @@ from ..render import frontmatter_summary, human_size, parse_href, provenance_lin
 MAX_MARKDOWN_BYTES = 100 * 1024
 
 
+class PlainNote(TextArea):
+    """The read-only text view. Its editing keys are switched off, so keys such as Backspace (Back) reach the
+    screen's bindings instead of being swallowed."""
+
+    EDIT_ACTIONS = frozenset({"delete_left", "delete_right", "delete_word_left", "delete_word_right",
+                              "delete_line", "delete_to_start_of_line", "delete_to_end_of_line", "cut", "paste",
+                              "undo", "redo"})
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.read_only and action in self.EDIT_ACTIONS:
+            return False
+        return super().check_action(action, parameters)
+
+
 class NoteScroll(VerticalScroll, can_focus=True):
     """The scrolling container of the rendered note (focusable, so keys scroll it)."""
 
@@ -43,7 +57,7 @@ class NoteView(Vertical):
         self.prov_links: list[tuple[str, str]] = []  # (label, link target) of the provenance line
         self.scroller = NoteScroll(id="note-scroll")
         self.markdown = Markdown("", id="note-md", open_links=False)
-        self.plain = TextArea("", id="note-plain", read_only=True, soft_wrap=True, show_line_numbers=True)
+        self.plain = PlainNote("", id="note-plain", read_only=True, soft_wrap=True, show_line_numbers=True)
         self.plain.cursor_blink = False  # read-only: a blinking cursor is noise (and unstable in snapshots)
         self.plain.display = False
 
