@@ -536,13 +536,23 @@ class Engine:
         finally:
             lock.release()
 
-    def auto_dream(self, date: str = "", hint: str = "", llm=None):
-        """Daily notes → digest nodes (seed 002). Raises LLMNotConfigured before touching anything."""
+    def auto_dream(self, date: str = "", hint: str = "", llm=None, scan_days: int = 1):
+        """Daily notes → digest nodes (seed 002). Raises LLMNotConfigured before touching anything.
+
+        The client is built only when something changed (importing the SDK costs ~1 s), via a factory.
+        """
         from .dream.pipeline import run_auto_dream
+        from .llm.client import LLMNotConfigured
 
         date = self._date(date)
-        llm = llm or self.llm_client("auto_dream")
-        return self._pipeline("auto_dream", lambda: run_auto_dream(self, date=date, hint=hint, llm=llm))
+        if llm is None:
+            if not self.settings.llm.configured:
+                raise LLMNotConfigured("auto_dream")
+            llm = lambda: self.llm_client("auto_dream")  # noqa: E731 - a factory, see docstring
+        if scan_days < 1:
+            raise EngineError("scan_days must be >= 1")
+        return self._pipeline("auto_dream", lambda: run_auto_dream(self, date=date, hint=hint, llm=llm,
+                                                                   scan_days=scan_days))
 
     def auto_memory(self, session_id: str, llm=None):
         """A chat session's new messages → one daily card. Raises LLMNotConfigured before touching anything."""

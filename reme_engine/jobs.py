@@ -165,7 +165,8 @@ JOBS: dict[str, Job] = {j.name: j for j in [
     ), lambda e, a: e.proactive_read(a["date"], a["include_content"], a["horizon_days"], a["min_confidence"])),
     Job("auto_dream", "Distil changed daily notes into digest nodes (needs an LLM).", (
         P("date", "str", ""), P("hint", "str", "", help="a focus for extraction"),
-    ), lambda e, a: e.auto_dream(a["date"], a["hint"]), writes=True),
+        P("scan_days", "int", 1, help="days ending at date to scan for changed daily notes"),
+    ), lambda e, a: e.auto_dream(a["date"], a["hint"], scan_days=a["scan_days"]), writes=True),
     Job("auto_memory", "Turn a chat session's new messages into a daily card (needs an LLM).", (
         P("session_id", "str", required=True),
     ), lambda e, a: e.auto_memory(a["session_id"]), writes=True),

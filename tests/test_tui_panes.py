@@ -416,12 +416,15 @@ async def test_chat_message_saved_to_session_and_capture_card(app_for, demo_vaul
         assert "No LLM configured" in str(m.chat.notice.render()) and "Answers need an LLM" in str(m.chat.notice.render())
         await pilot.press("c")
         assert pilot.app.focused is m.chat.input
-        await pilot.press(*"记一下：光伏跟踪表 😀 q", "enter")  # `q` is typed, not Quit
+        await pilot.press(*"记一下 光伏跟踪表 q ")  # `q` is typed, not Quit
+        m.chat.input.insert_text_at_cursor("😀：")  # (keys the pilot cannot press)
+        await pilot.press("enter")
         await wait_for(pilot, lambda: any(isinstance(x, ChatSaved) and x.stage == "capture" for x in posted),
                        what="capture saved")
         await settle(pilot)
-        text = "记一下：光伏跟踪表 😀 q"
-        assert [x.text for x in posted if isinstance(x, ChatSubmitted)] == [text]
+        text = "记一下 光伏跟踪表 q 😀："
+        submitted = {id(x): x for x in posted if isinstance(x, ChatSubmitted)}  # the hook sees each hop
+        assert [x.text for x in submitted.values()] == [text]
         assert m.chat.input.value == ""
         sid = m.session_id
         record = demo_vault / "session" / "dialog" / f"{sid}.jsonl"
@@ -439,8 +442,8 @@ async def test_chat_message_saved_to_session_and_capture_card(app_for, demo_vaul
                        what="card counted")
         # a second message goes to the same session and card
         await pilot.press(*"第二条", "enter")
-        await wait_for(pilot, lambda: len([x for x in posted if isinstance(x, ChatSaved) and x.stage == "capture"]) == 2,
-                       what="second saved")
+        await wait_for(pilot, lambda: len({id(x) for x in posted if isinstance(x, ChatSaved)
+                                           and x.stage == "capture"}) == 2, what="second saved")
         assert len(record.read_text(encoding="utf-8").splitlines()) == 2
         assert "第二条" in card.read_text(encoding="utf-8")
         await pilot.press("escape")

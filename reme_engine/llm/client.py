@@ -13,7 +13,7 @@ SDK imports are lazy (``anthropic`` costs ~1.3 s to import, PITFALLS).
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Iterator, Protocol, Sequence
 
 PROVIDERS = ("anthropic", "openai")
@@ -86,9 +86,10 @@ class UsageTally:
             s["output_tokens"] += output_tokens
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("_lock", None)
-        return d
+        """Plain dict (the lock is not copyable, so ``dataclasses.asdict`` cannot be used)."""
+        with self._lock:
+            return {"calls": self.calls, "failed_calls": self.failed_calls, "input_tokens": self.input_tokens,
+                    "output_tokens": self.output_tokens, "by_step": {k: dict(v) for k, v in self.by_step.items()}}
 
 
 class LLMClient(Protocol):

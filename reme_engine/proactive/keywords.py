@@ -10,12 +10,13 @@ Per note:
   nouns only (``allowPOS``), words containing CJK characters.
 - English (and other Latin-script words): a small TF-IDF — ``(1 + ln tf)`` in the note times
   ``ln((N + 1) / (df + 1)) + 1`` with ``df``/``N`` the vault's document (chunk) frequencies from the keyword index
-  (an FTS5 vocabulary over the same tokens the search uses), stop-words removed; repeated two-word phrases count
-  too ("golden set").
+  (an FTS5 vocabulary over the same tokens the search uses), stop-words removed; repeated two- and three-word
+  phrases count too ("golden set v2").
 - Both lists are damped by the vault frequency (a word in most chunks — template headings such as 灵感/闪念 — is
   not a topic), weighted by how much of the note each script makes up, and the note's top keywords kept.
 
-Across notes: near-duplicate keywords are merged (one contains the other; CJK character-bigram overlap ≥ 0.5;
+Across notes: near-duplicate keywords are merged (one contains the other or two phrases share a word; CJK
+character-bigram overlap ≥ 0.5;
 cosine ≥ 0.8 of the offline embedder's vectors when an embedder exists), then keywords that occur in the same units
 are grouped (Jaccard of their unit sets > 0.5). A unit is a whole card (``<daily>/<date>/*.md`` — one topic per
 card by design) or one paragraph/list item of a free-form day page (``<daily>/<date>.md``). Each group becomes a
@@ -78,7 +79,7 @@ _jieba_ready = False
 
 
 def _jieba(tmp_dir: Path | None):
-    """jieba.analyse, quiet and caching its dictionary in ``tmp_dir`` (the engine's state dir)."""
+    """jieba.analyse, quiet, caching its dictionary in ``tmp_dir`` (the engine's state dir) when it loads it."""
     global _jieba_ready
     import jieba
     import jieba.analyse
@@ -86,9 +87,9 @@ def _jieba(tmp_dir: Path | None):
     with _JIEBA_LOCK:
         if not _jieba_ready:
             jieba.setLogLevel(logging.WARNING)  # its start-up lines would corrupt a Textual screen
-            if tmp_dir is not None:
-                jieba.dt.tmp_dir = str(tmp_dir)
             _jieba_ready = True
+        if tmp_dir is not None and not jieba.dt.initialized:
+            jieba.dt.tmp_dir = str(tmp_dir)  # process-wide; only matters until the dictionary is loaded
     return jieba.analyse
 
 
@@ -175,22 +176,42 @@ def _note(f: DailyFile, daily_dir: str) -> _Note:
     return _Note(f, card, units, "\n".join(units), _clean_line(title))
 
 
-def _vocabulary(store, text: str) -> list[str]:
-    """CJK names the vault itself uses (note stems and names) that occur in ``text``: jieba's general dictionary
-    splits such names (隆基绿能 → 隆基绿 + 能); a keyword inside one of them is widened to it."""
-    if store is None:
-        return []
-    try:
-        rows = store.conn.execute("SELECT path, name FROM files").fetchall()
-    except Exception:  # noqa: BLE001 - no index: no vocabulary
-        return []
-    terms: set[str] = set()
-    for path, name in rows:
-        for t in (path.rsplit("/", 1)[-1].rsplit(".", 1)[0], name or ""):
-            t = t.strip()
-            if 2 <= len(t) <= 12 and _CJK_RE.search(t) and t in text:
-                terms.add(t)
-    return sorted(terms, key=len)
+class _Names:
+    """CJK names the vault itself uses — note stems and names from the index, wikilink targets in the notes.
+
+    jieba's general dictionary splits such names (隆基绿能 → 隆基绿 + 能); :meth:`widen` turns a keyword that only
+    ever occurs inside one of them into the whole name. Index look-ups are per keyword (``instr`` in SQLite), so
+    cost does not grow with the square of the vault size.
+    """
+
+    def __init__(self, store, raw_texts: list[str]) -> None:
+        self._store = store
+        self._cache: dict[str, list[str]] = {}
+        self._linked = sorted({m.group(1).rsplit("/", 1)[-1].strip() for t in raw_texts for m in _WIKILINK_RE.finditer(t)
+                               if _CJK_RE.search(m.group(1))}, key=len)
+
+    def _containing(self, k: str) -> list[str]:
+        if k not in self._cache:
+            found = [t for t in self._linked if k in t]
+            if self._store is not None:
+                try:
+                    rows = self._store.conn.execute(
+                        "SELECT path, name FROM files WHERE instr(path, ?) > 0 OR instr(name, ?) > 0 LIMIT 200",
+                        (k, k)).fetchall()
+                except Exception:  # noqa: BLE001 - no index: links only
+                    rows = []
+                for path, name in rows:
+                    found += [t.strip() for t in (path.rsplit("/", 1)[-1].rsplit(".", 1)[0], name or "") if k in t]
+            self._cache[k] = sorted({t for t in found if len(t) <= 12 and t != k}, key=len)
+        return self._cache[k]
+
+    def widen(self, k: str, text: str) -> str:
+        """``k``, or the shortest name containing it when every occurrence of ``k`` in ``text`` lies inside it."""
+        n = text.count(k)
+        for t in self._containing(k):
+            if n and n == text.count(t) * t.count(k):
+                return t
+        return k
 
 
 # --------------------------------------------------------------------------------------------------- scores
@@ -266,27 +287,29 @@ def _en_stop(w: str) -> bool:
 
 
 def _en_keywords(text: str, dfs: _DocFreq, forms: dict[str, Counter]) -> dict[str, float]:
+    """TF-IDF of content words, plus two- and three-word phrases that repeat ("golden set v2")."""
     counts: Counter = Counter()
-    pairs: Counter = Counter()
+    phrases: Counter = Counter()
     for sent in _SENT_SPLIT_RE.split(text):
-        prev = None
+        run: list[tuple[str, str]] = []  # consecutive content words (lower, original)
         for m in _LATIN_WORD_RE.finditer(sent):
             w = m.group()
             if _en_stop(w):
-                prev = None
+                run = []
                 continue
             lw = w.lower()
             counts[lw] += 1
             forms[lw][w] += 1
-            if prev is not None:
-                bg = f"{prev[0]} {lw}"
-                pairs[bg] += 1
-                forms[bg][f"{prev[1]} {w}"] += 1
-            prev = (lw, w)
+            run.append((lw, w))
+            for n in (2, 3):
+                if len(run) >= n:
+                    key = " ".join(x[0] for x in run[-n:])
+                    phrases[key] += 1
+                    forms[key][" ".join(x[1] for x in run[-n:])] += 1
     out = {w: (1 + math.log(c)) * dfs.idf(w) for w, c in counts.items()}
-    for bg, c in pairs.items():
-        if c >= 2:
-            out[bg] = (1 + math.log(c)) * dfs.idf(bg) * 1.3
+    for ph, c in phrases.items():
+        if c >= 2:  # a phrase said twice is a name ("golden set", "eval pipeline")
+            out[ph] = (1 + math.log(c)) * dfs.idf(ph) * (1.3 if ph.count(" ") == 1 else 1.5)
     return out
 
 
@@ -323,7 +346,10 @@ def _near_duplicate(a: str, b: str) -> bool:
             return True
         ba, bb = _bigrams(la), _bigrams(lb)
         return len(ba & bb) / len(ba | bb) >= 0.5
-    # Latin: a word of the longer starts with the shorter ("rerank" ~ "reranker", "eval" ~ "eval pipeline")
+    # Latin: a word of the longer starts with the shorter ("rerank" ~ "reranker", "eval" ~ "eval pipeline"), or
+    # two phrases share a word ("golden set" ~ "set v2", "left knee" ~ "knee sore")
+    if " " in short and _shares_word(short, long_):
+        return True
     return len(short) >= 3 and any(tok.startswith(short) for tok in long_.split())
 
 
@@ -374,7 +400,7 @@ def run_keywords(inp: KeywordInput) -> KeywordOutput:
         return KeywordOutput([])
     analyse = _jieba(inp.state_dir)
     dfs = _DocFreq(inp.store)
-    vocab = _vocabulary(inp.store, "\n".join(n.text for n in notes))
+    names = _Names(inp.store, [n.file.text for n in notes])
     forms: dict[str, Counter] = defaultdict(Counter)
     units: list[tuple[int, str]] = []  # (note index, lower-cased unit text)
     total: dict[str, float] = defaultdict(float)
@@ -387,8 +413,7 @@ def run_keywords(inp: KeywordInput) -> KeywordOutput:
         share = zh_units / (zh_units + en_units) if zh_units + en_units else 0.0
         zh: dict[str, float] = {}
         for w, sc in _norm(_zh_keywords(n.text, analyse, k)).items():
-            # widen only a fragment: every occurrence of w lies inside the longer name
-            w = next((t for t in vocab if w in t and t != w and n.text.count(w) == n.text.count(t) * t.count(w)), w)
+            w = names.widen(w, n.text)
             zh[w] = max(zh.get(w, 0.0), sc * share)
             forms[w.casefold()][w] += 1
         en = {w: sc * (1 - share) for w, sc in _norm(_en_keywords(n.text, dfs, forms)).items()}

@@ -3,9 +3,17 @@
 
 Identity — a candidate is the *same* topic as a known one (and updates it instead of adding a duplicate) when,
 in this order: the LLM named the known id in ``same_as``; the normalised titles are equal; the cosine similarity
-of the offline embedder's ``title + "\\n" + reason`` vectors is ≥ ``known_threshold`` (best match wins); for
-keyword-fallback topics, their keyword sets overlap (Jaccard ≥ 0.5 or the same lead keyword). Candidates of one run
-are first merged with each other by the same rules. Without an embedder only the other rules apply.
+of the embedder's ``title + "\\n" + reason`` vectors is ≥ ``known_threshold`` (best match wins); for
+keyword-fallback candidates (whose boilerplate reason embeds poorly), a known keyword topic with overlapping
+keywords (Jaccard ≥ 0.5 or the same lead keyword), else a known LLM topic sharing an evidence path whose title or
+reason mentions one of the keywords. Candidates of one run are first merged with each other by the first three
+rules (plus keyword overlap). Without an embedder the similarity rule is skipped.
+
+Measured meaning of ``known_threshold`` 0.85 with the offline USE-multilingual model (the seed calibrated it for
+text-embedding-v4): only near-verbatim restatements reach it (same title, reworded reason: 0.84–0.86); the same
+concern reworded day to day scores 0.38–0.80 (cross-lingual zh/en 0.80), different topics of one domain ≤ 0.51.
+So with this model the LLM's ``same_as`` and the exact-title rule carry most of the identity work; a
+USE-calibrated threshold would lie near 0.65–0.70.
 
 Updates keep ``id``, ``title`` and ``first_seen`` (stable for the user); the newest ``reason``, ``kind`` and
 ``confidence`` win, except that a keyword-fallback candidate never overwrites an LLM topic's wording (it only adds
@@ -13,12 +21,16 @@ evidence) while an LLM candidate upgrades a keyword topic (title included). ``pa
 (at most 10), ``last_evidence_at`` is the newest evidence date, ``first_seen`` the oldest.
 
 State: ``status`` ``open`` | ``resolved`` | ``suppressed``. A topic becomes resolved when the extract step says so,
-or when the user marks it in a day file (``resolved: true`` / ``status: resolved|done|closed|suppressed`` on a
-topic, or its id/title listed in ``suppressed`` without ``status: skipped_today``) or in the truth source itself.
-Day files are read for such marks only when they differ from the app's last journaled write (so an old,
-app-written file never re-applies a state the user has since changed in the truth source). *Resolved and
-suppressed topics stay so when new evidence arrives (decision: the seed is silent; un-resolve by editing
-``status`` in ``_proactive.yaml``).
+when the user sets ``status`` in the truth source, or when the user marks it in a day file of the carry-forward
+window (``resolved: true`` / ``status: resolved|done|closed|suppressed`` on a topic, or its id/title listed in
+``suppressed`` without ``status: skipped_today``; an unknown id+title listed there is remembered as a held topic).
+Day files are read for marks only when they differ from the app's last journaled write, so an old app-written
+file never re-applies a state the user has since changed in the truth source. *Resolved and suppressed topics stay
+so when new evidence arrives (decision: the seed is silent; the evidence is still recorded; reopen a topic by
+setting ``status: open`` in ``_proactive.yaml``).
+
+Rebuild: when ``_proactive.yaml`` is missing or unreadable, it is rebuilt from the v2 day files of the
+carry-forward window (oldest first, later wording wins, dates widen) before this run's candidates are merged.
 
 Carry forward: topics not touched by this run stay while ``date - last_evidence_at ≤ carry_forward_days``, at
 most ``max_carry_forward_topics`` of them (newest evidence first). Day topics: touched open topics (highest
@@ -406,12 +418,12 @@ def run_topics(inp: TopicsInput) -> TopicsOutput:
         if match is None:
             match = next((by_title[normalize_title(c.title)] for c in members
                           if normalize_title(c.title) in by_title), None)
-        if match is None and tvecs is not None and len(truth):
-            scores = tvecs @ cvecs[g[0]]
+        if match is None and tvecs is not None and len(known):
+            scores = tvecs @ cvecs[g[0]]  # rows of tvecs are the known topics, in order
             best = int(scores.argmax())
-            sims.append((lead.title, truth[best].id, float(scores[best])))
+            sims.append((lead.title, known[best].id, float(scores[best])))
             if float(scores[best]) >= p.known_threshold:
-                match = truth[best]
+                match = known[best]
         if match is None and lead.kind == KEYWORD_KIND:
             # only topics known before this run: this run's own candidates were already merged above
             match = next((t for t in known if t.kind == KEYWORD_KIND and _kw_overlap(lead.keywords, t.keywords)),
