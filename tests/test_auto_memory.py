@@ -19,7 +19,8 @@ PROVIDERS = ["anthropic", "openai"]
 SID = "sess-a"
 
 U1 = "I'm debugging the login page: the CSS grid collapses on Safari 17."
-A1 = "Your Safari build probably lacks subgrid support; the Kestrel-9 polyfill from Zanzibar Labs fixes that in most cases."
+A1 = ("Your Safari build probably lacks subgrid support; the Kestrel-9 polyfill from Zanzibar Labs fixes that in "
+      "most cases.")
 U2 = "I'll try a flexbox fallback first, no polyfills."
 U3 = "The flexbox fallback works; shipping it tomorrow."
 
@@ -307,7 +308,8 @@ def test_merges_into_an_existing_hand_written_session_card(open_engine, demo_vau
     card = eng.vault / "daily/2026-11-28/session_d29f6b31.md"
     original = card.read_text(encoding="utf-8")
     data = {"name": "x", "slug": "x", "description": "对比隆基与通威，决定先建跟踪清单",
-            "timeline": ["对比了隆基绿能和通威股份的商业模式"], "current_state": "先不加仓，建立跟踪清单。",
+            "timeline": ["对比了隆基绿能和通威股份的商业模式"],
+            "current_state": "先不加仓，建立跟踪清单。",
             "notes": ["Wants a weekly polysilicon price tracking list"]}
     with ScriptedServer([reply("anthropic", data)]) as srv:
         rep = run_auto_memory(eng, "d29f6b31", llm=client("anthropic", srv))
@@ -321,7 +323,7 @@ def test_merges_into_an_existing_hand_written_session_card(open_engine, demo_vau
     assert fm["description"] == "对比隆基与通威，决定先建跟踪清单"
 
 
-# --------------------------------------------------------------------------------------------------- engine entry points
+# ------------------------------------------------------------------------------------------- engine entry points
 
 
 def test_engine_auto_memory_without_llm_raises_and_writes_nothing(open_engine):
@@ -379,7 +381,8 @@ def test_capture_appends_user_messages_verbatim_and_keeps_user_edits(open_engine
     assert res.created == ["daily/2026-11-29/capture.md"] and res.appended == 1 and res.skipped == 1
     text = card.read_text(encoding="utf-8")
     assert parse_frontmatter(text).meta["name"] == "Capture 2026-11-29"
-    assert "**08:05** · [[session/dialog/sess-a.jsonl|chat]]\n\n买菜：西红柿、鸡蛋 🍅\n\n- [ ] call mum\n" in text
+    entry = "**08:05** · [[session/dialog/sess-a.jsonl|chat]]\n\n买菜：西红柿、鸡蛋 🍅\n\n- [ ] call mum\n"
+    assert entry in text
     assert "Answers need an LLM" not in text
     assert "[[daily/2026-11-29/capture|Capture 2026-11-29]]" in (eng.vault / "daily/2026-11-29.md").read_text()
     # the user edits the card; the next capture appends after their edit
@@ -387,7 +390,8 @@ def test_capture_appends_user_messages_verbatim_and_keeps_user_edits(open_engine
     m2 = ChatMessage("c3", "user", "second thought", "2026-11-29T09:00:00+08:00")
     append_user_messages_verbatim(eng, SID, [m1, a1, m2])  # m1 again: captured once only
     text2 = card.read_text(encoding="utf-8")
-    assert text2.startswith(text + "\nmy own line\n") and text2.count("买菜") == 1 and text2.endswith("second thought\n")
+    assert text2.startswith(text + "\nmy own line\n") and text2.endswith("second thought\n")
+    assert text2.count("买菜") == 1
     assert [r["kind"] for r in eng.journal.runs()] == ["capture", "capture"]
 
 
@@ -411,3 +415,36 @@ def test_capture_keeps_a_concurrent_edit(open_engine, monkeypatch):
     assert len(calls) == 2  # conflict detected, re-read, appended to the newest text
     assert "first\n" in text and "edited meanwhile\n" in text and text.endswith("second\n")
     assert text.index("edited meanwhile") < text.index("second")
+
+
+# --------------------------------------------------------------------------------------------------- merge rules
+
+
+def test_merge_ignores_headings_in_code_and_keeps_crlf_and_chinese_sections():
+    card = ("---\r\nname: 卡片\r\n---\r\n\r\n# 卡片\r\n\r\n```md\r\n## Timeline\r\n```\r\n\r\n"
+            "## 时间线\r\n\r\n- 09:00 开会\r\n\r\n## 当前状态\r\n\r\n旧的状态\r\n")
+    out = am.merge_card(card, am.CardReply(timeline=["- 开会", "写周报"], current_state="新的状态",
+                                           notes=["1. 喜欢早起"]), time_label="10:00", language="zh")
+    assert "\n" not in out.replace("\r\n", "")  # CRLF kept throughout
+    lf = out.replace("\r\n", "\n")
+    assert "```md\n## Timeline\n```\n" in lf and lf.count("## Timeline") == 1  # the fenced one is not a section
+    assert "## 时间线\n\n- 09:00 开会\n- 10:00 写周报\n" in lf
+    assert "## 当前状态\n\n新的状态\n" in lf and "旧的状态" not in lf
+    assert lf.endswith("## 要点\n\n- 喜欢早起\n")
+
+
+def test_model_headings_cannot_split_the_card():
+    out = am.merge_card("---\nname: a\n---\n\n# a\n", am.CardReply(current_state="## Timeline\nok"),
+                        time_label="09:00")
+    assert out.count("## ") == 1 and "**Timeline**\nok" in out
+
+
+def test_auto_memory_job_with_a_configured_llm(open_engine):
+    with ScriptedServer([reply("openai", CARD1)]) as srv:
+        eng = open_engine(llm={"provider": "openai", "model": "m", "base_url": srv.base_url, "api_key": "k"})
+        first_turn(eng)
+        res = run_job(eng, "auto_memory", {"session_id": SID})
+    json.dumps(res)
+    assert res["success"] is True and res["status"] == "ok"
+    assert res["created"] == ["daily/2026-11-29/login-css-safari.md"]
+    assert res["tally"]["calls"] == 1

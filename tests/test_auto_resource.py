@@ -118,7 +118,7 @@ def test_new_resource_gets_a_source_linked_card(provider, open_engine):
     # unchanged → no call, no journal run
     with ScriptedServer([]) as srv:
         again = run_auto_resource(eng, llm=client(provider, srv))
-        assert srv.requests == [] and again.unchanged == 1 and again.run_id is None
+        assert srv.requests == [] and again.unchanged == 1 and again.run_id is None and again.status == "no_change"
 
 
 def test_changed_resource_updates_its_card_and_a_user_edited_card_is_never_clobbered(open_engine):
@@ -227,7 +227,8 @@ def test_checkpoint_only_after_the_card_is_written(open_engine, monkeypatch):
     err = (500, {"type": "error", "error": {"type": "api_error", "message": "boom"}})
     with ScriptedServer(default=lambda p, b: err) as srv:
         rep = run_auto_resource(eng, llm=client("openai", srv, max_retries=0))
-    assert rep.failed[0]["path"] == RES and "boom" in rep.failed[0]["error"] and rep.to_dict()["success"] is False
+    assert rep.failed[0]["path"] == RES and "boom" in rep.failed[0]["error"] and rep.status == "failed"
+    assert rep.to_dict()["success"] is False
     assert eng.store.catalog_get("resource") == {} and not (eng.vault / CARD).exists()
     assert eng.journal.runs()[0]["status"] == "failed"
 
@@ -278,7 +279,8 @@ def test_a_hand_made_card_in_the_vault_is_adopted_without_a_call(open_engine, de
         rep = run_auto_resource(eng, llm=client("openai", srv))
         assert srv.requests == []
     assert rep.items[0]["action"] == "adopted" and rep.items[0]["card"] == "daily/2026-11-26/光伏产业链入门.md"
-    assert tree(eng.vault) == before and "resource/2026-11-26/光伏产业链入门.md" in eng.store.catalog_get("resource")
+    assert tree(eng.vault) == before
+    assert "resource/2026-11-26/光伏产业链入门.md" in eng.store.catalog_get("resource")
 
 
 def test_engine_auto_resource_without_llm_raises_and_writes_nothing(open_engine):
@@ -322,3 +324,13 @@ def test_resource_date_and_html_text():
     assert resource_date("resource/web/2026-02-30/a.md", "resource") is None
     assert resource_date("resource/2026-11-26.md", "resource") is None
     assert html_to_text("<style>x{}</style><h1>T</h1><p>a<br>b</p>") == "T\n\na\nb"
+
+
+def test_auto_resource_job_with_a_configured_llm(open_engine):
+    with ScriptedServer(default=handler("anthropic")) as srv:
+        eng = open_engine(llm={"provider": "anthropic", "model": "m", "base_url": f"http://127.0.0.1:{srv.port}",
+                               "api_key": "k"})
+        put(eng, RES, REPORT_TEXT)
+        res = run_job(eng, "auto_resource", {})
+    json.dumps(res)
+    assert res["success"] is True and res["status"] == "ok" and res["created"] == [CARD]

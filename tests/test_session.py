@@ -52,7 +52,8 @@ def test_append_dedups_by_id_and_round_trips(tmp_path):
 
 def test_append_validates_everything_before_writing(tmp_path):
     with pytest.raises(ValueError):
-        append_messages(tmp_path, LAYERS, "s1", [msg(1), {"id": "x", "role": "robot", "content": "", "created_at": "2026-11-28"}])
+        bad = {"id": "x", "role": "robot", "content": "", "created_at": "2026-11-28"}
+        append_messages(tmp_path, LAYERS, "s1", [msg(1), bad])
     with pytest.raises(ValueError):
         append_messages(tmp_path, LAYERS, "s1", [ChatMessage("m1", "user", "x", "yesterday")])
     with pytest.raises(ValueError):

@@ -37,7 +37,6 @@ import re
 import time
 import unicodedata
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -85,7 +84,6 @@ SECTION_LABELS = {
     "en": {"current": "Current state", "timeline": "Timeline", "notes": "Notes"},
     "zh": {"current": "当前状态", "timeline": "时间线", "notes": "要点"},
 }
-_SECTION_ORDER = ("current", "timeline", "notes")
 
 
 # --------------------------------------------------------------------------------------------------- results
@@ -160,6 +158,9 @@ def _as_text(v: Any) -> str:
     return str(v)
 
 
+_BULLET_RE = re.compile(r"^(?:[-*+•]|\d+[.)])\s+")
+
+
 class CardReply(BaseModel):
     """The model's structured reply (lenient: missing keys are empty, items may be strings or ``{text: …}``)."""
 
@@ -186,7 +187,7 @@ class CardReply(BaseModel):
             v = v.splitlines()
         if not isinstance(v, (list, tuple)):
             v = [v]
-        out = [" ".join(_as_text(x).split()) for x in v]
+        out = [_BULLET_RE.sub("", " ".join(_as_text(x).split())) for x in v]
         return [x for x in out if x]
 
     def is_empty(self) -> bool:
@@ -234,7 +235,7 @@ class QuoteGuard:
         return bool(self.forbidden) and any(ng in self.forbidden for ng in _ngrams(tokens(text), QUOTE_NGRAM))
 
 
-_SENTENCE_RE = re.compile(r"[^.!?。！？\n]+[.!?。！？]*\s*|\n")
+_SENTENCE_RE = re.compile(r"[^.!?。！？\n]*(?:[.!?。！？]+[^\S\n]*|(?=\n)|$)|\n")
 
 
 def _guard_reply(reply: CardReply, guard: QuoteGuard, dropped: list[str]) -> CardReply:
@@ -338,8 +339,11 @@ def merge_card(text: str, reply: CardReply, *, time_label: str, language: str = 
     ``## Notes`` gets reply notes that do not already occur anywhere in the card. Missing sections are appended in
     the order current state, timeline, notes (headings in ``language``). Other sections and the preamble are kept
     line for line. ``frontmatter`` keys are merged into the block with :func:`update_frontmatter` (other keys, their
-    order and comments kept). Raises FrontmatterError when the card's frontmatter block is invalid YAML.
+    order and comments kept). CRLF cards stay CRLF. Raises FrontmatterError when the frontmatter block is invalid.
     """
+    crlf = "\r\n" in text
+    if crlf:  # work on LF lines (headings must match) and give the card its CRLF style back at the end
+        text = text.replace("\r\n", "\n")
     fm = parse_frontmatter(text)
     head, body = text[: fm.body_offset], text[fm.body_offset :]
     if frontmatter:
@@ -392,8 +396,8 @@ def merge_card(text: str, reply: CardReply, *, time_label: str, language: str = 
             lines.append("")  # a blank line before a heading we add; existing layout stays as the user wrote it
         lines.append(s["heading"])
         lines.extend(s["lines"])
-    out = "\n".join(lines).rstrip("\n") + "\n"
-    return head + out
+    out = head + "\n".join(lines).rstrip("\n") + "\n"
+    return out.replace("\n", "\r\n") if crlf else out
 
 
 # --------------------------------------------------------------------------------------------------- cards on disk
@@ -601,6 +605,9 @@ def run_auto_memory(engine, session_id: str, *, llm) -> AutoMemoryReport:
                 report.error = f"{batch.date}: {exc}"
                 report.pending = sum(len(b.items) for b in batches[i:])
                 break
+            except BaseException as exc:  # a bug or an interrupt: close the journal run before propagating
+                run.finish("failed", {"error": f"{type(exc).__name__}: {exc}"}, tally_dict(tally))
+                raise
             if path:
                 dates.add(batch.date)
                 (report.created if created else report.updated).append(path)

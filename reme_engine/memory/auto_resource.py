@@ -44,7 +44,9 @@ from ..markdown.frontmatter import parse_frontmatter
 from ..vault.daily import valid_date
 from ..vault.io import SkipFile, WriteConflict, read_text
 from ..vault.paths import VaultPathError, is_hidden, resolve, to_rel
-from .auto_memory import _as_text, _new_card_head, _one_line, _read_card, _safe_block, free_card_path, tally_dict
+# Card helpers shared with auto-memory (same frontmatter, heading-safety and naming rules for every daily card).
+from .auto_memory import (_BULLET_RE, _as_text, _new_card_head, _one_line, _read_card, _safe_block, free_card_path,
+                          tally_dict)
 from .prompts import load_prompt
 
 KIND = "auto_resource"
@@ -65,6 +67,7 @@ MAP_MAX_TOKENS = 800
 CARD_MAX_TOKENS = 2048
 #: Characters of one piece's notes passed to the reduce call.
 MAP_NOTE_CHARS = 3000
+_REPLY_HINT = "Reply with the JSON object described in the instructions."
 _NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/reme-tui/resource")
 
 
@@ -75,13 +78,18 @@ _NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/reme-tui/resourc
 class AutoResourceReport:
     """Outcome of :func:`run_auto_resource`.
 
-    ``items``: one entry per summarised resource ``{path, resource_id, card, action (created|updated|beside),
-    pieces, map_calls, truncated}``; ``created``/``updated``/``removed``: card paths; ``kept``: ``{path, card,
-    reason}`` for user-edited cards left untouched; ``skipped``: ``{path, reason}`` (unsupported, binary,
-    undecodable, oversized); ``failed``: ``{path, error}`` (retried next run); ``pending``: changed files left for a
-    later run; ``unchanged``: files already checkpointed; ``tally``: LLM calls and tokens.
+    ``status``: ``ok``, ``no_change`` (nothing new, changed or removed: no LLM call, no journal run) or ``failed``
+    (at least one file failed; see ``failed``).
+    ``items``: one entry per handled resource ``{path, resource_id (stable uuid5), card, action
+    (created | updated | beside | adopted), pieces, map_calls, truncated}``.
+    ``created``/``updated``/``removed``: card paths. ``kept``: ``{path, card, reason}`` for cards the app did not
+    overwrite or delete (edited by the user, or hand-made and adopted). ``skipped``: ``{path, reason}``
+    (unsupported type, binary, undecodable, oversized). ``failed``: ``{path, error}`` (retried next run).
+    ``pending``: changed files left for a later run; ``unchanged``: files already checkpointed; ``tally``: LLM
+    calls and tokens (``by_step``: ``auto_resource.summarise`` / ``.map`` / ``.reduce``).
     """
 
+    status: str = "ok"
     run_id: str | None = None
     items: list[dict] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
@@ -126,7 +134,7 @@ class ResourceCard(BaseModel):
             v = v.splitlines()
         if not isinstance(v, (list, tuple)):
             v = [v]
-        out = [" ".join(_as_text(x).split()).lstrip("-*• ").strip() for x in v]
+        out = [_BULLET_RE.sub("", " ".join(_as_text(x).split())) for x in v]
         return [x for x in out if x]
 
 
@@ -267,7 +275,8 @@ def scan_resources(engine, report: AutoResourceReport) -> dict[str, _Resource | 
             ext = fname.rsplit(".", 1)[-1].lower() if "." in fname else ""
             if ext not in TEXT_EXTS:
                 out[rel] = None
-                report.skipped.append({"path": rel, "reason": f"unsupported file type {('.' + ext) if ext else '(none)'}"
+                kind = f".{ext}" if ext else "(none)"
+                report.skipped.append({"path": rel, "reason": f"unsupported file type {kind}"
                                        f" (text files only: {', '.join(sorted(TEXT_EXTS))})"})
                 continue
             try:
@@ -310,6 +319,13 @@ def _is_app_version(engine, card_rel: str, card_sha: str, rec: dict | None) -> b
     return engine.journal.last_written_sha(card_rel) == card_sha
 
 
+def _exists(engine, rel: str) -> bool:
+    try:
+        return resolve(engine.vault, rel).abs.exists()
+    except VaultPathError:
+        return False  # no longer a valid path (a symlink now leaves the vault): treat as gone
+
+
 def _link(rel: str) -> str:
     return f"[[{rel}]]"
 
@@ -327,8 +343,9 @@ def run_auto_resource(engine, *, llm) -> AutoResourceReport:
     checkpoints = engine.store.catalog_get(CATALOG)
     changed = [r for rel, r in files.items() if r is not None and checkpoints.get(rel) != r.sha]
     report.unchanged = sum(1 for r in files.values() if r is not None and checkpoints.get(r.rel) == r.sha)
-    removed = [rel for rel in checkpoints if rel not in files and not resolve(engine.vault, rel).abs.exists()]
+    removed = [rel for rel in checkpoints if rel not in files and not _exists(engine, rel)]
     if not changed and not removed:
+        report.status = "no_change"
         report.wall_s = round(time.perf_counter() - t0, 3)
         return report
 
@@ -336,7 +353,10 @@ def run_auto_resource(engine, *, llm) -> AutoResourceReport:
     report.run_id = run.run_id
     dates: set[str] = set()
     for rel in removed:
-        _remove_card(engine, run, rel, report, dates)
+        try:
+            _remove_card(engine, run, rel, report, dates)
+        except OSError as exc:
+            report.failed.append({"path": rel, "error": f"card of the removed resource not deleted: {exc}"})
 
     todo = changed[:MAX_FILES_PER_RUN]
     report.pending = len(changed) - len(todo)
@@ -352,9 +372,12 @@ def run_auto_resource(engine, *, llm) -> AutoResourceReport:
             failures_in_row += 1
             report.failed.append({"path": res.rel, "error": str(exc)})
             continue
-        except (WriteConflict, SkipFile, OSError) as exc:
+        except (WriteConflict, SkipFile, VaultPathError, OSError) as exc:
             report.failed.append({"path": res.rel, "error": f"card not written: {exc}"})
             continue
+        except BaseException as exc:  # a bug or an interrupt: close the journal run before propagating
+            run.finish("failed", {"error": f"{type(exc).__name__}: {exc}"}, tally_dict(tally))
+            raise
         failures_in_row = 0
         report.items.append(item)
 
@@ -369,7 +392,8 @@ def run_auto_resource(engine, *, llm) -> AutoResourceReport:
         engine.index_paths(sorted(set(run.written)))
     report.tally = tally_dict(tally)
     report.wall_s = round(time.perf_counter() - t0, 3)
-    run.finish("failed" if report.failed else "ok",
+    report.status = "failed" if report.failed else "ok"
+    run.finish(report.status,
                {"created": report.created, "updated": report.updated, "removed": report.removed,
                 "kept": report.kept, "failed": report.failed, "pending": report.pending}, report.tally)
     return report
@@ -429,7 +453,7 @@ def _summarise(engine, run, res: _Resource, llm, tally: UsageTally, report: Auto
     system = load_prompt("auto_resource", lang)
     head = f'<resource path="{res.rel}" type="{res.ext}">'
     if len(pieces) == 1:
-        content = f"{head}\n{_defuse(text)}\n</resource>\n\nReply with the JSON object described in the instructions."
+        content = f"{head}\n{_defuse(text)}\n</resource>\n\n{_REPLY_HINT}"
         reply = llm.complete([Message("user", content)], system=system, max_tokens=CARD_MAX_TOKENS,
                              step=f"{KIND}.summarise", tally=tally)
     else:
@@ -446,7 +470,7 @@ def _summarise(engine, run, res: _Resource, llm, tally: UsageTally, report: Auto
         note = (f"Only {len(chosen)} of {len(pieces)} parts were read (sampled from start to end).\n\n"
                 if truncated else "")
         content = (f'<part_notes path="{res.rel}" type="{res.ext}" parts="{len(pieces)}">\n{note}'
-                   + "\n\n".join(notes) + "\n</part_notes>\n\nReply with the JSON object described in the instructions.")
+                   + "\n\n".join(notes) + "\n</part_notes>\n\n" + _REPLY_HINT)
         reply = llm.complete([Message("user", content)], system=system, max_tokens=CARD_MAX_TOKENS,
                              step=f"{KIND}.reduce", tally=tally)
     card = parse_reply(reply.text, ResourceCard)
