@@ -246,7 +246,11 @@ class Engine:
             raise EngineError(f"cannot read {vp.rel}: {exc.reason}") from exc
         lines = tf.text.splitlines(keepends=True)
         total = len(lines)
-        start = max(1, int(start_line))
+        start = int(start_line)
+        if start < 1:
+            raise EngineError("start_line must be >= 1")
+        if end_line is not None and int(end_line) < start:
+            raise EngineError(f"end_line ({end_line}) is before start_line ({start})")
         end = total if end_line is None else min(total, int(end_line))
         truncated = False
         if end - start + 1 > MAX_READ_LINES:

@@ -159,7 +159,7 @@ JOBS: dict[str, Job] = {j.name: j for j in [
     Job("reindex", "Bring the index up to date (clear=true rebuilds it; the embedding cache is kept).", (
         P("clear", "bool", False), P("vectors", "bool", True),
     ), _reindex, writes=True),
-    Job("proactive_read", "Read daily/<date>/interests.yaml (topics and agenda) as seed 000/001 specify.", (
+    Job("proactive_read", "Read daily/<date>/interests.yaml: the day's proactive topics and agenda.", (
         P("date", "str", ""), P("include_content", "bool", True), P("horizon_days", "int", 1),
         P("min_confidence", "float", 0.4),
     ), lambda e, a: e.proactive_read(a["date"], a["include_content"], a["horizon_days"], a["min_confidence"])),

@@ -65,6 +65,26 @@ def run_job_cli(args: argparse.Namespace, rest: list[str]) -> int:
     if not rest:
         _err("job needs a name; `reme-tui job help` lists them")
         return 2
+    # Flags may follow the job name too (`reme-tui job search query=x --vault V`).
+    flags = [a for a in rest if a.startswith("--")]
+    if flags:
+        idx = [i for i, a in enumerate(rest) if a.startswith("--")]
+        flag_args = []
+        for i in idx:
+            flag_args.append(rest[i])
+            if "=" not in rest[i] and i + 1 < len(rest) and not rest[i + 1].startswith("--") and "=" not in rest[i + 1]:
+                flag_args.append(rest[i + 1])
+        ns, unknown = build_parser().parse_known_args(flag_args)
+        if unknown:
+            _err(f"unknown option(s) for job: {' '.join(unknown)}")
+            return 2
+        for key in ("vault", "config", "state_dir", "embedder"):
+            if getattr(ns, key):
+                setattr(args, key, getattr(ns, key))
+        rest = [a for a in rest if a not in flag_args]
+    if not rest:
+        _err("job needs a name; `reme-tui job help` lists them")
+        return 2
     name, raw = rest[0], {}
     for item in rest[1:]:
         if "=" not in item:
@@ -79,6 +99,9 @@ def run_job_cli(args: argparse.Namespace, rest: list[str]) -> int:
             from reme_engine.engine import Engine
 
             engine = Engine.open(load(args))
+            if name in ("search", "traverse", "stat", "health_check") and not engine.store.get_meta("last_sync"):
+                # A vault never indexed before: a keyword + graph pass first (seconds), vectors later.
+                engine.index(vectors=False)
         result = run_job(engine, name, raw)
     except Exception as exc:  # config errors and the like: still one JSON object
         from reme_engine.config import ConfigError
@@ -89,7 +112,10 @@ def run_job_cli(args: argparse.Namespace, rest: list[str]) -> int:
     finally:
         if engine is not None:
             engine.close()
-    print(json.dumps(result, ensure_ascii=False, default=str))
+    try:
+        print(json.dumps(result, ensure_ascii=False, default=str), flush=True)
+    except BrokenPipeError:  # `| head` closed the pipe: not an error of the job
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0 if result.get("success") else 1
 
 
@@ -103,13 +129,21 @@ class _Bar:
 
     def __call__(self, stage: str, done: int, total: int, detail: str) -> None:
         now = time.monotonic()
+        if stage == "links":  # instant; not worth a line
+            return
         if stage != self.stage:
             if self.tty and self.stage is not None:
                 sys.stderr.write("\n")
             self.stage = stage
-            if not self.tty:
+            self.last = now
+            if not self.tty and total:
                 sys.stderr.write(f"{stage}: {total} to do\n")
         if not self.tty:
+            # a log-friendly line every 10 s so a long vector pass is visibly alive
+            if total and done and (now - self.last >= 10 or done == total):
+                self.last = now
+                sys.stderr.write(f"{stage}: {done}/{total}\n")
+                sys.stderr.flush()
             return
         if now - self.last < 0.05 and done < total:
             return
@@ -176,8 +210,8 @@ def run_refresh(args: argparse.Namespace) -> int:
                 except (LLMError, EngineError) as exc:
                     stage_lines.append(f"{name:<10} failed: {exc}")
                     failed = True
-                except ImportError:
-                    stage_lines.append(f"{name:<10} not available in this build")
+                except ImportError as exc:
+                    stage_lines.append(f"{name:<10} not available: {exc}")
     except Exception as exc:
         bar.close()
         _err(f"refresh failed: {exc}")

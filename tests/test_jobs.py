@@ -195,3 +195,17 @@ def test_cli_opens_demo_vault_when_none_configured(cli_env):
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["exists"]
     assert (Path(cli_env["XDG_DATA_HOME"]) / "reme-tui" / "demo-vault" / "README.md").exists()
+
+
+def test_cli_accepts_flags_after_the_job_and_survives_a_closed_pipe(demo_vault, cli_env):
+    r = _cli(["job", "search", "query=光伏", "mode=keyword", "--vault", str(demo_vault)], cli_env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["hits"]
+    p = subprocess.run(f"{sys.executable} -m reme_tui.cli --vault '{demo_vault}' job help | head -c 10",
+                       shell=True, env=cli_env, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in p.stderr
+
+
+def test_read_rejects_reversed_ranges(eng):
+    r = run_job(eng, "read", {"path": "README.md", "start_line": "30", "end_line": "10"})
+    assert not r["success"] and "before start_line" in r["error"]

@@ -130,6 +130,20 @@ def _parse_in_worker(args) -> tuple["ParsedFile | None", str | None]:
     return ix._parse_safe(entry)
 
 
+#: ``chunks.has_vec`` value of a chunk that gets no vector by design (see :func:`wants_vector`).
+NO_VECTOR = 2
+#: Chunks with fewer content characters than this get no vector: on the real vaults, near-empty chunks
+#: ("-", a lone heading, an empty note's title) were nearest neighbours of almost every query ("hubs"),
+#: crowding out real matches. They stay searchable by keyword (body and title fields).
+MIN_VECTOR_CHARS = 12
+_NON_CONTENT_RE = re.compile(r"[\s#>*_`|\-=~\[\]()!:.,;]+")
+
+
+def wants_vector(text: str) -> bool:
+    """True when a chunk's own text has enough content to be worth an embedding."""
+    return len(_NON_CONTENT_RE.sub("", text[:200])) >= MIN_VECTOR_CHARS
+
+
 def path_date(rel: str) -> str | None:
     """The first ``YYYY-MM-DD`` path component (folder or file stem) of ``rel``, if it is a real date."""
     from datetime import date
@@ -372,8 +386,8 @@ class Indexer:
         # under the same path) is replaced: ids must stay unique.
         c.executemany(
             "INSERT OR REPLACE INTO chunks(id, file_id, ord, start_line, end_line, headings, text, text_hash, has_vec)"
-            " VALUES (?,?,?,?,?,?,?,?,0)",
-            chunk_rows,
+            " VALUES (?,?,?,?,?,?,?,?,?)",
+            [(*row, 0 if wants_vector(row[6]) else NO_VECTOR) for row in chunk_rows],
         )
         c.executemany("INSERT INTO chunks_fts(rowid, body, title) VALUES (?,?,?)", fts_rows)
         gone = [i for i in old_chunks if i not in set(new_ids)]

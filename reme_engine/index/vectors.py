@@ -246,7 +246,8 @@ class VectorState:
         index = VectorIndex(self.dim, self.ann_threshold)
         c = self.store.conn
         rows = c.execute(
-            "SELECT c.id, e.vec FROM chunks c LEFT JOIN emb.embeddings e ON e.space = ? AND e.text_hash = c.text_hash",
+            "SELECT c.id, e.vec FROM chunks c LEFT JOIN emb.embeddings e ON e.space = ? AND e.text_hash = c.text_hash"
+            " WHERE c.has_vec != 2",
             (space,),
         )
         ids, vecs, missing = [], [], []
@@ -264,7 +265,7 @@ class VectorState:
             index.add(np.asarray(ids, dtype=np.int64), np.vstack(vecs))
         self.restored_from_cache += len(index)
         with self.store.write() as cw:
-            cw.execute("UPDATE chunks SET has_vec=1")
+            cw.execute("UPDATE chunks SET has_vec=1 WHERE has_vec != 2")
             cw.executemany("UPDATE chunks SET has_vec=0 WHERE id=?", [(i,) for i in missing])
             cw.execute("DELETE FROM vec_tombstones")
         self.index = index
