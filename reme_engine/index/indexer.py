@@ -175,13 +175,31 @@ def _as_str_list(v) -> list[str]:
     return [str(v)] if str(v).strip() else []
 
 
+_CALLOUT_RE = re.compile(r"^\[![^\]]*\][+-]?\s*")
+_MD_LINK_RE = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_EMPHASIS_RE = re.compile(r"(\*\*|__|\*|`|==|~~)")
+
+
+def plain_line(line: str) -> str:
+    """A Markdown line as plain text: wikilinks → their display text, Markdown links → their label, callout
+    markers, emphasis and code ticks removed."""
+    from ..markdown.links import parse_links
+
+    for lk in sorted(parse_links(line), key=lambda x: -x.start):
+        line = line[: lk.start] + (lk.alias or lk.display or lk.target) + line[lk.end :]
+    line = _MD_LINK_RE.sub(r"\1", line)
+    line = _CALLOUT_RE.sub("", line)
+    return " ".join(_EMPHASIS_RE.sub("", line).split())
+
+
 def _first_line_summary(text: str, limit: int = 120) -> str:
-    for line in text.splitlines():
+    """The first prose line of a body as plain text (a note's description when its frontmatter has none)."""
+    for line in text.splitlines()[:200]:
         s = line.strip()
-        if not s or s.startswith(("#", "```", "~~~", "---", "|", "<", "!")) or "::" in s:
+        if not s or s.startswith(("#", "```", "~~~", "---", "|", "<", "!", "%%")) or "::" in s:
             continue
-        s = s.lstrip("-*> ").strip()
-        if s:
+        s = plain_line(s.lstrip("-*> ").strip())
+        if s and not s.startswith("[!"):
             return s[:limit] + ("…" if len(s) > limit else "")
     return ""
 
