@@ -277,6 +277,7 @@ class Engine:
                 expect = expected_sha
             elif not exists:
                 expect = None
+            _check_encodable(content)
             try:
                 sha = atomic_write(vp.abs, content, expected_sha=expect)
             except WriteConflict as exc:
@@ -303,6 +304,9 @@ class Engine:
         if count and n != count:
             raise EngineError(f"text occurs {n} times in {vp.rel}, expected {count}; give more context or count=0")
         new_text = tf.text.replace(old, new)
+        _check_encodable(new_text)
+        if tf.encoding == "utf-8-sig":
+            new_text = "\ufeff" + new_text  # keep the BOM the file had
         with self.write_lock:
             try:
                 sha = atomic_write(vp.abs, new_text, expected_sha=tf.sha)
@@ -344,18 +348,25 @@ class Engine:
             raise EngineError(f"{s.rel} is a folder; moving folders is not supported")
         if not s.abs.is_file():
             raise EngineError(f"no such file: {s.rel}")
-        if d.abs.exists():
-            raise EngineError(f"destination exists: {d.rel}")
+        if s.abs.is_symlink():
+            raise EngineError(f"{s.rel} is a symlink; move its target instead")
+        bad = [ch for ch in ("[[", "]]", "|", "#", "^") if ch in d.rel]
+        if bad:
+            raise EngineError(f"a note named with {' '.join(bad)} cannot be linked to; choose another name")
+        if s.rel.lower().endswith(".md") and not d.rel.lower().endswith(".md"):
+            raise EngineError("moving a note to a non-.md name would break the links to it; keep the .md")
         from .markdown.links import rewrite_links
 
         with self.write_lock:
+            if d.abs.exists() and not (d.abs.samefile(s.abs) and d.rel != s.rel):
+                raise EngineError(f"destination exists: {d.rel}")
             self.indexer.sync(paths=[s.rel])
             resolver = self.indexer.build_resolver()
             sources = [r[0] for r in self.store.conn.execute(
                 "SELECT DISTINCT f.path FROM links l JOIN files f ON f.id = l.src_id WHERE l.resolved = ?",
                 (s.rel,))]
             d.abs.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(s.abs, d.abs)
+            _rename_noreplace(s.abs, d.abs)
             rewritten, total, conflicts = [], 0, []
             for src_path in sources:
                 # the moved note's own self-links live at its new path now
@@ -438,12 +449,20 @@ class Engine:
         vp = self._resolve(path)
         if not vp.abs.is_file():
             raise EngineError(f"no such file: {vp.rel}")
+        if updates is not None and not isinstance(updates, dict):
+            raise EngineError("updates must be a JSON object of keys to set")
         with self.write_lock:
-            tf = read_text(vp.abs, self.settings.max_file_bytes)
+            try:
+                tf = read_text(vp.abs, self.settings.max_file_bytes)
+            except SkipFile as exc:
+                raise EngineError(f"cannot edit {vp.rel}: {exc.reason}") from exc
             try:
                 new_text = update_frontmatter(tf.text, updates or {}, delete or ())
-            except FrontmatterError as exc:
-                raise EngineError(f"{vp.rel}: {exc}") from exc
+                _check_encodable(new_text)
+            except (FrontmatterError, RecursionError, TypeError, ValueError) as exc:
+                raise EngineError(f"{vp.rel}: frontmatter not updated: {exc}") from exc
+            if parse_frontmatter(new_text).warning:
+                raise EngineError(f"{vp.rel}: frontmatter not updated: the result would not parse")
             if tf.encoding == "utf-8-sig" and not new_text.startswith("\ufeff"):
                 new_text = "\ufeff" + new_text
             try:
@@ -727,6 +746,34 @@ class Engine:
         checks["llm"] = "configured" if self.settings.llm.configured else "not configured (LLM features off)"
         return {"ok": ok, "version": __version__, "checks": checks, "index": self.store.counts(),
                 "skipped": self.store.skipped()}
+
+
+def _check_encodable(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise EngineError(f"not written: text has an invalid character at {exc.start} (not valid UTF-8)") from exc
+
+
+def _rename_noreplace(src: Path, dst: Path) -> None:
+    """Rename without ever replacing an existing ``dst`` (a file the user saved meanwhile).
+
+    Hard-link then unlink is atomic about the destination (``link`` fails if it exists). Case-only renames on
+    case-insensitive file systems and file systems without hard links fall back to a checked ``rename``.
+    """
+    try:
+        os.link(src, dst)
+    except FileExistsError:
+        if dst.samefile(src):  # same file under another case: a case-only rename
+            os.rename(src, dst)
+            return
+        raise EngineError(f"destination exists: {dst.name}") from None
+    except OSError:
+        if dst.exists():
+            raise EngineError(f"destination exists: {dst.name}") from None
+        os.rename(src, dst)
+        return
+    os.unlink(src)
 
 
 def result_to_dict(obj: Any) -> Any:

@@ -274,6 +274,9 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from reme_engine.index import indexer
+
+    indexer.PARALLEL_ENABLED = True  # our entry point is import-safe for spawned parse workers
     try:
         if args.version:
             from reme_engine import __version__

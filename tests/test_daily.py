@@ -366,3 +366,17 @@ def test_reindex_skips_oversized_page(tmp_path):
     r = daily_reindex(tmp_path, DATE, max_bytes=100)
     assert r.skipped and "too large" in r.skipped and not r.changed
     assert os.path.getsize(page) > 100
+
+
+def test_quoted_marker_is_user_text(tmp_path):
+    """A marker quoted inline before the real section must not widen what gets replaced."""
+    from reme_engine.vault.daily import INDEX_END, INDEX_START, daily_reindex
+
+    page = tmp_path / "daily" / "2026-11-28.md"
+    page.parent.mkdir(parents=True)
+    (tmp_path / "daily" / "2026-11-28").mkdir()
+    (tmp_path / "daily" / "2026-11-28" / "card.md").write_text("---\nname: Card\n---\nx\n")
+    page.write_text(f"Notes about `{INDEX_START}` markers.\nMY IMPORTANT JOURNAL TEXT\n\n{INDEX_START}\nold\n{INDEX_END}\n")
+    daily_reindex(tmp_path, "2026-11-28", None)
+    text = page.read_text()
+    assert "MY IMPORTANT JOURNAL TEXT" in text and "old" not in text and "Card" in text

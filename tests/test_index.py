@@ -287,6 +287,7 @@ def test_parallel_parse_gives_the_same_index(make_engine, tmp_path, monkeypatch)
     rows = []
     for threshold in (10_000, 5):
         monkeypatch.setattr(ix, "PARALLEL_MIN_FILES", threshold)
+        monkeypatch.setattr(ix, "PARALLEL_ENABLED", True)
         e = make_engine(v, embed=False)
         r = e.index()
         assert r.added == 40 and len(r.skipped) == 1
@@ -307,3 +308,56 @@ def test_index_paths_finds_nfd_names_on_disk(make_engine, tmp_path):
     r = e.index_paths([nfc])
     assert r.modified == 1 and r.removed == 0
     assert e.search("brioche", mode="keyword").hits[0].path == nfc
+
+
+def test_links_follow_writes_and_deletes(make_engine, tmp_path):
+    """Link resolution tracks files created and deleted through jobs (no stale path list)."""
+    v = tmp_path / "v"
+    _write(v / "notes/b.md", "see [[c]]\n")
+    e = make_engine(v, embed=False)
+    e.index()
+    assert e.neighbors("notes/b.md").outlinks[0].dangling
+    e.write("notes/c.md", "# C\n")
+    assert not e.neighbors("notes/b.md").outlinks[0].dangling
+    res = e.delete("notes/c.md")
+    assert [n["path"] for n in res.surviving_inlinks] == ["notes/b.md"]
+    assert e.neighbors("notes/b.md").outlinks[0].dangling
+    e.index()
+    assert e.neighbors("notes/b.md").outlinks[0].dangling
+
+
+def test_non_utf8_file_names_are_skipped_not_fatal(make_engine, tmp_path):
+    import os
+
+    v = tmp_path / "v"
+    _write(v / "good.md", "goodword\n")
+    os.makedirs(v, exist_ok=True)
+    with open(os.path.join(os.fsencode(v), b"caf\xe9.md"), "wb") as fh:
+        fh.write(b"bad name")
+    with open(os.path.join(os.fsencode(v), b"r\xe9sum\xe9.png"), "wb") as fh:
+        fh.write(b"png")
+    e = make_engine(v, embed=False)
+    r = e.index()
+    assert r.added == 1
+    assert any("not valid UTF-8" in s["reason"] for s in r.skipped)
+    assert e.search("goodword", mode="keyword").hits
+    assert any("not valid UTF-8" in s["reason"] for s in e.health_check()["skipped"])
+
+
+@pytest.mark.parametrize("which", ["index.sqlite", "embeddings.sqlite"])
+def test_corrupt_database_is_moved_aside_and_rebuilt(make_engine, vault, which):
+    e = make_engine(vault, embed=False)
+    e.index()
+    state, settings = e.state_dir, e.settings
+    e.close()
+    (state / which).write_bytes(b"this is not a database" * 100)
+    from reme_engine.engine import Engine
+
+    e2 = Engine.open(settings)
+    try:
+        assert any(which in r for r in e2.store.recovered)
+        assert list(state.glob(which + ".corrupt-*"))
+        e2.index()
+        assert e2.search("钴", mode="keyword").hits
+    finally:
+        e2.close()

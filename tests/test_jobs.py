@@ -209,3 +209,47 @@ def test_cli_accepts_flags_after_the_job_and_survives_a_closed_pipe(demo_vault, 
 def test_read_rejects_reversed_ranges(eng):
     r = run_job(eng, "read", {"path": "README.md", "start_line": "30", "end_line": "10"})
     assert not r["success"] and "before start_line" in r["error"]
+
+
+@pytest.mark.parametrize("dst, needle", [
+    ("digest/wiki/x]]y|z.md", "cannot be linked"),
+    ("digest/wiki/a#b.md", "cannot be linked"),
+    ("digest/wiki/a.txt", "non-.md"),
+])
+def test_move_refuses_names_links_cannot_express(eng, dst, needle):
+    src = next(p.relative_to(eng.vault).as_posix() for p in sorted((eng.vault / "digest/wiki").glob("*.md")))
+    r = run_job(eng, "move", {"src": src, "dst": dst})
+    assert not r["success"] and needle in r["error"]
+    assert (eng.vault / src).exists()
+
+
+def test_two_moves_in_a_row_keep_links(eng):
+    (eng.vault / "notes").mkdir()
+    (eng.vault / "notes/a.md").write_text("# A\n")
+    (eng.vault / "notes/b.md").write_text("see [[a]] and [[notes/a|alias]]\n")
+    eng.index()
+    assert run_job(eng, "move", {"src": "notes/a.md", "dst": "notes/c.md"})["rewritten_links"] == 2
+    r = run_job(eng, "move", {"src": "notes/c.md", "dst": "notes/d.md"})
+    assert r["rewritten_links"] == 2
+    text = (eng.vault / "notes/b.md").read_text()
+    assert "notes/d" in text and "|alias]]" in text and "notes/c" not in text
+    assert {n.path for n in eng.neighbors("notes/d.md").inlinks} == {"notes/b.md"}
+
+
+def test_move_never_replaces_a_destination(eng, monkeypatch):
+    from reme_engine import engine as engmod
+
+    (eng.vault / "notes").mkdir()
+    (eng.vault / "notes/a.md").write_text("# A\n")
+    eng.index()
+    real = engmod._rename_noreplace
+
+    def racing(src, dst):
+        dst.write_text("user saved this meanwhile")
+        return real(src, dst)
+
+    monkeypatch.setattr(engmod, "_rename_noreplace", racing)
+    r = run_job(eng, "move", {"src": "notes/a.md", "dst": "notes/z.md"})
+    assert not r["success"] and "exists" in r["error"]
+    assert (eng.vault / "notes/z.md").read_text() == "user saved this meanwhile"
+    assert (eng.vault / "notes/a.md").exists()

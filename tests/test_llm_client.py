@@ -112,3 +112,13 @@ def test_structured_reply_validation():
         parse_reply('{"units": [{"name": "n"}]}', Units)
     with pytest.raises(StructuredReplyError, match="no JSON"):
         parse_reply("I cannot help with that.", Units)
+
+
+def test_keys_are_redacted_from_errors():
+    secret = "sk-very-secret-key-123"
+    with ScriptedServer(default=lambda p, b: (401, {"error": {"message": f"bad key {secret}"}})) as srv:
+        c = make_client(LLMSettings(provider="openai", model="m", base_url=srv.base_url, api_key=secret,
+                                    max_retries=0))
+        with pytest.raises(LLMError) as ei:
+            c.complete([Message("user", "x")])
+        assert secret not in str(ei.value) and "***" in str(ei.value)

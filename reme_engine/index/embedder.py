@@ -137,7 +137,9 @@ class OpenAIEmbedder:
             try:
                 resp = client.embeddings.create(model=self.model, input=part, encoding_format="float")
             except openai.OpenAIError as exc:
-                raise EmbedderError(f"embedding endpoint failed: {exc}") from exc
+                from ..llm.client import redact
+
+                raise EmbedderError(redact(f"embedding endpoint failed: {exc}", self._api_key)) from exc
             data = sorted(resp.data, key=lambda d: d.index)
             if len(data) != len(part):
                 raise EmbedderError(f"embedding endpoint returned {len(data)} vectors for {len(part)} texts")

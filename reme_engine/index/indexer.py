@@ -25,7 +25,7 @@ from typing import Callable, Iterable
 
 from ..config import Settings
 from ..vault.io import SkipFile, read_text, text_hash
-from ..vault.paths import is_hidden
+from ..vault.paths import is_hidden, is_valid_name
 from .store import Store
 
 #: Progress callback: ``(stage, done, total, detail)``; stage is "scan", "index", "links" or "embed".
@@ -97,13 +97,16 @@ class ParsedFile:
 #: A sync with at least this many files to parse uses a process pool (parsing is CPU-bound pure Python:
 #: markdown-it, YAML, tokenising). Below it, worker start-up (~0.3 s of imports) costs more than it saves.
 PARALLEL_MIN_FILES = 600
+#: Opt-in: spawned workers re-import the caller's ``__main__``, which breaks scripts without a
+#: ``if __name__ == "__main__"`` guard. The ``reme-tui`` entry points switch it on.
+PARALLEL_ENABLED = False
 _WORKER_INDEXERS: dict = {}
 
 
 def _parse_pool(n_files: int):
     """A spawn-context process pool for a big sync, or None (small syncs, one core, or pools unavailable)."""
     cpus = os.cpu_count() or 1
-    if n_files < PARALLEL_MIN_FILES or cpus < 2 or os.environ.get("REME_NO_PARALLEL_INDEX"):
+    if not PARALLEL_ENABLED or n_files < PARALLEL_MIN_FILES or cpus < 2 or os.environ.get("REME_NO_PARALLEL_INDEX"):
         return None
     try:
         import multiprocessing
@@ -246,7 +249,13 @@ class Indexer:
         skips = report.skipped if report is not None else []
 
         def onerror(err: OSError) -> None:
-            skips.append({"path": str(getattr(err, "filename", "?")), "reason": f"unreadable folder: {err.strerror}"})
+            name = str(getattr(err, "filename", "") or "?")
+            try:
+                name = os.path.relpath(name, root)
+            except ValueError:
+                pass
+            skips.append({"path": name.encode("utf-8", "backslashreplace").decode("utf-8"),
+                          "reason": f"unreadable folder: {err.strerror}"})
 
         for dirpath, dirnames, filenames in os.walk(root, onerror=onerror, followlinks=False):
             rel_dir = os.path.relpath(dirpath, root)
@@ -257,6 +266,10 @@ class Indexer:
                     continue
                 rel = unicodedata.normalize("NFC", f"{rel_dir}/{fn}" if rel_dir else fn)
                 abs_p = Path(dirpath) / fn
+                if not is_valid_name(rel):
+                    shown = rel.encode("utf-8", "backslashreplace").decode("ascii", "replace")
+                    skips.append({"path": shown, "reason": "file name is not valid UTF-8 (or has a line break)"})
+                    continue
                 try:
                     st = os.lstat(abs_p)
                     if stat_mod.S_ISLNK(st.st_mode):
@@ -457,7 +470,11 @@ class Indexer:
                 entries, all_paths = self.scan(report)
                 scope = set(entries) | set(known)
             else:
-                entries, all_paths = {}, None
+                entries = {}
+                cached = self.store.get_meta("all_paths_cache")
+                all_paths = json.loads(cached) if cached else [r[0] for r in self.store.conn.execute(
+                    "SELECT path FROM files")]
+                path_set = set(all_paths)
                 scope = set()
                 root = self.vault.resolve()
                 from ..vault.paths import VaultPathError, resolve
@@ -480,6 +497,11 @@ class Indexer:
                             report.skipped.append({"path": rel, "reason": "symlink leaves the vault"})
                     except (OSError, RuntimeError):
                         pass
+                    if rel in entries:
+                        path_set.add(rel)
+                    else:
+                        path_set.discard(rel)
+                all_paths = sorted(path_set)
             report.scanned = len(entries)
             prior_skips = {r[0]: (r[1], r[2], r[3]) for r in self.store.conn.execute(
                 "SELECT path, reason, size, mtime FROM skipped")}
@@ -579,10 +601,15 @@ class Indexer:
                         report.removed_paths.append(rel)
                         c.execute("DELETE FROM skipped WHERE path=?", (rel,))
             if paths is None:
-                # Files skipped earlier that no longer exist are forgotten.
+                # Files skipped earlier that no longer exist are forgotten; skips found by the scan itself
+                # (symlinks, names, folders) are recorded so health_check lists them too.
                 with self.store.write() as c:
                     gone = [p for p in prior_skips if p not in entries]
                     c.executemany("DELETE FROM skipped WHERE path=?", [(p,) for p in gone])
+                    now = time.time()
+                    c.executemany("INSERT OR REPLACE INTO skipped(path, reason, size, mtime, at) VALUES (?,?,?,?,?)",
+                                  [(sk["path"], sk["reason"], None, None, now) for sk in report.skipped
+                                   if sk["path"] not in entries])
             prog("links", 0, 1, "")
             self.resolve_links(all_paths=all_paths, only_changed=not paths_changed,
                                changed=report.changed_paths)
@@ -610,6 +637,9 @@ class Indexer:
     def resolve_links(self, *, all_paths: list[str] | None, only_changed: bool, changed: list[str]) -> None:
         """(Re)compute ``links.resolved``: for every link when the set of files changed, else for ``changed``."""
         if all_paths is not None:
+            cached = self.store.get_meta("all_paths_cache")
+            if cached is None or set(json.loads(cached)) != set(all_paths):
+                only_changed = False  # files appeared or vanished (attachments too): every link may resolve anew
             with self.store.write():
                 self.store.set_meta("all_paths_cache", json.dumps(all_paths, ensure_ascii=False))
         if only_changed and not changed:

@@ -85,6 +85,12 @@ CREATE TABLE IF NOT EXISTS embeddings (
 """
 
 
+def time_stamp() -> str:
+    import time as _t
+
+    return _t.strftime("%Y%m%dT%H%M%S")
+
+
 class Store:
     """Thread-aware access to the index database.
 
@@ -100,7 +106,8 @@ class Store:
         # thread per worker, so per-thread connections would otherwise pile up).
         self._owned: dict[threading.Thread, sqlite3.Connection] = {}
         self._all_lock = threading.Lock()
-        conn = self.conn
+        self.recovered: list[str] = []  # files moved aside because they were corrupt
+        conn = self._open_checked()
         if self.get_meta("schema_version") not in (None, str(SCHEMA_VERSION)):
             # Older schema: the index is derived data, rebuild it from scratch.
             self.close()
@@ -109,6 +116,46 @@ class Store:
             conn = self.conn
         with self.write():
             self.set_meta("schema_version", str(SCHEMA_VERSION))
+
+    def _open_checked(self) -> sqlite3.Connection:
+        """This thread's connection, after proving both databases readable. A corrupt file (not a database,
+        malformed) is derived data: it is moved aside as ``<name>.corrupt-<time>`` and recreated empty."""
+        for attempt in range(3):
+            try:
+                conn = self.conn
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                conn.execute("SELECT count(*) FROM emb.sqlite_master").fetchone()
+                conn.execute("SELECT count(*) FROM files").fetchone()
+                return conn
+            except sqlite3.DatabaseError as exc:
+                if attempt == 2:
+                    raise
+                self.close()
+                bad = self._which_corrupt()
+                for path in bad:
+                    stamp = time_stamp()
+                    for suffix in ("", "-wal", "-shm"):
+                        p = Path(str(path) + suffix)
+                        if p.exists():
+                            p.rename(Path(f"{p}.corrupt-{stamp}"))
+                    self.recovered.append(f"{path.name}: {exc}")
+        raise AssertionError("unreachable")
+
+    def _which_corrupt(self) -> list[Path]:
+        out = []
+        for path in (self.db_path, self.emb_path):
+            if not path.exists():
+                continue
+            try:
+                c = sqlite3.connect(path)
+                try:
+                    c.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                    c.execute("PRAGMA quick_check(1)").fetchone()
+                finally:
+                    c.close()
+            except sqlite3.DatabaseError:
+                out.append(path)
+        return out or [self.db_path]
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None, check_same_thread=False)

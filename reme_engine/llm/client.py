@@ -103,6 +103,15 @@ class LLMClient(Protocol):
                temperature: float = 0.2, step: str = "", tally: UsageTally | None = None) -> Iterator[StreamDelta]: ...
 
 
+def redact(text: str, *secrets: str | None) -> str:
+    """``text`` with every secret (API keys, ≥ 6 chars) replaced by ``***`` — error messages of providers may
+    echo the key, and they end up in logs, the journal and summaries (DESIGN §8)."""
+    for sec in secrets:
+        if sec and len(sec) >= 6:
+            text = text.replace(sec, "***")
+    return text
+
+
 def _msgs(messages: Sequence[Message]) -> list[dict]:
     return [{"role": m.role, "content": m.content} for m in messages]
 
@@ -117,12 +126,13 @@ class AnthropicClient:
         import anthropic
 
         self.model = model
+        self._key = api_key
         self._sdk = anthropic
         self._client = anthropic.Anthropic(api_key=api_key or "unset", base_url=base_url, timeout=timeout,
                                            max_retries=max_retries)
 
     def _error(self, exc: Exception) -> LLMError:
-        return LLMError(f"anthropic: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}")
+        return LLMError(redact(f"anthropic: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}", self._key))
 
     def complete(self, messages, *, system="", max_tokens=2048, temperature=0.2, step="", tally=None) -> LLMReply:
         kw = {"system": system} if system else {}
@@ -171,12 +181,13 @@ class OpenAIClient:
         import openai
 
         self.model = model
+        self._key = api_key
         self._sdk = openai
         self._client = openai.OpenAI(api_key=api_key or "unset", base_url=base_url, timeout=timeout,
                                      max_retries=max_retries)
 
     def _error(self, exc: Exception) -> LLMError:
-        return LLMError(f"openai: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}")
+        return LLMError(redact(f"openai: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}", self._key))
 
     @staticmethod
     def _with_system(messages, system):

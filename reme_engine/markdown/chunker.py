@@ -61,7 +61,6 @@ DEFAULT_MAX_BYTES = 2000
 # Preferred cut points inside an oversized line (cut *after* them), so slices end on a word or clause.
 _BREAKS = tuple(s.encode() for s in (" ", "\t", "。", "，", "、", "；", "！", "？", "）"))
 _ATX_RE = re.compile(r" {0,3}#{1,6}(?=[ \t]|$)(.*)")
-_ATX_CLOSE_RE = re.compile(r"(?:^|[ \t]+)#+$")
 _SETEXT_UNDERLINE_RE = re.compile(r" {0,3}(?:=+|-+)[ \t]*")
 _MAX_TITLE = 200  # characters of one breadcrumb entry
 
@@ -357,12 +356,23 @@ def _norm_title(s: str) -> str:
     return t if len(t) <= _MAX_TITLE else t[: _MAX_TITLE - 1] + "…"
 
 
+def _strip_closing_hashes(title: str) -> str:
+    """Drop an ATX closing sequence (``# T ##`` → ``T``) in linear time; the regex form
+    ``(?:^|[ \t]+)#+$`` backtracks quadratically on long runs of spaces."""
+    body = title.rstrip("#")
+    if body == title:
+        return title
+    if body == "" or body[-1] in " \t":
+        return body.rstrip(" \t")
+    return title
+
+
 def _leading_heading(text: str) -> str | None:
     """Title of the heading the text starts with (ATX, or one-line setext), else None."""
     first, _, rest = text.partition("\n")
     m = _ATX_RE.fullmatch(first)
     if m:
-        return _norm_title(_ATX_CLOSE_RE.sub("", m.group(1).strip(" \t")))
+        return _norm_title(_strip_closing_hashes(m.group(1).strip(" \t")))
     second = rest.partition("\n")[0]
     if rest and _SETEXT_UNDERLINE_RE.fullmatch(second) and not _blank(first):
         return _norm_title(first)

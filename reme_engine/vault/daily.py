@@ -91,6 +91,21 @@ class DailyReindexResult:
 # --------------------------------------------------------------------------------------------------- helpers
 
 
+def _marker_at_line(text: str, marker: str, start: int = 0) -> int:
+    """Offset of ``marker`` standing alone on a line (surrounding spaces allowed) at or after ``start``; -1."""
+    pos = start
+    while True:
+        i = text.find(marker, pos)
+        if i < 0:
+            return -1
+        line_start = text.rfind("\n", 0, i) + 1
+        line_end = text.find("\n", i)
+        line_end = len(text) if line_end < 0 else line_end
+        if text[line_start:i].strip() == "" and text[i + len(marker):line_end].strip() == "":
+            return i
+        pos = i + len(marker)
+
+
 def valid_date(date: Any) -> str:
     """Return ``date`` as ``YYYY-MM-DD`` if it is a real calendar date, else raise ``ValueError``.
 
@@ -397,9 +412,10 @@ def daily_reindex(
             return result(skipped=f"day page is {tf.encoding}; only UTF-8 pages are rewritten", sha=tf.sha)
         text = tf.text
         nl = "\r\n" if "\r\n" in text else "\n"
-        s = text.find(INDEX_START)
-        e = text.find(INDEX_END, s + len(INDEX_START)) if s >= 0 else -1
-        if s < 0 and INDEX_END not in text:
+        # Markers count only on a line of their own: a quoted marker (inline code, prose) is user text.
+        s = _marker_at_line(text, INDEX_START)
+        e = _marker_at_line(text, INDEX_END, s + len(INDEX_START)) if s >= 0 else -1
+        if s < 0 and _marker_at_line(text, INDEX_END) < 0:
             if not insert_markers:
                 return result(skipped=SKIP_NO_MARKERS, sha=tf.sha)
             sep = "" if text == "" else (nl if text.endswith("\n") else nl + nl)

@@ -24,6 +24,16 @@ class VaultPath:
     abs: Path
 
 
+def is_valid_name(name: str) -> bool:
+    """False for names holding undecodable bytes (surrogate escapes) or line breaks: they cannot be stored,
+    linked or shown safely."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\n" not in name and "\r" not in name
+
+
 def normalize_rel(rel: str) -> str:
     """NFC-normalise and convert separators; does not check safety (use :func:`resolve`)."""
     return unicodedata.normalize("NFC", rel.replace("\\", "/")).strip("/")
@@ -39,6 +49,8 @@ def resolve(vault: Path, rel: str | os.PathLike[str], *, allow_root: bool = Fals
     raw = os.fspath(rel)
     if "\x00" in raw:
         raise VaultPathError("path contains a NUL byte")
+    if not is_valid_name(raw):
+        raise VaultPathError("path is not valid UTF-8 text")
     text = raw.replace("\\", "/")
     if text.startswith("/") or (len(text) > 1 and text[1] == ":"):
         raise VaultPathError(f"absolute paths are not allowed: {raw!r}")
