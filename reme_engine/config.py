@@ -277,11 +277,39 @@ def load_settings(
     if settings.embedder.kind not in ("offline", "openai", "none"):
         raise ConfigError(f"embedder.kind must be offline, openai or none (got {settings.embedder.kind!r})")
     settings.tzinfo()  # validate early
+    _validate(settings)
     if settings.vault is not None:
         settings.vault = Path(settings.vault).expanduser().resolve()
     if settings.state_dir is not None:
         settings.state_dir = Path(settings.state_dir).expanduser().resolve()
     return settings
+
+
+def _validate(s: Settings) -> None:
+    """Range checks that types alone cannot express. Raises ConfigError naming the key."""
+    import math
+
+    if s.rrf_k < 1:
+        raise ConfigError(f"rrf_k must be >= 1 (got {s.rrf_k})")
+    for key in ("search_vector_weight", "search_keyword_weight"):
+        v = getattr(s, key)
+        if not math.isfinite(v) or v < 0:
+            raise ConfigError(f"{key} must be a finite number >= 0 (got {v})")
+    if s.max_file_bytes < 1:
+        raise ConfigError(f"max_file_bytes must be positive (got {s.max_file_bytes})")
+    if s.ann_threshold < 1:
+        raise ConfigError(f"ann_threshold must be >= 1 (got {s.ann_threshold})")
+    if s.embedder.dimensions is not None and s.embedder.dimensions < 1:
+        raise ConfigError(f"embedder.dimensions must be positive (got {s.embedder.dimensions})")
+    names = s.layers.all()
+    for name in names:
+        parts = name.replace("\\", "/").split("/")
+        if not name.strip() or name.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise ConfigError(f"layers: {name!r} must be a relative folder inside the vault")
+    if len(set(names)) != len(names):
+        raise ConfigError("layers: the four layer folders must differ")
+    if s.language not in ("en", "zh"):
+        raise ConfigError(f"language must be en or zh (got {s.language!r})")
 
 
 def finalize_state_dir(settings: Settings) -> Path:

@@ -396,6 +396,8 @@ class Engine:
 
     def list(self, path: str = "", *, recursive: bool = False, limit: int = 2000) -> dict:
         """Entries of a folder: ``{path, entries: [{path, is_dir, size, mtime}], truncated}`` (hidden ones skipped)."""
+        if limit < 1:
+            raise EngineError("limit must be >= 1")
         vp = self._resolve(path, allow_root=True)
         if not vp.abs.is_dir():
             raise EngineError(f"not a folder: {vp.rel or '/'}")

@@ -147,6 +147,35 @@ def wants_vector(text: str) -> bool:
     return len(_NON_CONTENT_RE.sub("", text[:200])) >= MIN_VECTOR_CHARS
 
 
+class _index_file_lock:
+    """Cross-process exclusion for index syncs (two ``--refresh`` on one vault): ``flock`` on
+    ``<state dir>/index.lock``, blocking. Vector passes and searches do not take it."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = Path(state_dir) / "index.lock"
+        self.fd: int | None = None
+        self.depth = 0  # re-entry by the thread already holding the Indexer's RLock
+
+    def __enter__(self):
+        self.depth += 1
+        if self.depth > 1:
+            return self
+        try:
+            import fcntl
+
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except (ImportError, OSError):
+            self.fd = None  # no flock here: single-process use only
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.depth -= 1
+        if self.depth == 0 and self.fd is not None:
+            os.close(self.fd)  # releases the flock
+            self.fd = None
+
+
 def path_date(rel: str) -> str | None:
     """The first ``YYYY-MM-DD`` path component (folder or file stem) of ``rel``, if it is a real date."""
     from datetime import date
@@ -217,6 +246,7 @@ class Indexer:
         self.tokenizer = tokenizer
         self.vectors = vectors  # VectorState or None
         self.lock = threading.RLock()
+        self._file_lock = _index_file_lock(store.db_path.parent)
         layers = settings.layers
         self._text_roots = tuple(f"{d}/" for d in (layers.resource_dir, layers.daily_dir, layers.digest_dir))
         self._check_tokenizer()
@@ -464,7 +494,7 @@ class Indexer:
         t0 = time.perf_counter()
         report = IndexReport()
         prog = progress or (lambda *a: None)
-        with self.lock:
+        with self.lock, self._file_lock:
             known = self.store.file_rows()
             if paths is None:
                 entries, all_paths = self.scan(report)

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from reme_engine.llm.client import Message, UsageTally
 from reme_engine.llm.structured import StructuredReplyError, parse_reply
+from reme_engine.markdown.links import parse_links
 from reme_engine.vault.daily import INDEX_END, INDEX_START
 from reme_engine.vault.io import SkipFile, read_text
 from reme_engine.vault.paths import VaultPathError, is_hidden, resolve, to_rel
@@ -163,12 +164,12 @@ def apply_budget(files: list[DailyFile], max_chars_per_file: int, max_total_char
 
 
 def clean_path(raw: Any) -> str:
-    """An LLM-named path in plain form: quotes, backticks and ``[[…|alias]]`` removed, ``./`` dropped, NFC."""
+    """An LLM-named path in plain form: quotes and backticks removed, a whole-string link (``[[p|alias]]``,
+    ``[t](p)``) reduced to its target by the one link parser, ``./`` dropped, NFC."""
     s = str(raw or "").strip().strip("`'\"").strip()
-    if s.startswith("![["):
-        s = s[1:]
-    if s.startswith("[[") and s.endswith("]]"):
-        s = s[2:-2].split("|", 1)[0].split("#", 1)[0]
+    links = parse_links(s)
+    if len(links) == 1 and links[0].original == s and links[0].target:
+        s = links[0].target
     s = s.replace("\\", "/").strip()
     while s.startswith("./"):
         s = s[2:]

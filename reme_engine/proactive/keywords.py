@@ -16,12 +16,12 @@ Per note:
   not a topic), weighted by how much of the note each script makes up, and the note's top keywords kept.
 
 Across notes: near-duplicate keywords are merged (one contains the other or two phrases share a word; CJK
-character-bigram overlap ≥ 0.5;
-cosine ≥ 0.8 of the offline embedder's vectors when an embedder exists), then keywords that occur in the same units
-are grouped (Jaccard of their unit sets > 0.5). A unit is a whole card (``<daily>/<date>/*.md`` — one topic per
+character-bigram overlap ≥ 0.5; cosine ≥ 0.8 of the offline embedder's vectors when an embedder exists), then
+keywords that occur in the same units are grouped (Jaccard of their unit sets > 0.5). A unit is a whole card (``<daily>/<date>/*.md`` — one topic per
 card by design) or one paragraph/list item of a free-form day page (``<daily>/<date>.md``). Each group becomes a
 candidate: title = its top three keywords joined by " · ", paths = the notes it occurs in (strongest first),
-reason = which keywords and a short quote of the best passage. Groups scoring under a fifth of the best are dropped.
+reason = which keywords and a short quote of the best passage. A group scores the sum of its three strongest
+keywords; groups under a fifth of the best are dropped.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from reme_engine.index.tokenizer import EN_STOPWORDS, ZH_STOPWORDS
+from reme_engine.markdown.frontmatter import parse_frontmatter
+from reme_engine.markdown.links import parse_links
 
 from .extract import note_text
 from .model import KEYWORD_KIND, Candidate, DailyFile
@@ -64,9 +66,10 @@ _CONTRACTION_RE = re.compile(r"['’](?:ll|s|re|ve|d|t|m)$", re.I)
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK_RE = re.compile(f"[{_CJK}]")
+_CJK_ONLY_RE = re.compile(f"^[{_CJK}]+$")
 _LATIN_WORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:['’\-][A-Za-z0-9]+)*")
 _SENT_SPLIT_RE = re.compile(r"[.!?;:,()\[\]{}\"“”‘’/|。！？；：，、（）]+")
-_WIKILINK_RE = re.compile(r"!?\[\[([^\]|#\n]*)(?:#[^\]|\n]*)?(?:\|([^\]\n]*))?\]\]")
+#: External Markdown links ``[text](https://…)`` (not vault links, so parse_links does not report them).
 _MDLINK_RE = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
 _URL_RE = re.compile(r"https?://\S+|www\.\S+")
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
@@ -106,24 +109,36 @@ class _Note:
 
 
 def _frontmatter(text: str) -> tuple[dict, str]:
-    lines = text.splitlines(keepends=True)
-    if not lines or lines[0].strip() != "---":
-        return {}, text
-    for i in range(1, len(lines)):
-        if lines[i].strip() in ("---", "..."):
-            import yaml
+    """``(meta, body)`` through the project's frontmatter parser (invalid YAML → empty meta, body kept)."""
+    fm = parse_frontmatter(text)
+    return fm.meta, text[fm.body_offset:] if fm.has_block else text
 
-            try:
-                meta = yaml.safe_load("".join(lines[1:i]))
-            except yaml.YAMLError:
-                meta = None
-            return (meta if isinstance(meta, dict) else {}), "".join(lines[i + 1:])
-    return {}, text
+
+def _link_name(lk) -> str:
+    """What a reader sees of a link: its alias, else the target's file name without ``.md``."""
+    if lk.alias:
+        return lk.alias.strip()
+    return lk.target.rsplit("/", 1)[-1].removesuffix(".md").strip()
+
+
+def _unlink(text: str) -> str:
+    """``text`` with every vault link (wikilink or internal Markdown link, via the one link parser) replaced by
+    its visible name. Spaces around it keep "[[web3]]和[[元宇宙]]" from fusing into one run for the segmenter."""
+    links = parse_links(text)
+    if not links:
+        return text
+    out, pos = [], 0
+    for lk in links:
+        if lk.start < pos:
+            continue
+        out += [text[pos:lk.start], " ", _link_name(lk), " "]
+        pos = lk.end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _clean_line(line: str) -> str:
-    line = _WIKILINK_RE.sub(lambda m: (m.group(2) or m.group(1).rsplit("/", 1)[-1]).strip(), line)
-    line = _MDLINK_RE.sub(lambda m: m.group(1), line)
+    line = _MDLINK_RE.sub(lambda m: " " + m.group(1) + " ", line)
     line = _URL_RE.sub(" ", line)
     line = _LEAD_RE.sub("", line)
     line = _MARKUP_RE.sub(" ", line)
@@ -161,7 +176,7 @@ def _units(body: str) -> list[str]:
 
 def _note(f: DailyFile, daily_dir: str) -> _Note:
     meta, body = _frontmatter(note_text(f))
-    body = _COMMENT_RE.sub(" ", body)
+    body = _unlink(_COMMENT_RE.sub(" ", body))
     head = " ".join(str(meta.get(k)) for k in ("name", "description") if isinstance(meta.get(k), str))
     card = f.path != f"{daily_dir.strip('/')}/{f.day}.md"
     units = _units(body)
@@ -187,8 +202,8 @@ class _Names:
     def __init__(self, store, raw_texts: list[str]) -> None:
         self._store = store
         self._cache: dict[str, list[str]] = {}
-        self._linked = sorted({m.group(1).rsplit("/", 1)[-1].strip() for t in raw_texts for m in _WIKILINK_RE.finditer(t)
-                               if _CJK_RE.search(m.group(1))}, key=len)
+        self._linked = sorted({_link_name(lk) for t in raw_texts for lk in parse_links(t)
+                               if _CJK_RE.search(lk.target)}, key=len)
 
     def _containing(self, k: str) -> list[str]:
         if k not in self._cache:
@@ -202,7 +217,7 @@ class _Names:
                     rows = []
                 for path, name in rows:
                     found += [t.strip() for t in (path.rsplit("/", 1)[-1].rsplit(".", 1)[0], name or "") if k in t]
-            self._cache[k] = sorted({t for t in found if len(t) <= 12 and t != k}, key=len)
+            self._cache[k] = sorted({t for t in found if len(t) <= 12 and t != k and _CJK_ONLY_RE.match(t)}, key=len)
         return self._cache[k]
 
     def widen(self, k: str, text: str) -> str:
@@ -277,7 +292,8 @@ def _zh_keywords(text: str, analyse, k: int) -> dict[str, float]:
     except ZeroDivisionError:  # textrank on a graph without edges
         tr = {}
     tf, tr = _norm(tf), _norm(tr)
-    return {w: tf.get(w, 0.0) + 0.5 * tr.get(w, 0.0) for w in set(tf) | set(tr)}
+    # TF-IDF leads; TextRank (co-occurrence centrality) only reorders, it favours generic words (工作, 软件)
+    return {w: tf.get(w, 0.0) + 0.3 * tr.get(w, 0.0) for w in set(tf) | set(tr)}
 
 
 def _en_stop(w: str) -> bool:
@@ -451,11 +467,15 @@ def run_keywords(inp: KeywordInput) -> KeywordOutput:
     groups: dict[int, list[int]] = defaultdict(list)
     for i in range(len(ranked)):
         groups[uf.find(i)].append(i)
-    scored_groups = sorted(groups.values(), key=lambda g: -sum(total[ranked[i]] for i in g))
-    best = sum(total[ranked[i]] for i in scored_groups[0])
+    def gscore(g: list[int]) -> float:
+        # the three strongest keywords: a long paragraph with many words must not drown short, sharp notes
+        return sum(sorted((total[ranked[i]] for i in g), reverse=True)[:3])
+
+    scored_groups = sorted(groups.values(), key=lambda g: -gscore(g))
+    best = gscore(scored_groups[0])
     out: list[Candidate] = []
     for g in scored_groups:
-        score = sum(total[ranked[i]] for i in g)
+        score = gscore(g)
         if score < 0.2 * best or len(out) >= inp.max_topics:
             break
         kws: list[str] = []

@@ -67,8 +67,10 @@ class ProactiveParams:
     Extract: ``scan_days`` (window of daily dates ending at ``date``), ``carry_forward_days``,
     ``max_carry_forward_topics``, ``llm_timeout_seconds`` (deadline per LLM call), ``max_chars_per_file``,
     ``max_total_chars``. Topics: ``known_threshold`` (cosine similarity of title+reason embeddings at which a
-    candidate is the same topic as a known one; the seed calibrated it for ``known_threshold_calibrated_for``),
-    ``min_push_confidence``, ``max_topics`` (topics in the day file and push candidates).
+    candidate is the same topic as a known one; the seed calibrated it for ``known_threshold_calibrated_for``;
+    what 0.85 means for the offline USE-multilingual model is measured in :mod:`reme_engine.proactive.topics`),
+    ``min_push_confidence``, ``max_topics`` (topics in the day file and push candidates). Raises ValueError for
+    out-of-range values.
     """
 
     scan_days: int = 2

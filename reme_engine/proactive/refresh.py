@@ -96,7 +96,9 @@ def run_proactive_refresh(engine, *, date: str, llm=None, params: ProactiveParam
 
     ``llm``: an :class:`~reme_engine.llm.client.LLMClient`, or None for the keyword fallback. ``params``: seed
     defaults when None. ``now``: the ``generated_at`` instant (default: now in the app's timezone; a naive value is
-    taken as app-local). Raises ValueError for an invalid ``date``; every other failure is reported in the result.
+    taken as app-local). Raises ValueError for an invalid ``date`` or ``params``. LLM failures, unusable replies and
+    write conflicts are reported in the result (``status: failed``); unexpected exceptions propagate after the
+    journal run is marked failed.
     """
     params = params or ProactiveParams()
     date = valid_date(date)
@@ -126,7 +128,8 @@ def run_proactive_refresh(engine, *, date: str, llm=None, params: ProactiveParam
     material = [f for f in changed if not is_blank(f)]
     if not material:
         # nothing to read: checkpoint so the next run does not look again; no LLM call, no file (seed)
-        engine.store.catalog_set(CATALOG, {f.path: mark(f.sha) for f in blank})
+        with engine.write_lock:
+            engine.store.catalog_set(CATALOG, {f.path: mark(f.sha) for f in blank})
         rep.changed = [f.path for f in blank]
         return close(NO_CHANGE)
 

@@ -40,6 +40,7 @@ non-keyword day topics with ``confidence ≥ min_push_confidence``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -276,6 +277,15 @@ def _kw_overlap(a: list[str], b: list[str]) -> bool:
     return a[0].casefold() == b[0].casefold() or len(sa & sb) / len(sa | sb) >= 0.5
 
 
+def _mentions(kw: str, text: str, words: list[str]) -> bool:
+    """CJK keywords by substring; Latin ones when each of their words starts a word of the text
+    ("left knee sore" is mentioned by "left knee got sore", "knee" by "Knee soreness")."""
+    if not kw.isascii():
+        return kw in text
+    parts = re.findall(r"[a-z0-9]+", kw)
+    return bool(parts) and all(any(w.startswith(p) for w in words) for p in parts)
+
+
 def _mentioned_in(members: list[Candidate], truth: list[Topic]) -> Topic | None:
     """For keyword candidates (whose boilerplate reason embeds poorly): the known topic that shares an evidence
     path and whose title/reason mentions the most of the candidate's keywords (at least one)."""
@@ -286,7 +296,8 @@ def _mentioned_in(members: list[Candidate], truth: list[Topic]) -> Topic | None:
         if not paths & set(t.paths):
             continue
         text = f"{t.title}\n{t.reason}".casefold()
-        n = sum(1 for k in kws if k in text)
+        words = re.findall(r"[a-z0-9]+", text)
+        n = sum(1 for k in kws if _mentions(k, text, words))
         if n > hits:
             best, hits = t, n
     return best

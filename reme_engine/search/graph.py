@@ -141,6 +141,8 @@ def traverse(store, start: str, depth: int = 1, direction: str = "both", max_nod
         raise ValueError("direction must be out, in or both")
     if depth < 0:
         raise ValueError("depth must be >= 0")
+    if max_nodes < 1:
+        raise ValueError("max_nodes must be >= 1")
     info = store.file_info(start)
     nodes: dict[str, dict] = {start: {"path": start, "depth": 0, "name": info["name"] if info else start,
                                       "description": info["description"] if info else "",

@@ -201,6 +201,16 @@ class HybridSearcher:
 
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}")
+        if filters is not None:
+            for name in ("date_from", "date_to"):
+                value = getattr(filters, name)
+                if value:
+                    try:
+                        from datetime import date as _date
+
+                        _date.fromisoformat(value)
+                    except ValueError:
+                        raise ValueError(f"{name} must be a real date YYYY-MM-DD (got {value!r})") from None
         if limit < 1:
             raise ValueError("limit must be >= 1")
         t0 = time.perf_counter()
