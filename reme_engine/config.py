@@ -103,7 +103,6 @@ class Settings:
 
         Raises ConfigError for an unknown IANA name.
         """
-        from datetime import datetime
         from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
         if not self.timezone:

@@ -21,7 +21,7 @@ from . import __version__
 from .config import ConfigError, Settings, finalize_state_dir
 from .index.indexer import Indexer, IndexReport, Progress
 from .index.store import Store
-from .vault.io import SkipFile, WriteConflict, atomic_write, read_text, text_hash
+from .vault.io import SkipFile, WriteConflict, atomic_write, read_text
 from .vault.paths import VaultPathError, resolve
 
 

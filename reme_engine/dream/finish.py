@@ -10,7 +10,7 @@ window are dropped. Written nodes are re-indexed, the journal run is closed with
 from __future__ import annotations
 
 from .extract import CATALOG, ExtractResult, ScanResult
-from .models import DreamReport, UnitOutcome, tally_dict
+from .models import DreamReport, UnitOutcome
 
 _COUNTS = {"CREATE": "created", "CORROBORATE": "corroborated", "REFINE": "refined", "CORRECT": "corrected"}
 
@@ -51,7 +51,7 @@ def finish(engine, run, report: DreamReport, scan: ScanResult, ext: ExtractResul
     report.outcomes = [o.to_dict() for o in outcomes]
     report.status = "partial" if (report.failed or ext.overflow or any(o.status == "skipped" for o in outcomes)) \
         else "ok"
-    report.llm = tally_dict(tally)
+    report.llm = tally.to_dict()
     run.finish(report.status, summary(report), report.llm)
     return report
 

@@ -183,10 +183,3 @@ class DreamReport:
         return asdict(self)
 
 
-def tally_dict(tally) -> dict:
-    """``UsageTally.to_dict()``; built by hand when that fails (``asdict`` cannot deep-copy the tally's lock)."""
-    try:
-        return tally.to_dict()
-    except TypeError:
-        return {"calls": tally.calls, "failed_calls": tally.failed_calls, "input_tokens": tally.input_tokens,
-                "output_tokens": tally.output_tokens, "by_step": {k: dict(v) for k, v in tally.by_step.items()}}

@@ -21,7 +21,7 @@ from ..vault.daily import valid_date
 from .extract import Budget, ExtractFailed, ExtractResult, extract_units, scan_changed
 from .finish import finish
 from .integrate import IntegrateContext, digest_files, integrate_all
-from .models import DreamReport, tally_dict
+from .models import DreamReport
 
 KIND = "auto_dream"
 
@@ -72,7 +72,7 @@ def run_auto_dream(engine, *, date: str, hint: str = "", llm, scan_days: int = 1
             report.status = "failed"
             report.message = str(exc)
             report.errors.append(str(exc))
-            report.llm = tally_dict(tally)
+            report.llm = tally.to_dict()
             run.finish("failed", {"date": date, "changed_files": len(scan.changed), "error": str(exc)}, report.llm)
             closed = True
             return report
@@ -91,7 +91,7 @@ def run_auto_dream(engine, *, date: str, hint: str = "", llm, scan_days: int = 1
     except BaseException as exc:
         # Unexpected: close the journal run so the Changes view does not show it running forever.
         if not closed:
-            run.finish("failed", {"date": date, "error": f"{type(exc).__name__}: {exc}"}, tally_dict(tally))
+            run.finish("failed", {"date": date, "error": f"{type(exc).__name__}: {exc}"}, tally.to_dict())
         raise
     finally:
         report.wall_ms = round((time.perf_counter() - t0) * 1000, 1)

@@ -7,6 +7,11 @@ switching models never mixes vectors.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy is imported lazily at run time (start-up cost of one-shot jobs)
+    import numpy as np
+
 import threading
 from typing import Protocol, Sequence
 

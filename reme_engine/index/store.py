@@ -107,13 +107,12 @@ class Store:
         self._owned: dict[threading.Thread, sqlite3.Connection] = {}
         self._all_lock = threading.Lock()
         self.recovered: list[str] = []  # files moved aside because they were corrupt
-        conn = self._open_checked()
+        self._open_checked()
         if self.get_meta("schema_version") not in (None, str(SCHEMA_VERSION)):
             # Older schema: the index is derived data, rebuild it from scratch.
             self.close()
             for suffix in ("", "-wal", "-shm"):
                 Path(str(self.db_path) + suffix).unlink(missing_ok=True)
-            conn = self.conn
         with self.write():
             self.set_meta("schema_version", str(SCHEMA_VERSION))
 

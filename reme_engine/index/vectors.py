@@ -11,6 +11,11 @@ Ids are the chunk ids of the store (63-bit ints); ``IndexIDMap2`` accepts the sa
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy is imported lazily at run time (start-up cost of one-shot jobs)
+    import numpy as np
+
 import json
 import os
 import threading

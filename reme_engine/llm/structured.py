@@ -33,11 +33,10 @@ def _outer_span(text: str) -> str | None:
     depth = 0
     in_str = False
     esc = False
-    opener = ""
     for i, ch in enumerate(text):
         if start < 0:
             if ch in "{[":
-                start, opener, depth = i, ch, 1
+                start, depth = i, 1
             continue
         if in_str:
             if esc:

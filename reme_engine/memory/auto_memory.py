@@ -145,6 +145,19 @@ class CaptureResult:
 # --------------------------------------------------------------------------------------------------- LLM reply
 
 
+def text_items(v: Any) -> list[str]:
+    """An LLM's list field as clean one-line strings: a string is split into lines, a scalar wrapped, bullets
+    stripped, whitespace collapsed, empties dropped."""
+    if v is None:
+        return []
+    if isinstance(v, str):
+        v = v.splitlines()
+    if not isinstance(v, (list, tuple)):
+        v = [v]
+    out = [_BULLET_RE.sub("", " ".join(_as_text(x).split())) for x in v]
+    return [x for x in out if x]
+
+
 def _as_text(v: Any) -> str:
     if v is None:
         return ""
@@ -181,14 +194,7 @@ class CardReply(BaseModel):
     @field_validator("timeline", "notes", mode="before")
     @classmethod
     def _items(cls, v: Any) -> list[str]:
-        if v is None:
-            return []
-        if isinstance(v, str):
-            v = v.splitlines()
-        if not isinstance(v, (list, tuple)):
-            v = [v]
-        out = [_BULLET_RE.sub("", " ".join(_as_text(x).split())) for x in v]
-        return [x for x in out if x]
+        return text_items(v)
 
     def is_empty(self) -> bool:
         return not (self.timeline or self.notes or self.current_state)
@@ -606,7 +612,7 @@ def run_auto_memory(engine, session_id: str, *, llm) -> AutoMemoryReport:
                 report.pending = sum(len(b.items) for b in batches[i:])
                 break
             except BaseException as exc:  # a bug or an interrupt: close the journal run before propagating
-                run.finish("failed", {"error": f"{type(exc).__name__}: {exc}"}, tally_dict(tally))
+                run.finish("failed", {"error": f"{type(exc).__name__}: {exc}"}, tally.to_dict())
                 raise
             if path:
                 dates.add(batch.date)
@@ -624,7 +630,7 @@ def run_auto_memory(engine, session_id: str, *, llm) -> AutoMemoryReport:
         engine.index_paths(sorted(set(run.written)))
     report.updated = [p for p in dict.fromkeys(report.updated) if p not in report.created]
     report.created = list(dict.fromkeys(report.created))
-    report.tally = tally_dict(tally)
+    report.tally = tally.to_dict()
     report.wall_s = round(time.perf_counter() - t0, 3)
     if run is not None:
         run.finish(report.status, {"created": report.created, "updated": report.updated,
@@ -688,11 +694,6 @@ def _process_batch(engine, run, sid: str, srel: str, batch: _Batch, system: str,
         raise WriteConflict(f"could not find a free card name for {slug!r}")
 
 
-def tally_dict(t: UsageTally) -> dict:
-    """``UsageTally`` as a plain dict (built by hand: ``dataclasses.asdict`` cannot deep-copy its lock)."""
-    with t._lock:
-        return {"calls": t.calls, "failed_calls": t.failed_calls, "input_tokens": t.input_tokens,
-                "output_tokens": t.output_tokens, "by_step": {k: dict(v) for k, v in t.by_step.items()}}
 
 
 def _default_name(date: str, language: str) -> str:

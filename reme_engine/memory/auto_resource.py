@@ -45,8 +45,8 @@ from ..vault.daily import valid_date
 from ..vault.io import SkipFile, WriteConflict, read_text
 from ..vault.paths import VaultPathError, is_hidden, resolve, to_rel
 # Card helpers shared with auto-memory (same frontmatter, heading-safety and naming rules for every daily card).
-from .auto_memory import (_BULLET_RE, _as_text, _new_card_head, _one_line, _read_card, _safe_block, free_card_path,
-                          tally_dict)
+from .auto_memory import (_as_text, _new_card_head, _one_line, _read_card, _safe_block, free_card_path,
+                          text_items)
 from .prompts import load_prompt
 
 KIND = "auto_resource"
@@ -128,14 +128,7 @@ class ResourceCard(BaseModel):
     @field_validator("key_points", mode="before")
     @classmethod
     def _items(cls, v: Any) -> list[str]:
-        if v is None:
-            return []
-        if isinstance(v, str):
-            v = v.splitlines()
-        if not isinstance(v, (list, tuple)):
-            v = [v]
-        out = [_BULLET_RE.sub("", " ".join(_as_text(x).split())) for x in v]
-        return [x for x in out if x]
+        return text_items(v)
 
 
 # --------------------------------------------------------------------------------------------------- text prep
@@ -376,7 +369,7 @@ def run_auto_resource(engine, *, llm) -> AutoResourceReport:
             report.failed.append({"path": res.rel, "error": f"card not written: {exc}"})
             continue
         except BaseException as exc:  # a bug or an interrupt: close the journal run before propagating
-            run.finish("failed", {"error": f"{type(exc).__name__}: {exc}"}, tally_dict(tally))
+            run.finish("failed", {"error": f"{type(exc).__name__}: {exc}"}, tally.to_dict())
             raise
         failures_in_row = 0
         report.items.append(item)
@@ -390,7 +383,7 @@ def run_auto_resource(engine, *, llm) -> AutoResourceReport:
             report.warnings.append(f"day index {date} not refreshed: {exc}")
     if run.written:
         engine.index_paths(sorted(set(run.written)))
-    report.tally = tally_dict(tally)
+    report.tally = tally.to_dict()
     report.wall_s = round(time.perf_counter() - t0, 3)
     report.status = "failed" if report.failed else "ok"
     run.finish(report.status,
