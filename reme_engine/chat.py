@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from .llm.client import LLMClient, Message, StreamDelta, UsageTally
+from .markdown.links import parse_links
 
 #: Context chunks per turn and the characters kept of each.
 CONTEXT_HITS = 6
@@ -23,7 +24,6 @@ CONTEXT_CHARS = 1500
 MAX_TOOL_ROUNDS = 2
 MAX_READ_LINES = 80
 _READ_RE = re.compile(r"^\s*READ:\s*(.+?)\s*$", re.M)
-_CITE_RE = re.compile(r"\[\[([^\]|#]+?)(?:#L(\d+)-L(\d+))?(?:\|[^\]]*)?\]\]")
 
 SYSTEM_EN = """You answer questions using the user's personal notes (a Markdown vault).
 Rules:
@@ -155,6 +155,7 @@ class ChatAnswerer:
                 yield from buffered
             turn.answer = text
             known = {c.path for c in turn.citations} | {c.path for c in turn.reads}
-            turn.unknown_citations = sorted({m.group(1).strip() for m in _CITE_RE.finditer(text)} - known)
+            cited = {lk.target for lk in parse_links(text) if lk.kind == "wikilink" and lk.target}
+            turn.unknown_citations = sorted(cited - known)
             yield final or StreamDelta(done=True)
             return

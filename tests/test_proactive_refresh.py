@@ -649,3 +649,55 @@ def test_keyword_fallback_on_the_demo_vault(demo_vault, make_engine, provider):
     doc = assert_v2(eng, date)
     assert "generator" not in doc
     assert doc["topics"][0]["id"] == "3c1e9a7b52d0"
+
+
+# --------------------------------------------------------------------------------------------- details
+
+
+def test_ids_and_yaml_form():
+    assert topic_id("记忆检索链路的质量回归") == "b2120f3573cb"  # the seed's zh example id
+    assert topic_id("  Knee   soreness ") == topic_id("knee soreness")
+    assert topic_id("x", {topic_id("x")}) != topic_id("x")
+    from reme_engine.proactive.model import Topic, day_of_path, dump_yaml
+
+    text = dump_yaml({"version": 2, "topics": [Topic(id="012345670123", title="NO", reason="yes", first_seen=D1,
+                                                       last_evidence_at=D2, evidence="a.md",
+                                                       paths=["a.md"]).day_dict()]})
+    assert "first_seen: 2026-06-18\n" in text and "  - id: '012345670123'\n" in text
+    t = yaml.safe_load(text)["topics"][0]
+    assert (t["id"], t["title"], t["reason"]) == ("012345670123", "NO", "yes")  # YAML 1.1 readers keep strings
+    assert day_of_path("daily/2026-06-18.md", "daily") == "2026-06-18"
+    assert day_of_path("daily/2026-06-18/a/b.md", "daily") == "2026-06-18"
+    assert day_of_path("daily/_proactive.yaml", "daily") is None
+    assert day_of_path("journal/2026-02-30/x.md", "journal") is None
+
+
+def test_budget_defers_files_to_the_next_run(provider, engine):
+    with LLM(provider, [extract(topic(EVAL, PAGE_P, 0.45))]) as llm:
+        rep = refresh(engine, D3, llm, max_total_chars=100, max_chars_per_file=40)
+        assert rep.status == "written" and llm.calls == 1
+        assert "max_chars_per_file" in llm.prompt(0) and EVAL_P not in llm.prompt(0)
+    assert rep.changed == [PAGE_P] and set(rep.deferred) == {EVAL_P, KNEE_P}  # newest day first, then path
+    assert set(engine.store.catalog_get(CATALOG)) == {PAGE_P}
+    with LLM(provider, [extract(topic(EVAL, EVAL_P, 0.45))]) as llm:
+        rep = refresh(engine, D3, llm, max_total_chars=100, max_chars_per_file=40)
+        assert rep.changed == [EVAL_P] and rep.deferred == [KNEE_P]
+
+
+def test_unusable_plan_and_agenda_replies_degrade(provider, engine):
+    with LLM(provider, [extract(topic(EVAL, EVAL_P, 0.9), topic(KNEE, KNEE_P, 0.7)), "no plan today"]) as llm:
+        rep = refresh(engine, D3, llm)
+        assert rep.status == "written" and llm.calls == 2
+        assert any("plan reply unusable" in w for w in rep.warnings)
+    doc = assert_v2(engine, D3)
+    assert doc["push"] is False and doc["agenda"] == [] and len(doc["topics"]) == 2
+    write(engine.vault, f"daily/{D3}/more.md", "# more\n\n- more\n")
+    more = f"daily/{D3}/more.md"
+    with LLM(provider, [extract(topic(EVAL, more, 0.7, same_as=topic_id(EVAL)), topic(KNEE, more, 0.9, same_as=topic_id(KNEE))),
+                        plan(planned(EVAL), planned(KNEE)), "<html>oops</html>"]) as llm:
+        rep = refresh(engine, D3, llm)
+        assert rep.status == "written" and llm.calls == 3
+        assert any("agenda reply unusable" in w for w in rep.warnings)
+    doc = assert_v2(engine, D3)
+    assert [a["topic_id"] for a in doc["agenda"]] == [topic_id(KNEE), topic_id(EVAL)]  # by confidence
+    assert doc["agenda"][0]["order_reason"].startswith("Ordered by confidence")

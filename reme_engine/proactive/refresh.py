@@ -83,13 +83,6 @@ class ProactiveRefreshReport:
         }
 
 
-def tally_dict(tally: UsageTally) -> dict:
-    """The tally's figures. (``UsageTally.to_dict`` deep-copies its lock via ``asdict`` and raises TypeError.)"""
-    with tally._lock:
-        return {"calls": tally.calls, "failed_calls": tally.failed_calls, "input_tokens": tally.input_tokens,
-                "output_tokens": tally.output_tokens, "by_step": {k: dict(v) for k, v in tally.by_step.items()}}
-
-
 def run_proactive_refresh(engine, *, date: str, llm=None, params: ProactiveParams | None = None,
                           now: _dt.datetime | None = None) -> ProactiveRefreshReport:
     """Refresh the proactive topics of ``date`` (YYYY-MM-DD) from the vault's daily notes.
@@ -113,7 +106,7 @@ def run_proactive_refresh(engine, *, date: str, llm=None, params: ProactiveParam
 
     def close(status: str) -> ProactiveRefreshReport:
         rep.status = status
-        rep.tally = tally_dict(tally)
+        rep.tally = tally.to_dict()
         rep.llm_calls = tally.calls
         return rep
 
@@ -191,7 +184,7 @@ def run_proactive_refresh(engine, *, date: str, llm=None, params: ProactiveParam
         run.finish("failed", {"errors": rep.errors}, rep.tally)
         return rep
     except BaseException as exc:
-        run.finish("failed", {"errors": [f"{type(exc).__name__}: {exc}"]}, tally_dict(tally))
+        run.finish("failed", {"errors": [f"{type(exc).__name__}: {exc}"]}, tally.to_dict())
         raise
     rep.path = interests_path(daily_dir, date)
     rep.push = bool(agenda)
