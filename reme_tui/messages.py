@@ -92,6 +92,17 @@ class NoteDocument:
     links: list = field(default_factory=list)
     #: Link targets written in the note's ``## Sources`` section (a digest node's way back to daily notes).
     sources: list = field(default_factory=list)
+    #: File line of the first line of ``body`` in the plain view; a long file is shown as a window of lines.
+    window_start: int = 1
+
+    @property
+    def windowed(self) -> bool:
+        """Only part of a long file is in ``body`` (plain view)."""
+        return self.plain and (self.window_start > 1 or self.body.count("\n") + 1 < self.total_lines)
+
+    @property
+    def window_end(self) -> int:
+        return self.window_start + max(0, self.body.count("\n") - (1 if self.body.endswith("\n") else 0))
 
 
 # -- results (worker → screen) ----------------------------------------------------------------------------
@@ -128,13 +139,16 @@ class NoteLoaded(Message):
 
 
 class NeighboursLoaded(Message):
-    """Graph neighbourhood (``reme_engine.search.graph.Neighborhood``) of ``path``, or ``error``."""
+    """Graph neighbourhood (``reme_engine.search.graph.Neighborhood``) of ``path``, or ``error``; ``sources``:
+    resolved paths of the links in the note's ``## Sources`` section."""
 
-    def __init__(self, path: str, neighborhood: Any, error: str | None = None) -> None:
+    def __init__(self, path: str, neighborhood: Any, error: str | None = None,
+                 sources: set[str] | None = None) -> None:
         super().__init__()
         self.path = path
         self.neighborhood = neighborhood
         self.error = error
+        self.sources = sources or set()
 
 
 class LinkResolved(Message):

@@ -287,9 +287,10 @@ async def test_open_at_line_scrolls_to_block(app_for):
         assert any("L32" in n.message for n in pilot.app._notifications)
 
 
-async def test_big_file_is_shown_as_plain_text(app_for, demo_vault):
+async def test_big_file_is_shown_as_plain_text_in_windows(app_for, demo_vault):
     big = demo_vault / "big.md"
-    big.write_text("# Big\n\n" + ("长文本 line with [[README]] link.\n" * 9000), encoding="utf-8")
+    big.write_text("# Big\n\n" + "".join(f"长文本 line {i} with [[README]] link.\n" for i in range(9000)),
+                   encoding="utf-8")
     assert big.stat().st_size > 200 * 1024
     app = app_for()
     async with app.run_test(size=(120, 40)) as pilot:
@@ -297,8 +298,22 @@ async def test_big_file_is_shown_as_plain_text(app_for, demo_vault):
         m = await open_and_wait(pilot, "big.md")
         plain = m.note.query_one("#note-plain", TextArea)
         assert plain.display and not m.note.scroller.display
-        assert plain.document.line_count >= 9002
+        # a window of lines, not the whole file (loading 9,000 lines at once would hold the UI)
+        assert plain.document.line_count <= 1501 and m.note.doc.windowed
         assert "[[README]]" in plain.text  # untouched source
+        assert "lines 1–1500 of 9002" in str(m.note.border_subtitle)
+        plain.focus()
+        await pilot.press("alt+down")
+        await wait_for(pilot, lambda: m.note.doc.window_start > 1, what="next window")
+        assert plain.line_number_start == m.note.doc.window_start
+        assert f"长文本 line {m.note.doc.window_start - 3} " in plain.text
+        # opening at a far line shows the window around it with the line in view
+        m.open_note("big.md", 8000)
+        await wait_for(pilot, lambda: m.note.doc.window_start <= 8000 <= m.note.doc.window_end, what="window at line")
+        await pilot.pause()
+        row = 8000 - m.note.doc.window_start
+        assert plain.cursor_location[0] == row
+        assert plain.document.get_line(row).startswith("长文本 line 7997 ")
 
 
 # -- search -----------------------------------------------------------------------------------------------
@@ -456,26 +471,39 @@ async def test_embedding_pass_fills_vectors_and_hybrid_why(app_for):
 # -- snapshots ------------------------------------------------------------------------------------------------
 
 
-def _snapshot_app(app_for) -> tuple[ReMeApp, object]:
+def _snapshot_app(app_for, monkeypatch, chat: bool = False) -> tuple[ReMeApp, object]:
+    """The main screen on 2026-11-28 (the demo's newest day, which has an agenda) with 光伏产业链 open; the
+    status line's clock is pinned so the picture does not change with the time of day."""
+    from reme_tui.widgets import status_line
+
+    monkeypatch.setattr(status_line, "_short_time", lambda stamp: "09:00" if stamp else "")
     app = app_for()
+    app.settings.today = lambda: "2026-11-28"
 
     async def run_before(pilot) -> None:
         m = await started(pilot)
+        await wait_for(pilot, lambda: m.agenda.date == "2026-11-28" and m.daily.page is not None, what="panes")
         await open_and_wait(pilot, GUANGFU)
-        m.vault_tree.focus()
+        if chat:
+            m.chat.add_message("user", "周末把光伏跟踪表建起来 📈", "m1", status="saved → capture.md")
+            mid = m.chat.begin_stream("assistant", "m2")
+            m.chat.append_chunk(mid, "好的：先记录本周多晶硅价格。")
+            m.chat.end_stream(mid)
+        m.daily.focus_dates()
         pilot.app.clear_notifications()
         await pilot.pause()
+        await settle(pilot)
 
     return app, run_before
 
 
-def test_snapshot_main_80x24(app_for, snap_compare):
-    app, run_before = _snapshot_app(app_for)
+def test_snapshot_main_80x24(app_for, snap_compare, monkeypatch):
+    app, run_before = _snapshot_app(app_for, monkeypatch)
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
 
-def test_snapshot_main_160x48(app_for, snap_compare):
-    app, run_before = _snapshot_app(app_for)
+def test_snapshot_main_160x48(app_for, snap_compare, monkeypatch):
+    app, run_before = _snapshot_app(app_for, monkeypatch, chat=True)
     assert snap_compare(app, terminal_size=(160, 48), run_before=run_before)
 
 

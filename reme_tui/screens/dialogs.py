@@ -107,7 +107,9 @@ class LinkPickerScreen(ModalScreen[tuple[str, str | None] | None]):
         self.dismiss(None)
 
 
-class _StatusRead(Message):
+class StatusRead(Message):
+    """(Internal to :class:`IndexStatusScreen`.) What its worker read."""
+
     def __init__(self, status: dict, health: dict | None, schedule: list[tuple[str, str, str]],
                  error: str | None = None) -> None:
         super().__init__()
@@ -128,6 +130,7 @@ class IndexStatusScreen(ModalScreen[None]):
         self.engine = engine
         self.schedule_fn = schedule_fn
         self.body = Static(Text("reading…", style="dim italic"), id="status-body")
+        self.rows: list[tuple[str, str]] = []  # (what, value) as shown
 
     def compose(self) -> ComposeResult:
         box = VerticalScroll(id="dialog-box", classes="-tall")
@@ -146,11 +149,11 @@ class IndexStatusScreen(ModalScreen[None]):
             health = self.engine.health_check()
             schedule = self.schedule_fn() if self.schedule_fn else []
         except Exception as exc:
-            self.post_message(_StatusRead({}, None, [], f"{type(exc).__name__}: {exc}"))
+            self.post_message(StatusRead({}, None, [], f"{type(exc).__name__}: {exc}"))
             return
-        self.post_message(_StatusRead(status, health, schedule))
+        self.post_message(StatusRead(status, health, schedule))
 
-    def on__status_read(self, message: _StatusRead) -> None:
+    def on_status_read(self, message: StatusRead) -> None:
         if message.error:
             self.body.update(Text(f"⚠ {message.error}", style="italic"))
             return
@@ -171,19 +174,20 @@ class IndexStatusScreen(ModalScreen[None]):
             ("LLM", "configured" if st.get("llm_configured") else "not configured"),
             ("tokenizer", st.get("tokenizer", "")),
         ]
-        for k, v in rows:
-            table.add_row(k, Text(str(v)))
         for name, nxt, last in message.schedule:
-            table.add_row(f"job {name}", Text(f"next {nxt}" + (f" · last {last}" if last else "")))
+            rows.append((f"job {name}", f"next {nxt}" + (f" · last {last}" if last else "")))
         for name, v in (health.get("checks") or {}).items():
-            table.add_row(f"check {name}", Text(str(v)))
+            rows.append((f"check {name}", str(v)))
         skipped = health.get("skipped") or []
         if skipped:
-            table.add_row("skipped files", Text(str(len(skipped))))
+            rows.append(("skipped files", str(len(skipped))))
             for s in skipped[:20]:
                 path = s.get("path") if isinstance(s, dict) else str(s)
                 reason = s.get("reason", "") if isinstance(s, dict) else ""
-                table.add_row("", Text(f"{path}: {reason}", style="dim"))
+                rows.append(("", f"{path}: {reason}"))
+        self.rows = [(k, str(v)) for k, v in rows]
+        for k, v in self.rows:
+            table.add_row(k, Text(v))
         self.body.update(table)
 
     def action_close(self) -> None:

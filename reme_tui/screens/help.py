@@ -12,11 +12,12 @@ from textual.widgets import Static
 
 #: Keys that are not bindings of ours but worth knowing.
 EXTRA_KEYS = [
-    ("ctrl+p", "command palette (search, re-index, theme, README…)"),
+    ("ctrl+p", "command palette (today, new note, search, re-index, refresh, theme, index status…)"),
     ("tab / shift+tab", "next / previous pane"),
-    ("enter", "open the selected note, expand a folder"),
-    ("← / →", "collapse / expand in the tree"),
-    ("click a link", "follow a wikilink in the note"),
+    ("enter", "open the selected day, card, link, agenda item's evidence; expand a folder"),
+    ("← / →", "agenda: the day before / after · tree: collapse / expand"),
+    ("x", "links pane: depth 1 ↔ 2"),
+    ("click a link", "follow a wikilink or a provenance link in the note (f: pick one by keyboard)"),
 ]
 
 
@@ -63,7 +64,7 @@ def collect_rows(app) -> list[tuple[str, str, str]]:
             continue
         bid = b.id
         if bid not in by_id:
-            by_id[bid] = ([], b.description)
+            by_id[bid] = ([], b.tooltip or b.description)
             order.append(bid)
         shown = app.get_key_display(b.with_key(key))
         if shown not in by_id[bid][0]:

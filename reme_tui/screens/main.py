@@ -25,14 +25,12 @@ import os
 import shlex
 import subprocess
 import time
-import uuid
 from pathlib import Path
 
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Footer
 from textual.worker import Worker, get_current_worker
@@ -86,6 +84,12 @@ STAGE_NAMES = {"scan": "scanning", "index": "indexing", "links": "linking", "emb
 DIGEST_BUCKETS = ("personal", "procedure", "wiki")
 #: Outlinks / backlinks listed per note (the pane scrolls; the engine's hop-2 default of 10 is for prompts).
 NEIGHBOUR_LIMIT = 200
+#: A plain-text view holds at most this many lines of a long file at once (a window that moves with alt+↓/↑ or
+#: an "open at line" request): loading a whole 1 MB file into the text view would hold the UI for most of a second.
+PLAIN_WINDOW_LINES = 1500
+#: Above this many Markdown blocks a note is shown as plain text: every block is a widget, and each frame lays
+#: them all out (about 110 ms a frame at 1,700 blocks on the test machines).
+MAX_MARKDOWN_BLOCKS = 600
 #: Columns from which the three columns (left │ note │ right) show side by side.
 WIDE_MIN = 110
 #: Rows from which the chat shows below the note without being asked for (in the wide layout).
@@ -106,6 +110,14 @@ def _is_texty(name: str) -> bool:
     return low.endswith(MARKDOWN_EXTS + (".txt", ".json", ".jsonl", ".csv", ".yaml", ".yml", ".html", ".htm"))
 
 
+def markdown_blocks(body: str) -> int:
+    """How many block widgets the Markdown view would mount for ``body`` (container and leaf blocks)."""
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("gfm-like").parse(body)
+    return sum(1 for t in tokens if t.nesting == 1 or t.type in ("fence", "code_block", "hr", "html_block"))
+
+
 def _err(exc: BaseException) -> str:
     from reme_engine.engine import EngineError
 
@@ -117,15 +129,15 @@ class MainScreen(Screen):
     ``settings``: its Settings."""
 
     BINDINGS = [
-        Binding("slash", "search", "Search", id="search"),
-        Binding("t", "today", "Today", id="today"),
-        Binding("a", "agenda", "Agenda", id="agenda"),
-        Binding("g", "neighbours", "Links", id="neighbours"),
-        Binding("c", "chat", "Chat", id="chat"),
-        Binding("e", "edit", "Edit", id="edit"),
-        Binding("r", "refresh", "Refresh", id="refresh"),
-        Binding("R", "reindex", "Re-index", show=False, id="reindex"),
-        Binding("f", "follow_link", "Follow link", show=False, id="follow_link"),
+        Binding("slash", "search", "Search", id="search", tooltip="Search the vault as you type (filters: layer, dates)"),
+        Binding("t", "today", "Today", id="today", tooltip="Today's day page and cards (created on first use)"),
+        Binding("a", "agenda", "Agenda", id="agenda", tooltip="Today's proactive agenda and topics"),
+        Binding("g", "neighbours", "Links", id="neighbours", tooltip="Links pane: the graph around the note"),
+        Binding("c", "chat", "Chat", id="chat", tooltip="Chat input (a quick-capture journal without an LLM)"),
+        Binding("e", "edit", "Edit", id="edit", tooltip="Edit the note in $EDITOR, then re-index it"),
+        Binding("r", "refresh", "Refresh", id="refresh", tooltip="Run today's proactive refresh now"),
+        Binding("R", "reindex", "Re-index", show=False, id="reindex", tooltip="Bring the index up to date now"),
+        Binding("f", "follow_link", "Follow link", show=False, id="follow_link", tooltip="Pick one of the note's links to follow"),
         Binding("left_square_bracket", "step_day(1)", "Day before", show=False, id="previous_day"),
         Binding("right_square_bracket", "step_day(-1)", "Day after", show=False, id="next_day"),
         Binding("d", "daily", "Daily pane", show=False, id="daily"),
@@ -133,10 +145,10 @@ class MainScreen(Screen):
         Binding("ctrl+l", "focus_links", "Links pane", show=False, id="focus_links"),
         Binding("backspace,alt+left", "back", "Back", show=False, id="back"),
         Binding("alt+right", "forward", "Forward", show=False, id="forward"),
-        Binding("f2", "toggle_left", "Left pane", show=False, id="toggle_left"),
-        Binding("f3", "toggle_right", "Right pane", show=False, id="toggle_right"),
-        Binding("f4", "toggle_chat", "Chat pane", show=False, id="toggle_chat"),
-        Binding("escape", "focus_main", "Focus note", show=False, id="focus_main"),
+        Binding("f2", "toggle_left", "Left pane", show=False, id="toggle_left", tooltip="Collapse/restore the Daily/Vault column"),
+        Binding("f3", "toggle_right", "Right pane", show=False, id="toggle_right", tooltip="Collapse/restore the Links/Agenda column"),
+        Binding("f4", "toggle_chat", "Chat pane", show=False, id="toggle_chat", tooltip="Collapse/restore the chat"),
+        Binding("escape", "focus_main", "Focus note", show=False, id="focus_main", tooltip="Back to the note from anywhere"),
     ]
 
     def __init__(self, engine, settings) -> None:
@@ -262,7 +274,10 @@ class MainScreen(Screen):
     def _left_title(self) -> None:
         daily = self.left_switch.current == "daily"
         self.left.border_title = "Daily" if daily else (Path(self.engine.vault).name or "Vault")
-        self.left.border_subtitle = None if daily else "ctrl+t · d: Daily"
+        if daily:
+            self.left.border_subtitle = self.daily.summary()
+        else:
+            self.left.border_subtitle = "d: back to Daily"
 
     def action_toggle_left(self) -> None:
         if self.wide or self.narrow_side == "left":
@@ -306,9 +321,11 @@ class MainScreen(Screen):
         self.links.focus()
 
     def action_agenda(self) -> None:
+        """Show and focus the agenda; pressed again on the agenda, go back to today."""
+        again = self.agenda.list.has_focus
         self._reveal("agenda")
         self.agenda.focus_list()
-        if self.agenda.date is None or self.agenda.date == self.agenda.today:
+        if again or self.agenda.date is None or self.agenda.date == self.agenda.today:
             self.load_agenda("")  # today may have changed (a refresh, midnight)
 
     def action_chat(self) -> None:
@@ -464,6 +481,7 @@ class MainScreen(Screen):
 
     def on_day_loaded(self, message: DayLoaded) -> None:
         self.daily.set_day(message.date, message.page, message.cards, message.error)
+        self._left_title()
 
     def on_open_day(self, message: OpenDay) -> None:
         message.stop()
@@ -572,9 +590,21 @@ class MainScreen(Screen):
                 sources = sources_targets(raw_body)
                 if not plain:
                     body, body_line = wikilinks_to_markdown(raw_body), fm.body_start_line
+                    blocks = markdown_blocks(body)
+                    if blocks > MAX_MARKDOWN_BLOCKS:
+                        plain, body, body_line = True, text, 1
+                        warning = (warning + "; " if warning else "") + f"long note ({blocks} blocks): shown as plain text"
             if plain and size > MAX_MARKDOWN_BYTES and is_md:
                 warning = (warning + "; " if warning else "") + "large file: shown as plain text"
-            doc = NoteDocument(path, body, meta, body_line, total or 0, size, plain, warning, links, sources)
+            window_start = 1
+            if plain:
+                lines = body.splitlines(keepends=True)
+                if len(lines) > PLAIN_WINDOW_LINES:
+                    want = request.line or 1
+                    window_start = max(1, min(want - PLAIN_WINDOW_LINES // 4, len(lines) - PLAIN_WINDOW_LINES + 1))
+                    body = "".join(lines[window_start - 1 : window_start - 1 + PLAIN_WINDOW_LINES])
+            doc = NoteDocument(path, body, meta, body_line, total or 0, size, plain, warning, links, sources,
+                               window_start)
         except Exception as exc:  # EngineError: user-facing; anything else: report, keep the app alive
             self.post_message(NoteLoaded(seq, request, None, _err(exc)))
             return
@@ -618,12 +648,7 @@ class MainScreen(Screen):
             self.load_traverse(doc.path)
 
     def _history_hint(self) -> None:
-        back = self.history_pos > 0
-        fwd = self.history_pos < len(self.history) - 1
-        hint = " ".join(p for p, ok in (("◂ back", back), ("forward ▸", fwd)) if ok)
-        subtitle = self.note.border_subtitle
-        base = str(subtitle).split("  ◂")[0].split("  forward")[0] if subtitle else ""
-        self.note.border_subtitle = f"{base}  {hint}" if hint else base
+        self.note.set_history(self.history_pos > 0, self.history_pos < len(self.history) - 1)
 
     # -- neighbours -----------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="neighbours", exit_on_error=False)
@@ -640,9 +665,7 @@ class MainScreen(Screen):
         except Exception as exc:
             self.post_message(NeighboursLoaded(path, None, _err(exc)))
             return
-        msg = NeighboursLoaded(path, hood)
-        msg.sources = resolved
-        self.post_message(msg)
+        self.post_message(NeighboursLoaded(path, hood, sources=resolved))
 
     def on_neighbours_loaded(self, message: NeighboursLoaded) -> None:
         if message.path != self.note.path:
@@ -653,7 +676,7 @@ class MainScreen(Screen):
             self.links.show_message("Links appear when indexing finishes…")
         else:
             self.links.depth = self.neighbour_depth
-            self.links.show(message.path, message.neighborhood, getattr(message, "sources", set()))
+            self.links.show(message.path, message.neighborhood, message.sources)
 
     def on_neighbour_depth_changed(self, message: NeighbourDepthChanged) -> None:
         message.stop()

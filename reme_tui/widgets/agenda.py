@@ -24,7 +24,7 @@ from textual.widgets import Input, OptionList
 from textual.widgets.option_list import Option
 
 from ..messages import AgendaRequested, FollowLink
-from ..render import fit_text, one_line, row_width, truncate_cells
+from ..render import fit_text, one_line, row_width
 
 def _strip_link(value: str) -> str:
     v = one_line(value)
@@ -84,6 +84,7 @@ def agenda_prompt(n: int, item: dict, width: int) -> Text:
 
 
 def topic_prompt(topic: dict, width: int) -> Text:
+    """``• title`` on the first line; ``kind · confidence — reason`` dimmed on the second."""
     head = Text("• ")
     head.append(one_line(topic.get("title") or "(untitled)"), style="bold")
     meta = []
@@ -92,13 +93,11 @@ def topic_prompt(topic: dict, width: int) -> Text:
     conf = topic.get("confidence")
     if isinstance(conf, (int, float)):
         meta.append(f"{conf:.2f}")
-    tail = Text(f"  {' · '.join(meta)}", style="dim") if meta else Text()
-    if head.cell_len + tail.cell_len > width:
-        head = fit_text(head, max(4, width - tail.cell_len))
-    lines = [fit_text(head + tail, width)]
+    second = Text("  ")
+    second.append(" · ".join(meta), style="italic")
     if topic.get("reason"):
-        lines.append(Text("  " + truncate_cells(one_line(topic["reason"]), max(1, width - 2)), style="dim"))
-    return Text("\n").join(lines)
+        second.append((" — " if meta else "") + one_line(topic["reason"]), style="dim")
+    return Text("\n").join([fit_text(head, width), fit_text(second, width)])
 
 
 def next_refresh_text(when, now: _dt.datetime | None = None) -> str:

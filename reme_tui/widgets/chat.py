@@ -87,9 +87,21 @@ class ChatPane(Vertical):
     def set_llm(self, configured: bool) -> None:
         self.llm = configured
         self.notice.update(LLM_NOTICE if configured else NO_LLM_NOTICE)
-        self.border_subtitle = "LLM" if configured else "journal · no LLM"
+        self._subtitle()
         self.input.placeholder = ("Ask or jot something, Enter sends…" if configured
                                   else "Jot a thought, Enter saves it…")
+
+    def _subtitle(self) -> None:
+        if self.input.has_focus:
+            self.border_subtitle = "Enter sends · Esc back to the note" if self.llm else "Enter saves · Esc back"
+        else:
+            self.border_subtitle = "LLM" if self.llm else "journal · no LLM"
+
+    def on_descendant_focus(self) -> None:
+        self._subtitle()
+
+    def on_descendant_blur(self) -> None:
+        self._subtitle()
 
     # -- transcript -----------------------------------------------------------------------------------------
     def add_message(self, role: str, text: str, msg_id: str | None = None, status: str = "") -> str:

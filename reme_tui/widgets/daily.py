@@ -144,8 +144,13 @@ class DailyPane(Vertical):
         for i, c in enumerate(cards):
             opts.append(Option(card_prompt(c, width), id=f"card-{i}"))
         self.day_cards.set_options(opts)
-        self.day_cards.border_title = None
-        self.border_subtitle = f"{weekday(date)} · {len(cards)} card" + ("s" if len(cards) != 1 else "")
+
+    def summary(self) -> str:
+        """``Sat 28 · 2 cards`` for the chosen day ('' before one is loaded)."""
+        if not self.date:
+            return ""
+        n = len(self.cards)
+        return f"{weekday(self.date)} {self.date[8:]} · {n} card" + ("s" if n != 1 else "")
 
     # -- stepping -------------------------------------------------------------------------------------------
     def step(self, delta: int) -> str | None:

@@ -109,7 +109,8 @@ class NeighboursList(OptionList):
     ``Neighbor``/:class:`Hop2` it shows; ``depth`` is 1 or 2."""
 
     BINDINGS = [
-        Binding("x", "toggle_depth", "Depth 1↔2", id="links.depth"),
+        Binding("x", "toggle_depth", "Depth 1↔2", show=False, id="links.depth",
+                tooltip="Links pane: show the notes two hops away too (or not)"),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -119,6 +120,7 @@ class NeighboursList(OptionList):
         self.hood = None  # the Neighborhood shown (kept to re-cut the lines when the pane is resized)
         self.sources: frozenset[str] = frozenset()
         self.hop2: list[Hop2] | None = None
+        self._pending_hop2: tuple[str, list[Hop2] | None] | None = None
         self.depth = 1
         self._width = 0
 
@@ -147,7 +149,9 @@ class NeighboursList(OptionList):
     def show(self, path: str, hood, sources=frozenset()) -> None:
         """Fill from a ``Neighborhood`` of ``path``; ``sources``: resolved paths linked from its ``## Sources``."""
         if path != self.path:
-            self.hop2 = None
+            pending = self._pending_hop2
+            self.hop2 = pending[1] if pending is not None and pending[0] == path else None
+        self._pending_hop2 = None
         self.path = path
         self.hood = hood
         self.sources = frozenset(sources)
@@ -158,8 +162,10 @@ class NeighboursList(OptionList):
                 break
 
     def show_hop2(self, path: str, hop2: list[Hop2] | None) -> None:
-        """Add (or with None, drop) the second hop of ``path``."""
+        """Add (or with None, drop) the second hop of ``path`` (kept for :meth:`show` when ``path`` is not
+        shown yet: the two answers may arrive in either order)."""
         if path != self.path:
+            self._pending_hop2 = (path, hop2)
             return
         keep = self.highlighted
         self.hop2 = hop2
@@ -208,7 +214,7 @@ class NeighboursList(OptionList):
                     self.entries[oid] = n
                     options.append(Option(neighbour_prompt(n, width, "⇢ "), id=oid))
         self.set_options(options)
-        self.border_title = "Links" + (" · depth 2" if self.depth == 2 else "")
+        self.border_title = "Links" + (" · depth 2" if self.depth == 2 else " · x: depth 2")
         self.border_subtitle = f"{hood.outlinks_total} out · {hood.inlinks_total} in"
         if self.depth == 2 and self.hop2 is not None:
             self.border_subtitle += f" · {len(self.hop2)} at 2"

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.content import Content
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Markdown, Static, TextArea
 
-from ..messages import FollowLink, NoteDocument
+from ..messages import FollowLink, NoteDocument, OpenNote
 from ..render import frontmatter_summary, human_size, parse_href, provenance_links, truncate_cells
 
 #: Above this many bytes a note is shown as plain text: the Markdown widget mounts one widget per block and
@@ -26,7 +27,23 @@ MAX_MARKDOWN_BYTES = 100 * 1024
 
 class PlainNote(TextArea):
     """The read-only text view. Its editing keys are switched off, so keys such as Backspace (Back) reach the
-    screen's bindings instead of being swallowed."""
+    screen's bindings instead of being swallowed. For a long file it holds a window of lines; ``alt+↓``/``alt+↑``
+    post :class:`~reme_tui.messages.OpenNote` for the next/previous window."""
+
+    BINDINGS = [
+        Binding("alt+down", "window(1)", "Next lines", show=False, id="note.next_window"),
+        Binding("alt+up", "window(-1)", "Previous lines", show=False, id="note.previous_window"),
+    ]
+
+    def action_window(self, direction: int) -> None:
+        view = next((a for a in self.ancestors if isinstance(a, NoteView)), None)
+        doc = view.doc if view is not None else None
+        if doc is None or not doc.windowed:
+            return
+        if direction > 0 and doc.window_end < doc.total_lines:
+            self.post_message(OpenNote(doc.path, doc.window_end + 1, history=False))
+        elif direction < 0 and doc.window_start > 1:
+            self.post_message(OpenNote(doc.path, max(1, doc.window_start - 1), history=False))
 
     EDIT_ACTIONS = frozenset({"delete_left", "delete_right", "delete_word_left", "delete_word_right",
                               "delete_line", "delete_to_start_of_line", "delete_to_end_of_line", "cut", "paste",
@@ -50,6 +67,7 @@ class NoteView(Vertical):
         self.path: str | None = None
         self.doc: NoteDocument | None = None
         self.summary = ""  # the frontmatter line before cutting to the pane's width
+        self.history_hint = ""
         self.border_title = "Note"
         # Kept as attributes: a note may arrive before nested children are mounted.
         self.meta = Static("", id="note-meta", markup=False)
@@ -73,7 +91,7 @@ class NoteView(Vertical):
         self.path = doc.path
         self.doc = doc
         self.border_title = doc.path
-        self.border_subtitle = f"{doc.total_lines} lines · {human_size(doc.size)}" + (" · plain text" if doc.plain else "")
+        self._subtitle()
         summary = frontmatter_summary(doc.meta)
         if doc.warning:
             summary += ("  " if summary else "") + f"⚠ {doc.warning}"
@@ -85,6 +103,7 @@ class NoteView(Vertical):
         if doc.plain:
             self.scroller.display = False
             await self.markdown.update("")
+            self.plain.line_number_start = doc.window_start
             self.plain.load_text(doc.body)
             self.plain.display = True
             self.plain.scroll_home(animate=False)
@@ -92,8 +111,25 @@ class NoteView(Vertical):
             self.plain.display = False
             self.plain.load_text("")
             self.scroller.display = True
-            await self.markdown.update(doc.body)
+            body = doc.body if doc.body.strip() else "*(empty note — press e to write in it)*"
+            await self.markdown.update(body)
             self.scroller.scroll_home(animate=False)
+
+    def set_history(self, back: bool, forward: bool) -> None:
+        """Mark in the subtitle whether Back/Forward have somewhere to go."""
+        self.history_hint = " ".join(t for t, ok in (("◂ back", back), ("forward ▸", forward)) if ok)
+        self._subtitle()
+
+    def _subtitle(self) -> None:
+        doc = self.doc
+        if doc is None:
+            return
+        if doc.windowed:
+            text = (f"lines {doc.window_start}–{doc.window_end} of {doc.total_lines} · {human_size(doc.size)}"
+                    " · alt+↓/↑ more")
+        else:
+            text = f"{doc.total_lines} lines · {human_size(doc.size)}" + (" · plain text" if doc.plain else "")
+        self.border_subtitle = f"{text}  {self.history_hint}" if self.history_hint else text
 
     def _fit_meta(self) -> None:
         # cut with our cell-aware helper: Rich's ellipsis pads a wide character cut in half with a space
@@ -144,7 +180,7 @@ class NoteView(Vertical):
         if doc is None:
             return False
         if doc.plain:
-            row = max(0, line - 1)
+            row = max(0, min(line - doc.window_start, self.plain.document.line_count - 1))
             self.plain.move_cursor((row, 0))
             self.plain.scroll_to(y=row, animate=False)
             return True
