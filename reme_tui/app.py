@@ -34,11 +34,13 @@ class ReMeApp(App[int]):
         Binding("question_mark", "help", "Help", id="help"),
     ]
 
-    def __init__(self, settings, engine) -> None:
+    def __init__(self, settings, engine, *, background: bool = False) -> None:
         enable_cjk_line_breaking()
         super().__init__()
         self.settings = settings
         self.engine = engine
+        #: start the engine's watcher and cron thread after the first index pass (the real app; tests opt in)
+        self.background = background
         self.main_screen: MainScreen | None = None
         self.unknown_keymap_ids: list[str] = []
 
@@ -162,7 +164,7 @@ def run_app(settings) -> int:
 
     engine = Engine.open(settings)
     try:
-        app = ReMeApp(settings, engine)
+        app = ReMeApp(settings, engine, background=True)
         with _stderr_logging_to(Path(engine.state_dir) / "tui.log"):
             result = app.run()
         return int(result or 0) if isinstance(result, int) else 0

@@ -387,3 +387,37 @@ class NoteCreated(Message):
         super().__init__()
         self.path = path
         self.error = error
+
+
+# -- background work (watcher, cron) and chat replies ------------------------------------------------------------
+
+
+class VaultChanged(Message):
+    """The watcher indexed ``paths`` changed outside the app; ``report`` is the engine's IndexReport."""
+
+    def __init__(self, paths: list[str], report) -> None:
+        super().__init__()
+        self.paths = paths
+        self.report = report
+
+
+class CronEvent(Message):
+    """A scheduler event: ``event`` is the engine's dict (``job``, ``event``, ``result``/``error``)."""
+
+    def __init__(self, event: dict) -> None:
+        super().__init__()
+        self.event = event
+
+
+class ChatReply(Message):
+    """A piece of the assistant's streamed reply ``reply_id``: ``chunk`` text; ``done`` ends it with ``status``;
+    ``error`` when the LLM failed."""
+
+    def __init__(self, reply_id: str, chunk: str = "", done: bool = False, status: str = "",
+                 error: str | None = None) -> None:
+        super().__init__()
+        self.reply_id = reply_id
+        self.chunk = chunk
+        self.done = done
+        self.status = status
+        self.error = error

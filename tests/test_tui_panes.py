@@ -733,3 +733,31 @@ async def test_open_note_request_from_any_widget_bubbles_to_the_screen(app_for):
         m = await started(pilot)
         m.agenda.list.post_message(OpenNote(GUANGFU))
         await wait_for(pilot, lambda: m.note.path == GUANGFU, what="bubbled")
+
+
+async def test_chat_answer_streams_from_the_llm_and_feeds_auto_memory(app_for, demo_vault):
+    """With an LLM: the reply streams into the pane through the real SDK, is recorded in the session, and
+    auto-memory writes the session's daily card."""
+    from wire.server import ScriptedServer, openai_chat, openai_stream
+
+    card = {"name": "光伏跟踪", "description": "The user is setting up a PV tracking sheet", "slug": "pv-tracking",
+            "timeline": ["Started a PV tracking sheet"], "current_state": "Sheet started", "notes": []}
+    script = [openai_stream(["Your notes say ", "the chain has five stages ", "[[digest/wiki/光伏产业链.md#L1-L9]]"]),
+              openai_chat(json.dumps(card, ensure_ascii=False))]
+    with ScriptedServer(script) as srv:
+        app = app_for(llm={"provider": "openai", "model": "m", "base_url": srv.base_url, "api_key": "k"})
+        async with app.run_test(size=(160, 48)) as pilot:
+            m = await started(pilot)
+            await pilot.press("c", *"光伏产业链", "enter")
+            await wait_for(pilot, lambda: any(b.role == "assistant" and "five stages" in b.text and not b.streaming
+                                              for b in m.chat.bubbles.values()), what="reply streamed", timeout=30)
+            await wait_for(pilot, lambda: len(srv.requests) >= 2, what="auto-memory call", timeout=30)
+            await settle(pilot)
+            record = demo_vault / "session" / "dialog" / f"{m.session_id}.jsonl"
+            roles = [json.loads(x)["role"] for x in record.read_text(encoding="utf-8").splitlines()]
+            assert roles == ["user", "assistant"]
+            assert "Context from the user's notes" in srv.requests[0]["body"]["messages"][-1]["content"]
+            await wait_for(pilot, lambda: list((demo_vault / "daily").rglob("pv-tracking*.md")), what="card",
+                           timeout=30)
+            text = list((demo_vault / "daily").rglob("pv-tracking*.md"))[0].read_text(encoding="utf-8")
+            assert f"session_id: {m.session_id}" in text and "Started a PV tracking sheet" in text

@@ -39,7 +39,10 @@ from ..messages import (
     AgendaLoaded,
     AgendaRequested,
     ChatSaved,
+    ChatReply,
     ChatSubmitted,
+    CronEvent,
+    VaultChanged,
     ChildrenLoaded,
     DayInfo,
     DayLoaded,
@@ -854,6 +857,46 @@ class MainScreen(Screen):
         self.load_agenda(message.date if self.agenda.date in (None, message.date) else self.agenda.date)
         self.load_days()
 
+    # -- background: watcher and cron ----------------------------------------------------------------------
+    @work(thread=True, group="background", exit_on_error=False)
+    def start_background(self) -> None:
+        """Start the engine's watcher (external edits indexed within ~1 s) and cron thread; their callbacks run
+        on background threads and only post messages."""
+        try:
+            self.engine.start_background(on_event=lambda ev: self.post_message(CronEvent(ev)),
+                                         on_indexed=lambda paths, rep: self.post_message(VaultChanged(paths, rep)))
+        except Exception as exc:  # the app stays usable without them
+            self.post_message(CronEvent({"event": "watch_error", "error": f"{type(exc).__name__}: {exc}"}))
+
+    def on_vault_changed(self, message: VaultChanged) -> None:
+        rep = message.report
+        if rep.added or rep.removed or rep.renamed:
+            self.load_tree_root()
+        self.load_days()
+        current = self.note.path
+        if current and current in rep.changed_paths:
+            self.post_message(OpenNote(current, history=False))
+        elif current and current in rep.removed_paths:
+            self.notify(f"{current} was removed or renamed", severity="warning")
+        elif current:
+            self.load_neighbours(current)
+        self.load_status()
+
+    def on_cron_event(self, message: CronEvent) -> None:
+        ev = message.event
+        kind = ev.get("event")
+        if kind == "watch_error":
+            self.notify(str(ev.get("error")), title="Watcher", severity="warning", timeout=8)
+        elif kind in ("finished", "failed", "skipped"):
+            job = ev.get("job", "")
+            detail = ev.get("error") or ev.get("result") or ""
+            self.notify(f"{job}: {kind}" + (f" — {str(detail)[:160]}" if kind != "finished" else ""),
+                        title="Scheduled job", severity="error" if kind == "failed" else "information", timeout=6)
+            if job == "proactive_refresh":
+                self.load_agenda(self.agenda.date or "")
+            self.load_days()
+            self.load_status()
+
     # -- chat -----------------------------------------------------------------------------------------------
     def on_chat_submitted(self, message: ChatSubmitted) -> None:
         message.stop()
@@ -899,6 +942,9 @@ class MainScreen(Screen):
             return
         if message.stage == "session":
             self.chat.mark_saved(message.message_id, "saved" if self.settings.llm.configured else "saved · capturing…")
+            if self.settings.llm.configured and self.session_id:
+                reply_id = self.chat.begin_stream("assistant")
+                self.answer_chat(self.session_id, message.message_id, reply_id)
             return
         cap = message.capture_path or ""
         self.chat.mark_saved(message.message_id, f"saved → {cap.rsplit('/', 1)[-1]}" if cap else "saved")
@@ -908,6 +954,54 @@ class MainScreen(Screen):
             self.load_day(today)
         if cap and self.note.path == cap:
             self.post_message(OpenNote(cap, history=False))
+
+    @work(thread=True, group="chat-answer", exit_on_error=False)
+    def answer_chat(self, session_id: str, question_id: str, reply_id: str) -> None:
+        """Stream a grounded answer (retrieval + citations) into bubble ``reply_id``, record it in the session,
+        then run auto-memory for the session (the user's statements become a daily card)."""
+        from reme_engine.chat import ChatAnswerer, ChatTurn
+        from reme_engine.llm.client import Message as LLMMessage
+        from reme_engine.memory.session import ChatMessage, append_messages, read_session
+
+        eng = self.engine
+        layers = self.settings.layers
+        try:
+            history = read_session(eng.vault, layers, session_id)
+            question = next((m.content for m in history if m.id == question_id), "")
+            past = [LLMMessage(m.role, m.content) for m in history if m.id != question_id
+                    and m.role in ("user", "assistant")]
+            turn = ChatTurn(question)
+            for d in ChatAnswerer(eng, eng.llm_client("chat")).stream(past, question, turn):
+                if d.text:
+                    self.post_message(ChatReply(reply_id, d.text))
+            reply = ChatMessage.create("assistant", turn.answer, tz=self.settings.tzinfo())
+            append_messages(eng.vault, layers, session_id, [reply])
+            cites = len(turn.citations)
+            status = f"{cites} note(s) retrieved" + (" · nothing relevant found" if turn.nothing_found else "")
+            if turn.unknown_citations:
+                status += f" · ⚠ cites unknown {', '.join(turn.unknown_citations[:3])}"
+            self.post_message(ChatReply(reply_id, done=True, status=status))
+        except Exception as exc:
+            self.post_message(ChatReply(reply_id, done=True, error=_err(exc)))
+            return
+        try:
+            res = eng.auto_memory(session_id)
+            card = (res.to_dict() if hasattr(res, "to_dict") else {}) or {}
+            written = card.get("created") or card.get("updated")
+            if written:
+                self.post_message(ChatReply(reply_id, done=True, status=status + " · remembered"))
+        except Exception as exc:  # memory failing must not lose the answer
+            self.post_message(ChatReply(reply_id, done=True, status=status + f" · memory: {_err(exc)}"))
+
+    def on_chat_reply(self, message: ChatReply) -> None:
+        if message.error:
+            self.chat.end_stream(message.reply_id, f"⚠ {message.error}")
+            return
+        if message.chunk:
+            self.chat.append_chunk(message.reply_id, message.chunk)
+        if message.done:
+            self.chat.end_stream(message.reply_id, message.status)
+            self.load_days()
 
     # -- editing --------------------------------------------------------------------------------------------
     def action_edit(self) -> None:
@@ -1095,6 +1189,8 @@ class MainScreen(Screen):
                 return
             first_pass = not self.keyword_ready
             self.keyword_ready = True
+            if first_pass and getattr(self.app, "background", False):
+                self.start_background()
             self.status.set_work("embedding…" if self.engine.vectors is not None else "")
             if rep is not None and not first_pass and (rep.added or rep.removed or rep.renamed):
                 self.load_tree_root()  # files came or went: reload the tree, keeping what was open
