@@ -761,3 +761,29 @@ async def test_chat_answer_streams_from_the_llm_and_feeds_auto_memory(app_for, d
                            timeout=30)
             text = list((demo_vault / "daily").rglob("pv-tracking*.md"))[0].read_text(encoding="utf-8")
             assert f"session_id: {m.session_id}" in text and "Started a PV tracking sheet" in text
+
+
+async def test_changes_view_lists_runs_shows_diffs_and_reverts(app_for, demo_vault):
+    from reme_tui.screens.changes import ChangesScreen
+
+    app = app_for()
+    eng = app.engine
+    run = eng.journal.start_run(eng.vault, "auto_dream", {"date": DEMO_DAY})
+    target = "digest/wiki/新能源.md"
+    before = (demo_vault / target).read_text(encoding="utf-8")
+    _, sha = run.read(target)
+    run.write(target, before + "\nA line the dream added.\n", step="integrate", expected_sha=sha)
+    run.finish("ok", {"updated": 1})
+    async with app.run_test(size=(160, 48)) as pilot:
+        m = await started(pilot)
+        m.action_changes()
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, ChangesScreen) and pilot.app.screen.runs,
+                       what="runs listed")
+        scr = pilot.app.screen
+        diff = scr.query_one("#changes-diff")
+        await wait_for(pilot, lambda: "A line the dream added." in str(diff.render()), what="diff shown")
+        await pilot.press("u")
+        await wait_for(pilot, lambda: (demo_vault / target).read_text(encoding="utf-8") == before, what="reverted")
+        await pilot.press("escape")
+        await settle(pilot)
+        assert not isinstance(pilot.app.screen, ChangesScreen)

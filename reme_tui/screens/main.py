@@ -1088,6 +1088,19 @@ class MainScreen(Screen):
         self.load_days()
 
     # -- status ---------------------------------------------------------------------------------------------
+    def action_changes(self) -> None:
+        """Open the Changes view; after a revert, reload what the screen shows."""
+        from .changes import ChangesScreen
+
+        def done(reverted: list | None) -> None:
+            if reverted:
+                self.load_days()
+                if self.note.path in reverted:
+                    self.post_message(OpenNote(self.note.path, history=False))
+                self.load_agenda(self.agenda.date or "")
+
+        self.app.push_screen(ChangesScreen(self.engine), done)
+
     def action_show_status(self) -> None:
         from .dialogs import IndexStatusScreen
 

@@ -1,0 +1,137 @@
+"""The Changes view: recent LLM pipeline runs, each change as a unified diff, and revert.
+
+Reads ``engine.dream_log()`` and ``engine.dream_log(run_id=…, with_text=True)`` in thread workers; ``u`` asks the
+engine to revert the highlighted run (files changed since are refused and listed). Posts nothing upward; it
+dismisses with the list of reverted paths (possibly empty) so the main screen can reload what it shows.
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+
+def change_diff(change: dict, context: int = 2) -> str:
+    """Unified diff of one journaled change (before → after text); a delete shows the removed text."""
+    before = (change.get("before_text") or "").splitlines(keepends=True)
+    after = (change.get("after_text") or "").splitlines(keepends=True)
+    path = change.get("path", "")
+    lines = difflib.unified_diff(before, after, fromfile=f"a/{path}", tofile=f"b/{path}", n=context)
+    return "".join(lines) or "(no textual change)"
+
+
+class ChangesScreen(ModalScreen[list]):
+    """Runs on the left (newest first), the selected run's diffs on the right."""
+
+    BINDINGS = [
+        Binding("escape", "close", "Close", id="changes.close"),
+        Binding("u", "revert", "Revert run", id="changes.revert"),
+    ]
+
+    class Loaded(Message):
+        def __init__(self, runs: list | None = None, detail: dict | None = None, reverted: dict | None = None,
+                     error: str | None = None) -> None:
+            super().__init__()
+            self.runs, self.detail, self.reverted, self.error = runs, detail, reverted, error
+
+    def __init__(self, engine) -> None:
+        super().__init__()
+        self.engine = engine
+        self.runs: list[dict] = []
+        self.reverted_paths: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        box = Vertical(id="changes-box")
+        box.border_title = "Changes made by the memory pipelines"
+        box.border_subtitle = "u revert run · Esc close"
+        with box:
+            with Horizontal():
+                yield OptionList(id="changes-runs")
+                with VerticalScroll(id="changes-diff-scroll"):
+                    yield Static("Select a run to see its changes.", id="changes-diff", markup=False)
+
+    def on_mount(self) -> None:
+        self.query_one("#changes-runs", OptionList).focus()
+        self.load_runs()
+
+    @work(thread=True, group="changes", exit_on_error=False)
+    def load_runs(self) -> None:
+        try:
+            self.post_message(self.Loaded(runs=self.engine.dream_log(limit=50)["runs"]))
+        except Exception as exc:
+            self.post_message(self.Loaded(error=f"{type(exc).__name__}: {exc}"))
+
+    @work(thread=True, exclusive=True, group="changes-detail", exit_on_error=False)
+    def load_detail(self, run_id: str) -> None:
+        try:
+            self.post_message(self.Loaded(detail=self.engine.dream_log(run_id=run_id, with_text=True)))
+        except Exception as exc:
+            self.post_message(self.Loaded(error=f"{type(exc).__name__}: {exc}"))
+
+    @work(thread=True, group="changes", exit_on_error=False)
+    def do_revert(self, run_id: str) -> None:
+        try:
+            self.post_message(self.Loaded(reverted=self.engine.revert(run_id)))
+        except Exception as exc:
+            self.post_message(self.Loaded(error=f"{type(exc).__name__}: {exc}"))
+
+    def on_changes_screen_loaded(self, message: Loaded) -> None:
+        diff_view = self.query_one("#changes-diff", Static)
+        if message.error:
+            self.notify(message.error, title="Changes", severity="error")
+            return
+        if message.runs is not None:
+            self.runs = message.runs
+            ol = self.query_one("#changes-runs", OptionList)
+            ol.clear_options()
+            if not self.runs:
+                diff_view.update("No pipeline has changed the vault yet.")
+                return
+            for r in self.runs:
+                when = time.strftime("%m-%d %H:%M", time.localtime(r["started_at"]))
+                mark = " (reverted)" if r.get("reverted_at") else ""
+                ol.add_option(Option(f"{when} {r['kind']} · {r['changes']} change(s) · {r['status']}{mark}",
+                                     id=r["run_id"]))
+            ol.highlighted = 0
+        if message.detail is not None:
+            out = Text()
+            for ch in message.detail["changes"]:
+                out.append(f"{ch['action']} {ch['path']}  ({ch['step']})\n", style="bold")
+                for line in change_diff(ch).splitlines():
+                    style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
+                    out.append(line + "\n", style=style)
+                out.append("\n")
+            diff_view.update(out if out.plain else "This run changed no files.")
+        if message.reverted is not None:
+            rv = message.reverted
+            self.reverted_paths += rv.get("restored", [])
+            refused = rv.get("refused", [])
+            text = f"Restored {len(rv.get('restored', []))} file(s)"
+            if refused:
+                text += "; left as they are (changed since): " + ", ".join(x["path"] for x in refused)
+            self.notify(text, title="Revert", severity="warning" if refused else "information", timeout=8)
+            self.load_runs()
+
+    @on(OptionList.OptionHighlighted, "#changes-runs")
+    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option.id:
+            self.load_detail(event.option.id)
+
+    def action_revert(self) -> None:
+        ol = self.query_one("#changes-runs", OptionList)
+        if ol.highlighted is None or not self.runs:
+            return
+        self.do_revert(self.runs[ol.highlighted]["run_id"])
+
+    def action_close(self) -> None:
+        self.dismiss(self.reverted_paths)
