@@ -288,6 +288,7 @@ def test_parallel_parse_gives_the_same_index(make_engine, tmp_path, monkeypatch)
     for threshold in (10_000, 5):
         monkeypatch.setattr(ix, "PARALLEL_MIN_FILES", threshold)
         monkeypatch.setattr(ix, "PARALLEL_ENABLED", True)
+        monkeypatch.setattr(ix, "PARALLEL_MIN_BYTES", 0)
         e = make_engine(v, embed=False)
         r = e.index()
         assert r.added == 40 and len(r.skipped) == 1

@@ -97,16 +97,20 @@ class ParsedFile:
 #: A sync with at least this many files to parse uses a process pool (parsing is CPU-bound pure Python:
 #: markdown-it, YAML, tokenising). Below it, worker start-up (~0.3 s of imports) costs more than it saves.
 PARALLEL_MIN_FILES = 600
+#: ... and at least this many bytes: on 2 cores the pool lost on the 4 MB vault (4.3 s vs 3.8 s sequential)
+#: and won on the 33 MB corpus (14.8 s vs 16.8 s) — bench/RESULTS.md.
+PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 #: Opt-in: spawned workers re-import the caller's ``__main__``, which breaks scripts without a
 #: ``if __name__ == "__main__"`` guard. The ``reme-tui`` entry points switch it on.
 PARALLEL_ENABLED = False
 _WORKER_INDEXERS: dict = {}
 
 
-def _parse_pool(n_files: int):
+def _parse_pool(n_files: int, n_bytes: int = 1 << 62):
     """A spawn-context process pool for a big sync, or None (small syncs, one core, or pools unavailable)."""
     cpus = os.cpu_count() or 1
-    if not PARALLEL_ENABLED or n_files < PARALLEL_MIN_FILES or cpus < 2 or os.environ.get("REME_NO_PARALLEL_INDEX"):
+    if (not PARALLEL_ENABLED or n_files < PARALLEL_MIN_FILES or n_bytes < PARALLEL_MIN_BYTES or cpus < 2
+            or os.environ.get("REME_NO_PARALLEL_INDEX")):
         return None
     try:
         import multiprocessing
@@ -603,7 +607,7 @@ class Indexer:
                         if fid is not None and known[e.rel] and pf.aliases:
                             paths_changed = True
 
-            pool = _parse_pool(len(todo))
+            pool = _parse_pool(len(todo), sum(e.size for e, _ in todo))
             outcome_iter = (pool.map(_parse_in_worker, [(self.vault, self.settings, e) for e, _ in todo],
                                      chunksize=16) if pool is not None
                             else (self._parse_safe(e) for e, _ in todo))
