@@ -224,8 +224,9 @@ def run_refresh(args: argparse.Namespace) -> int:
         f"skipped {len(report.skipped)}",
         f"chunks     {counts['chunks']} in index  (+{report.chunks_added} / -{report.chunks_removed})",
         f"links      {counts['links']}  ({counts['dangling_links']} dangling)",
-        f"vectors    embedded {report.embedded}  from cache {report.embed_cached}  "
-        f"pending {counts['chunks_without_vectors']}" + (f"  error: {report.embed_error}" if report.embed_error else ""),
+        (f"vectors    embedded {report.embedded}  from cache {report.embed_cached}  "
+         f"pending {counts['chunks_without_vectors']}" + (f"  error: {report.embed_error}" if report.embed_error else "")
+         if settings.embedder.kind != "none" else "vectors    off (embedder: none; keyword search only)"),
         *stage_lines,
         f"time       {dt:.2f}s  (keyword+graph {report.seconds_keyword:.2f}s, vectors {report.seconds_vector:.2f}s)",
     ]
