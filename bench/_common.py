@@ -56,6 +56,8 @@ def machine() -> dict:
         "machine": platform.machine(),
         "system": f"{platform.system()} {platform.release()}",
         "loadavg_start": loadavg(),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "engine_source": engine_fingerprint(),
     }
 
 
@@ -89,6 +91,30 @@ def maxrss_mb() -> float:
     mark into the signal struct), so workers are started through ``sh -c '…; exit'`` (see :func:`run_worker`);
     :func:`vmhwm_mb` is the per-address-space peak and is immune to that."""
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def children_maxrss_mb() -> float:
+    """Largest peak RSS among this process's waited-for children (e.g. the indexer's parse pool)."""
+    return round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its waited-for children."""
+    a = resource.getrusage(resource.RUSAGE_SELF)
+    b = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
+def engine_fingerprint() -> dict:
+    """Hash and newest mtime of the engine sources: the code measured (others edit it concurrently)."""
+    h = hashlib.sha256()
+    newest = 0.0
+    for p in sorted((REPO / "reme_engine").rglob("*.py")):
+        h.update(p.relative_to(REPO).as_posix().encode())
+        h.update(p.read_bytes())
+        newest = max(newest, p.stat().st_mtime)
+    return {"sha256_16": h.hexdigest()[:16], "newest_source": time.strftime("%Y-%m-%dT%H:%M:%S%z",
+                                                                           time.localtime(newest))}
 
 
 def vmhwm_mb() -> float | None:
@@ -203,8 +229,6 @@ def index_with_cache(vault: Path, state: Path, emb, use_cache: bool, label: str)
     The cache (``cache_root()/<label>-<hash of the vault listing + embedding space>/embeddings.sqlite``) is the
     engine's own embedding cache, so a cached run re-embeds nothing; the embedding time measured when the cache
     was made is reported from its ``meta.json``."""
-    import sqlite3
-
     digest, nfiles, nbytes = tree_digest(vault)
     key = hashlib.sha256(f"{digest}|{emb.space}".encode()).hexdigest()[:16]
     cdir = cache_root() / f"{label}-{key}"
@@ -224,20 +248,33 @@ def index_with_cache(vault: Path, state: Path, emb, use_cache: bool, label: str)
             "vector_pass_s_this_run": round(rep.seconds_vector, 3), "embedded_this_run": rep.embedded,
             "restored_from_cache_this_run": rep.embed_cached}
     eng.close()
-    if meta is None or rep.embedded:
+    if meta is not None and rep.embedded:
+        # the cache missed some texts (the chunker changed since it was made): report both, keep the old figure
+        info["embedding"] = {**meta, "from_cache": True, "cache_dir": str(cdir),
+                             "embedded_on_top_this_run": rep.embedded,
+                             "seconds_on_top_this_run": round(rep.seconds_vector, 3)}
+        if use_cache:
+            _save_cache(state, cdir, meta)
+    elif meta is None:
         meta = {"embedding_s": round(rep.seconds_vector, 3), "embedded": rep.embedded,
                 "chunks_per_s": round(rep.embedded / rep.seconds_vector, 1) if rep.seconds_vector else None,
                 "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "loadavg": loadavg(), "space": emb.space}
         if use_cache:
-            cdir.mkdir(parents=True, exist_ok=True)
-            src = sqlite3.connect(state / "embeddings.sqlite")
-            dst = sqlite3.connect(cdir / "embeddings.sqlite.tmp")
-            src.backup(dst)
-            src.close()
-            dst.close()
-            os.replace(cdir / "embeddings.sqlite.tmp", cdir / "embeddings.sqlite")
-            (cdir / "meta.json").write_text(json.dumps(meta))
+            _save_cache(state, cdir, meta)
         info["embedding"] = {**meta, "from_cache": False}
     else:
         info["embedding"] = {**meta, "from_cache": True, "cache_dir": str(cdir)}
     return state, info
+
+
+def _save_cache(state: Path, cdir: Path, meta: dict) -> None:
+    import sqlite3
+
+    cdir.mkdir(parents=True, exist_ok=True)
+    src = sqlite3.connect(state / "embeddings.sqlite")
+    dst = sqlite3.connect(cdir / "embeddings.sqlite.tmp")
+    src.backup(dst)
+    src.close()
+    dst.close()
+    os.replace(cdir / "embeddings.sqlite.tmp", cdir / "embeddings.sqlite")
+    (cdir / "meta.json").write_text(json.dumps(meta))
