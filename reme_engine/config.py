@@ -54,6 +54,9 @@ class LLMSettings:
     api_key: str | None = None
     timeout: float = 120.0
     max_retries: int = 2
+    #: per pipeline run; generous for a day of notes, small enough that a runaway loop stays cheap
+    max_calls_per_run: int = 200
+    max_tokens_per_run: int = 2_000_000
 
     @property
     def configured(self) -> bool:

@@ -122,3 +122,28 @@ def test_keys_are_redacted_from_errors():
         with pytest.raises(LLMError) as ei:
             c.complete([Message("user", "x")])
         assert secret not in str(ei.value) and "***" in str(ei.value)
+
+
+def test_run_budget_stops_further_calls():
+    from reme_engine.llm.client import LLMBudgetExceeded
+
+    with ScriptedServer(default=lambda p, b: openai_chat("ok")) as srv:
+        c = make_client(LLMSettings(provider="openai", model="m", base_url=srv.base_url, api_key="k"))
+        tally = UsageTally(max_calls=2)
+        c.complete([Message("user", "1")], tally=tally)
+        c.complete([Message("user", "2")], tally=tally)
+        with pytest.raises(LLMBudgetExceeded, match="max_calls_per_run"):
+            c.complete([Message("user", "3")], tally=tally)
+        assert len(srv.requests) == 2
+        tokens = UsageTally(max_tokens=15)
+        c.complete([Message("user", "1")], tally=tokens)  # 15 tokens used
+        with pytest.raises(LLMBudgetExceeded, match="tokens"):
+            list(c.stream([Message("user", "2")], tally=tokens))
+
+
+def test_budget_comes_from_settings():
+    from reme_engine.config import load_settings
+
+    s = load_settings({"llm": {"max_calls_per_run": 7}}, env={})
+    t = UsageTally.for_settings(s)
+    assert t.max_calls == 7 and t.max_tokens == 2_000_000

@@ -59,7 +59,7 @@ def run_auto_dream(engine, *, date: str, hint: str = "", llm, scan_days: int = 1
 
     if callable(llm) and not hasattr(llm, "complete"):
         llm = llm()
-    tally = UsageTally()
+    tally = UsageTally.for_settings(engine.settings)
     language = engine.settings.language
     run = engine.journal.start_run(engine.vault, KIND, {"date": date, "hint": hint, "scan_days": scan_days})
     report.run_id = run.run_id

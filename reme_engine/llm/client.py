@@ -28,6 +28,10 @@ class LLMError(RuntimeError):
     """An LLM call failed after the SDK's retries (network, auth, rate limit, bad reply). Message is one line."""
 
 
+class LLMBudgetExceeded(LLMError):
+    """The run's configured call or token budget is spent; the remaining work is retried next run."""
+
+
 class LLMNotConfigured(LLMError):
     """No LLM is configured; the message says which feature needs it and how to configure one."""
 
@@ -72,7 +76,26 @@ class UsageTally:
     input_tokens: int = 0
     output_tokens: int = 0
     by_step: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: per-run budget (0 = unlimited); a call that would start past it raises LLMBudgetExceeded
+    max_calls: int = 0
+    max_tokens: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @classmethod
+    def for_settings(cls, settings) -> "UsageTally":
+        """A tally carrying the run budget of ``settings.llm`` (``max_calls_per_run``, ``max_tokens_per_run``)."""
+        llm = getattr(settings, "llm", None)
+        return cls(max_calls=getattr(llm, "max_calls_per_run", 0) or 0,
+                   max_tokens=getattr(llm, "max_tokens_per_run", 0) or 0)
+
+    def check_budget(self) -> None:
+        """Raise :class:`LLMBudgetExceeded` when the run has used its calls or tokens."""
+        with self._lock:
+            if self.max_calls and self.calls >= self.max_calls:
+                raise LLMBudgetExceeded(f"LLM budget of this run used up: {self.calls} calls (max_calls_per_run)")
+            used = self.input_tokens + self.output_tokens
+            if self.max_tokens and used >= self.max_tokens:
+                raise LLMBudgetExceeded(f"LLM budget of this run used up: {used} tokens (max_tokens_per_run)")
 
     def add(self, step: str, input_tokens: int, output_tokens: int, failed: bool = False) -> None:
         with self._lock:
@@ -135,6 +158,8 @@ class AnthropicClient:
         return LLMError(redact(f"anthropic: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}", self._key))
 
     def complete(self, messages, *, system="", max_tokens=2048, temperature=0.2, step="", tally=None) -> LLMReply:
+        if tally is not None:
+            tally.check_budget()
         kw = {"system": system} if system else {}
         try:
             # This SDK generation has no sampling-temperature parameter on Messages; the model's default applies.
@@ -151,6 +176,8 @@ class AnthropicClient:
         return reply
 
     def stream(self, messages, *, system="", max_tokens=2048, temperature=0.2, step="", tally=None):
+        if tally is not None:
+            tally.check_budget()
         kw = {"system": system} if system else {}
         inp = out = 0
         stop = None
@@ -195,6 +222,8 @@ class OpenAIClient:
         return ([{"role": "system", "content": system}] + msgs) if system else msgs
 
     def complete(self, messages, *, system="", max_tokens=2048, temperature=0.2, step="", tally=None) -> LLMReply:
+        if tally is not None:
+            tally.check_budget()
         try:
             resp = self._client.chat.completions.create(model=self.model, max_tokens=max_tokens,
                                                         temperature=temperature,
@@ -214,6 +243,8 @@ class OpenAIClient:
         return reply
 
     def stream(self, messages, *, system="", max_tokens=2048, temperature=0.2, step="", tally=None):
+        if tally is not None:
+            tally.check_budget()
         inp = out = 0
         stop = None
         try:

@@ -592,7 +592,7 @@ def run_auto_memory(engine, session_id: str, *, llm) -> AutoMemoryReport:
         report.wall_s = round(time.perf_counter() - t0, 3)
         return report
 
-    tally = UsageTally()
+    tally = UsageTally.for_settings(engine.settings)
     system = load_prompt("auto_memory", lang)
     user_texts = [m.content for m in msgs if m.role == "user"]
     batches = _batches(new, tz)

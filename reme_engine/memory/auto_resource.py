@@ -331,7 +331,7 @@ def run_auto_resource(engine, *, llm) -> AutoResourceReport:
     """
     t0 = time.perf_counter()
     report = AutoResourceReport()
-    tally = UsageTally()
+    tally = UsageTally.for_settings(engine.settings)
     files = scan_resources(engine, report)
     checkpoints = engine.store.catalog_get(CATALOG)
     changed = [r for rel, r in files.items() if r is not None and checkpoints.get(rel) != r.sha]

@@ -101,7 +101,7 @@ def run_proactive_refresh(engine, *, date: str, llm=None, params: ProactiveParam
     generated_at = generated_at.replace(microsecond=0)
     daily_dir = engine.settings.layers.daily_dir.strip("/") or "daily"
     keyword_mode = llm is None
-    tally = UsageTally()
+    tally = UsageTally.for_settings(engine.settings)
     rep = ProactiveRefreshReport(date=date, used_llm=not keyword_mode)
 
     def close(status: str) -> ProactiveRefreshReport:
