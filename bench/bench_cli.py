@@ -69,6 +69,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="1/8 of the vault")
     ap.add_argument("--query", default=VAULT_QUERY)
     ap.add_argument("--no-cache", action="store_true", help="do not reuse/keep the vault's embedding cache")
+    ap.add_argument("--profile", action="store_true", help="also cProfile one hybrid job (top entries in JSON)")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     out: dict = {"bench": "cli", "quick": args.quick, "runs": args.runs, "machine": machine(), "query": args.query}
@@ -119,6 +120,15 @@ def main() -> int:
                 "hits_with_vector_rank": sum(1 for h in res.get("hits", []) if h.get("vector_rank")),
                 "importtime": import_top(pi.stderr), "loadavg": loadavg(),
             }
+            if args.profile and reme[0].endswith("reme-tui"):
+                import io
+                import pstats
+
+                prof = tmp / f"{name}.prof"
+                _, pp = run([sys.executable, "-m", "cProfile", "-o", str(prof), reme[0], "job", "search", *extra], env)
+                buf = io.StringIO()
+                pstats.Stats(str(prof), stream=buf).sort_stats("cumulative").print_stats(25)
+                out[name]["cprofile_top"] = [ln for ln in buf.getvalue().splitlines() if ln.strip()][:40]
     emit(out)
     return 0
 

@@ -13,7 +13,8 @@ Prints one JSON object:
   ``--no-cache`` re-embeds.
 - ``scale``: stores of N chunks built by replicating the corpus rows (files, chunks, FTS postings, links) and
   their vectors with Gaussian noise (re-normalised); the engine's VectorIndex (flat below ``ann_threshold`` =
-  200k, HNSW above) built through ``VectorIndex.add``; hybrid latency via ``Engine.open`` + ``engine.search`` in
+  200k, the engine's ANN index above — HNSW until 2026-11-29 21:44, IVF-Flat since) built through
+  ``VectorIndex.add``; hybrid latency via ``Engine.open`` + ``engine.search`` in
   a fresh process (peak RSS); recall@10 of the engine's index vs exact search on 200 queries. If building 1M is
   estimated above ``--max-build-min`` (15), 300k is run instead and 1M extrapolated (flagged in the output).
 """
@@ -239,7 +240,7 @@ def build_vectors(base_ks, base_vecs, n_chunks: int, size: int, noise: float, an
     """The engine's VectorIndex over the vectors of ``size`` replicated chunks (+ exact top-10 of ``qvecs``).
 
     Vectors are added through ``VectorIndex.add`` in 50k batches like ``VectorState._rebuild``; the add time is
-    the build time (flat → HNSW conversion at ``ann_threshold`` and HNSW inserts included)."""
+    the build time (flat → ANN conversion at ``ann_threshold``, training and inserts included)."""
     import numpy as np
 
     from reme_engine.index.vectors import VectorIndex
@@ -275,15 +276,42 @@ def build_vectors(base_ks, base_vecs, n_chunks: int, size: int, noise: float, an
                        "vectors_total_s": round(time.perf_counter() - t_all, 1), "kind": vi.kind, "noise_norm": noise}
 
 
-def recall_at_10(vi, qvecs, exact, ef: int | None = None) -> dict:
-    """recall@10 of ``vi.search`` (the engine's VectorIndex) against exact top-10; ``ef`` overrides efSearch."""
+def _ann_knob(vi):
+    """(name, getter, setter, engine default) of the search-time knob of the engine's ANN index, or None."""
     import faiss
 
-    from reme_engine.index.vectors import HNSW_EF_SEARCH
+    from reme_engine.index import vectors as vmod
 
-    hn = faiss.downcast_index(vi._index.index) if vi.kind == "hnsw" else None
-    if hn is not None and ef:
-        hn.hnsw.efSearch = ef
+    if vi.kind == "hnsw":
+        h = faiss.downcast_index(vi._index.index)
+        return ("efSearch", lambda: h.hnsw.efSearch, lambda v: setattr(h.hnsw, "efSearch", v),
+                getattr(vmod, "HNSW_EF_SEARCH", None))
+    if vi.kind == "ivf":
+        ivf = faiss.extract_index_ivf(vi._index.index)
+        return ("nprobe", lambda: ivf.nprobe, lambda v: setattr(ivf, "nprobe", v), getattr(vmod, "IVF_NPROBE", None))
+    return None
+
+
+def ann_info(vi) -> dict:
+    import faiss
+
+    if vi.kind == "ivf":
+        ivf = faiss.extract_index_ivf(vi._index.index)
+        return {"kind": "ivf", "nlist": ivf.nlist, "nprobe": ivf.nprobe}
+    if vi.kind == "hnsw":
+        h = faiss.downcast_index(vi._index.index)
+        return {"kind": "hnsw", "M": h.hnsw.nb_neighbors(1), "efConstruction": h.hnsw.efConstruction,
+                "efSearch": h.hnsw.efSearch}
+    return {"kind": vi.kind}
+
+
+def recall_at_10(vi, qvecs, exact, knob: int | None = None) -> dict:
+    """recall@10 of ``vi.search`` (the engine's VectorIndex) against exact top-10; ``knob`` overrides the ANN
+    index's search parameter (efSearch for HNSW, nprobe for IVF) for this measurement."""
+    k = _ann_knob(vi)
+    old = k[1]() if k else None
+    if k and knob:
+        k[2](knob)
     lat, hits, tol, gaps = [], 0, 0, []
     try:
         for i, q in enumerate(qvecs):
@@ -291,35 +319,37 @@ def recall_at_10(vi, qvecs, exact, ef: int | None = None) -> dict:
             res = vi.search(q, 10)
             lat.append((time.perf_counter() - t) * 1000)
             hits += len({x for x, _ in res} & set(exact.ids[i].tolist()))
-            # returned scores are exact inner products (HNSWFlat keeps the full vectors): a hit "within 0.01"
+            # returned scores are exact inner products (flat storage in every index kind): a hit "within 0.01"
             # scores at least the exact 10th score − 0.01 (a near-tie a reader could not tell apart)
             tenth = float(exact.scores[i][9])
             tol += sum(1 for _, sc in res if sc >= tenth - 0.01)
             gaps.append(tenth - (res[9][1] if len(res) >= 10 else -1.0))
     finally:
-        if hn is not None:
-            hn.hnsw.efSearch = HNSW_EF_SEARCH
+        if k:
+            k[2](old)
     out = {"recall_at_10": round(hits / (10 * len(qvecs)), 4),
            "recall_at_10_within_0.01": round(tol / (10 * len(qvecs)), 4),
            "score_gap_at_10_p50": round(pct(gaps, 50), 4), "score_gap_at_10_p95": round(pct(gaps, 95), 4),
            "queries": len(qvecs), "index_search_ms": stats(lat)}
-    if hn is not None:
-        out["efSearch"] = ef or HNSW_EF_SEARCH
+    if k:
+        out[k[0]] = knob or old
     return out
 
 
-def ef_sweep(vi, qvecs, exact) -> list[dict]:
-    if vi.kind != "hnsw":
+def ann_sweep(vi, qvecs, exact) -> list[dict]:
+    """recall@10 and latency of the engine's ANN index across its search knob."""
+    k = _ann_knob(vi)
+    if not k:
         return []
-    return [{"efSearch": ef, "recall_at_10": r["recall_at_10"], "recall_at_10_within_0.01": r["recall_at_10_within_0.01"],
+    values = (64, 128, 256, 512, 1024) if k[0] == "efSearch" else (8, 16, 32, 64, 128, 256)
+    return [{k[0]: v, "recall_at_10": r["recall_at_10"], "recall_at_10_within_0.01": r["recall_at_10_within_0.01"],
              "search_ms_p50": r["index_search_ms"]["p50"]}
-            for ef in (64, 128, 256, 512, 1024) for r in [recall_at_10(vi, qvecs, exact, ef)]]
+            for v in values for r in [recall_at_10(vi, qvecs, exact, v)]]
 
 
 def hnsw_param_sweep(vecs, qvecs, exact) -> list[dict]:
-    """recall@10 of plain faiss HNSW (IDs = row + 1) for a few (M, efConstruction) pairs: which knob helps.
-
-    Outside the engine (its parameters are constants); single-threaded like the engine's index."""
+    """recall@10 of plain faiss HNSW (IDs = row + 1) for a few (M, efConstruction) pairs — (32, 40) with efSearch
+    256 was the engine's HNSW until it switched to IVF. Outside the engine; single-threaded like it."""
     import faiss
     import numpy as np
 
@@ -348,16 +378,18 @@ def _exact_of(vecs, qvecs):
     return ex
 
 
-def hnsw_over(ids, vecs, qvecs, exact) -> dict:
-    """An HNSW VectorIndex (engine parameters) over the given vectors: build time, recall@10, efSearch sweep."""
+def ann_over(ids, vecs, qvecs, exact) -> dict:
+    """The engine's ANN index (whatever ``VectorIndex`` builds above its threshold) over the given vectors, built
+    in one go: build time, recall@10 and the knob sweep."""
     from reme_engine.index.vectors import VectorIndex
 
     vi = VectorIndex(DIM, ann_threshold=1)
     t = time.perf_counter()
     vi._rebuild(extra=(ids, vecs))
     build = time.perf_counter() - t
-    assert vi.kind == "hnsw"
-    return {"hnsw_build_s": round(build, 1), **recall_at_10(vi, qvecs, exact), "ef_sweep": ef_sweep(vi, qvecs, exact)}
+    assert vi.kind != "flat"
+    return {**ann_info(vi), "build_s": round(build, 1), **recall_at_10(vi, qvecs, exact),
+            "sweep": ann_sweep(vi, qvecs, exact)}
 
 
 def nn_cos(vecs_source, sample, block: int = 100_000) -> dict:
@@ -381,7 +413,7 @@ def nn_cos(vecs_source, sample, block: int = 100_000) -> dict:
             "p90": round(float(np.percentile(best, 90)), 3), "sample": len(sample)}
 
 
-def hnsw_control(base_vecs, size: int, ann_threshold: int, qvecs, kind: str, seed: int = 5) -> dict:
+def ann_control(base_vecs, size: int, ann_threshold: int, qvecs, kind: str, seed: int = 5) -> dict:
     """Recall@10 of the engine's VectorIndex at ``size`` on vectors WITHOUT replica clusters, added in 50k batches
     like the engine. ``kind``: "gaussian" — samples of a Gaussian fitted to the corpus vectors (mean +
     covariance), re-normalised (spread out, high intrinsic dimension: pessimistic for ANN); "mixture" —
@@ -422,11 +454,11 @@ def hnsw_control(base_vecs, size: int, ann_threshold: int, qvecs, kind: str, see
     allv = np.vstack(blocks)
     del blocks
     samp = np.random.default_rng(1).choice(len(allv), 500, replace=False)
-    out = {"construction": kind, "size": size, "kind": vi.kind, "build_s": round(add_s, 1),
+    out = {"construction": kind, "size": size, **ann_info(vi), "build_s": round(add_s, 1),
            "nn_cos_control": nn_cos(allv, samp),
            "nn_cos_real_corpus": nn_cos(base_vecs, np.random.default_rng(1).choice(len(base_vecs), 500,
                                                                                    replace=False)),
-           **recall_at_10(vi, qvecs, exact), "ef_sweep": ef_sweep(vi, qvecs, exact)}
+           **recall_at_10(vi, qvecs, exact), "sweep": ann_sweep(vi, qvecs, exact)}
     del allv, vi
     return out
 
@@ -434,17 +466,17 @@ def hnsw_control(base_vecs, size: int, ann_threshold: int, qvecs, kind: str, see
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="1/8 of the corpus, sizes 10k/30k (HNSW above 20k)")
+    ap.add_argument("--quick", action="store_true", help="1/8 of the corpus, sizes 10k/30k (ANN above 20k)")
     ap.add_argument("--sizes", help="synthetic sizes, comma-separated (default 100000,1000000)")
     ap.add_argument("--ann-threshold", type=int, default=None, help="default: the engine's (200000); quick 20000")
     ap.add_argument("--noise", type=float, default=0.3, help="norm of the Gaussian perturbation of replicas")
     ap.add_argument("--alt-noise", type=float, default=0.5,
-                    help="also build an HNSW at the sizes below the threshold with this noise (0 = off)")
+                    help="also build the ANN index at the sizes below the threshold with this noise (0 = off)")
     ap.add_argument("--max-build-min", type=float, default=15.0)
     ap.add_argument("--no-cache", action="store_true", help="do not reuse/keep the corpus embedding cache")
     ap.add_argument("--skip-scale", action="store_true")
     ap.add_argument("--control-size", type=int, default=None,
-                    help="size of the no-replica HNSW recall control (default: the largest requested size; 0 = off)")
+                    help="size of the no-replica ANN recall controls (default: the largest requested size; 0 = off)")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--vault", help=argparse.SUPPRESS)
@@ -504,16 +536,17 @@ def main() -> int:
                 vi, exact, vinfo = build_vectors(base_ks, base_vecs, n_chunks, size, args.noise, ann, qvecs)
                 rec = recall_at_10(vi, qvecs, exact)
                 entry = {**sq, **vinfo, "engine_index_recall": rec}
-                if vi.kind == "hnsw":
-                    entry["ef_sweep"] = ef_sweep(vi, qvecs, exact)
+                entry["index"] = ann_info(vi)
+                if vi.kind != "flat":
+                    entry["sweep"] = ann_sweep(vi, qvecs, exact)
                 if vi.kind == "flat" and size <= 300_000:
-                    log(f"scale {size}: extra HNSW builds over the same vectors (recall below the threshold)")
-                    entry["hnsw_same_vectors"] = hnsw_over(*vi._all_vectors(), qvecs, exact)
+                    log(f"scale {size}: extra ANN builds over the same vectors (recall below the threshold)")
+                    entry["ann_same_vectors"] = ann_over(*vi._all_vectors(), qvecs, exact)
                     if args.alt_noise:
                         vi2, exact2, _ = build_vectors(base_ks, base_vecs, n_chunks, size, args.alt_noise, size + 1,
                                                        qvecs, seed=11)
-                        entry["hnsw_alt_noise"] = {"noise_norm": args.alt_noise,
-                                                   **hnsw_over(*vi2._all_vectors(), qvecs, exact2)}
+                        entry["ann_alt_noise"] = {"noise_norm": args.alt_noise,
+                                                  **ann_over(*vi2._all_vectors(), qvecs, exact2)}
                         del vi2, exact2
                 from reme_engine.index.store import Store
                 from reme_engine.index.vectors import VectorState
@@ -537,11 +570,11 @@ def main() -> int:
                 entry["loadavg"] = loadavg()
                 scale["sizes"][str(size)] = entry
                 shutil.rmtree(d, ignore_errors=True)
-                # budget check for the next (bigger) size: linear sqlite cost, n·log n HNSW cost
+                # budget check for the next (bigger) size: linear sqlite cost, n·log n ANN build cost
                 if i + 1 < len(plan) and not args.quick:
                     nxt = plan[i + 1]
                     f = nxt / size
-                    hn = entry.get("hnsw_same_vectors", {}).get("hnsw_build_s") or entry["vector_add_s"]
+                    hn = entry.get("ann_same_vectors", {}).get("build_s") or entry["vector_add_s"]
                     est = (sq["sqlite_build_s"] * f + hn * f * math.log(nxt) / math.log(size)
                            + entry["faiss_save_s"] * f) / 60
                     scale.setdefault("build_estimates_min", {})[str(nxt)] = round(est, 1)
@@ -554,15 +587,15 @@ def main() -> int:
                 i += 1
             csize = args.control_size if args.control_size is not None else max(sizes)
             if csize:
-                scale["hnsw_control"] = {}
+                scale["ann_control"] = {}
                 for kind in ("mixture", "gaussian"):
                     log(f"recall control: {csize} {kind} vectors (no replica clusters)")
-                    scale["hnsw_control"][kind] = hnsw_control(base_vecs, csize, ann, qvecs, kind)
-                real = hnsw_over(np.arange(len(base_vecs), dtype=np.int64) + 1, base_vecs, qvecs,
+                    scale["ann_control"][kind] = ann_control(base_vecs, csize, ann, qvecs, kind)
+                real = ann_over(np.arange(len(base_vecs), dtype=np.int64) + 1, base_vecs, qvecs,
                                  _exact_of(base_vecs, qvecs))
-                scale["hnsw_control"]["real_corpus_only"] = {
+                scale["ann_control"]["real_corpus_only"] = {
                     "size": len(base_vecs), **real,
-                    "param_sweep": hnsw_param_sweep(base_vecs, qvecs, _exact_of(base_vecs, qvecs))}
+                    "faiss_hnsw_param_sweep": hnsw_param_sweep(base_vecs, qvecs, _exact_of(base_vecs, qvecs))}
             if "extrapolate_to" in scale and "300000" in scale["sizes"]:
                 n_to, b = scale["extrapolate_to"], scale["sizes"]["300000"]
                 bk = b["search"]["breakdown_ms_p50"]
@@ -571,7 +604,7 @@ def main() -> int:
                 scale["extrapolated"] = {
                     "size": n_to, "extrapolated": True,
                     "method": "from the 300k measurement: keyword leg linear in size (posting lists grow with the "
-                              "replicas), HNSW search ∝ log n, the rest constant; hybrid = 300k hybrid p50 + the "
+                              "replicas), ANN search ∝ log n (optimistic for IVF), the rest constant; hybrid = 300k hybrid p50 + the "
                               "growth of both legs (as if they ran one after the other: conservative)",
                     "keyword_leg_ms_p50": round(kw, 2), "faiss_search_ms_p50": round(fs, 3),
                     "hybrid_p50_ms": round(b["hybrid_p50_ms"] + (kw - bk["keyword_leg"]) + (fs - bk["faiss_search"]), 2),
@@ -591,10 +624,10 @@ def main() -> int:
                                         "note": "replicated store measured at 300k (1M not built): an upper bound "
                                                 "for 1M built the same way"},
                     "hybrid_p50_ms_1m": {**target(ex["hybrid_p50_ms"], 50.0), "note": "extrapolated from 300k"}}
-            for kind, ctl in scale.get("hnsw_control", {}).items():
+            for kind, ctl in scale.get("ann_control", {}).items():
                 out.setdefault("scale_targets", {})[f"recall_at_10_{kind}_{ctl['size']}"] = {
                     **target(ctl["recall_at_10"], 0.95, op=">="),
-                    "note": f"engine HNSW (efSearch 256) on {kind} vectors, vectors only"}
+                    "note": f"engine {ctl['kind']} index on {kind} vectors, vectors only"}
             small = scale["sizes"].get("100000")
             if small:
                 out.setdefault("scale_targets", {})["peak_rss_mb_100k"] = target(small["search"]["vmhwm_mb"], 600)
