@@ -19,7 +19,6 @@ Prints one JSON object. Uses private tokenizer internals (``_cut``): a profiling
 from __future__ import annotations
 
 import argparse
-import json
 import sqlite3
 import sys
 import time

@@ -91,3 +91,32 @@ def zh_vault_index(tmp_path_factory, embedder):
     eng.index()
     yield eng
     eng.close()
+
+
+def tree(vault: Path) -> dict:
+    """``{vault-relative path: bytes}`` of every file: compare before/after to prove what a run touched."""
+    return {p.relative_to(vault).as_posix(): p.read_bytes() for p in sorted(vault.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def open_engine(tmp_path):
+    """``open_engine(vault=None, **settings)`` → a keyword-only Engine (Asia/Shanghai) on ``vault`` or a new empty
+    temp vault, with its own state dir; closed after the test."""
+    from reme_engine.config import load_settings
+    from reme_engine.engine import Engine
+
+    engines = []
+
+    def make(vault=None, **over):
+        if vault is None:
+            vault = tmp_path / f"vault{len(engines)}"
+            vault.mkdir()
+        cli = {"vault": str(vault), "state_dir": str(tmp_path / f"state{len(engines)}"),
+               "embedder": {"kind": "none"}, "timezone": "Asia/Shanghai", **over}
+        e = Engine.open(load_settings(cli, env={}))
+        engines.append(e)
+        return e
+
+    yield make
+    for e in engines:
+        e.close()

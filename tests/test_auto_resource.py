@@ -1,12 +1,11 @@
 """auto-resource through the real anthropic/openai SDKs against scripted wire-protocol servers."""
 
 import json
-from pathlib import Path
 
 import pytest
+from conftest import tree
 
-from reme_engine.config import LLMSettings, load_settings
-from reme_engine.engine import Engine
+from reme_engine.config import LLMSettings
 from reme_engine.jobs import run_job
 from reme_engine.llm.client import LLMNotConfigured, make_client
 from reme_engine.markdown.frontmatter import parse_frontmatter
@@ -54,27 +53,6 @@ def handler(provider, card=SUMMARY):
     return answer
 
 
-def tree(vault: Path) -> dict:
-    return {p.relative_to(vault).as_posix(): p.read_bytes() for p in sorted(vault.rglob("*")) if p.is_file()}
-
-
-@pytest.fixture
-def open_engine(tmp_path):
-    engines = []
-
-    def make(vault=None, **over):
-        if vault is None:
-            vault = tmp_path / f"vault{len(engines)}"
-            vault.mkdir()
-        cli = {"vault": str(vault), "state_dir": str(tmp_path / f"state{len(engines)}"),
-               "embedder": {"kind": "none"}, "timezone": "Asia/Shanghai", **over}
-        e = Engine.open(load_settings(cli, env={}))
-        engines.append(e)
-        return e
-
-    yield make
-    for e in engines:
-        e.close()
 
 
 def put(eng, rel, data):

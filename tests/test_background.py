@@ -2,7 +2,6 @@
 
 import time
 
-import pytest
 
 
 def _wait(pred, timeout=10.0):

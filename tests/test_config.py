@@ -1,7 +1,5 @@
 """Settings precedence: defaults ← config file ← environment ← CLI flags."""
 
-from pathlib import Path
-
 import pytest
 
 from reme_engine.config import ConfigError, load_settings, state_dir_for

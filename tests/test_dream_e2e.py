@@ -5,13 +5,12 @@ import json
 
 from reme_engine.config import LLMSettings
 from reme_engine.llm.client import make_client
+from conftest import tree as _snapshot
 from wire.server import ScriptedServer, openai_chat
 
 DAYS = ["2026-11-25", "2026-11-26", "2026-11-27", "2026-11-28"]
 
 
-def _snapshot(vault):
-    return {p.relative_to(vault).as_posix(): p.read_bytes() for p in sorted(vault.rglob("*")) if p.is_file()}
 
 
 def test_week_of_notes_to_digest_and_back(make_engine, demo_vault):

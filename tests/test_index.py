@@ -1,7 +1,6 @@
 """Incremental indexing on real files: added / modified / removed / renamed, hashes, bad input, vectors."""
 
 import os
-import shutil
 import time
 import unicodedata
 from pathlib import Path

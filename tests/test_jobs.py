@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from reme_engine.jobs import JOBS, run_job
+from reme_engine.jobs import run_job
 
 
 @pytest.fixture
