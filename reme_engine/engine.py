@@ -10,6 +10,7 @@ Vault mutations and index writes are serialised by ``write_lock``; reads run con
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -23,6 +24,8 @@ from .index.indexer import Indexer, IndexReport, Progress
 from .index.store import Store
 from .vault.io import SkipFile, WriteConflict, atomic_write, read_text
 from .vault.paths import VaultPathError, resolve
+
+log = logging.getLogger("reme.engine")
 
 
 class EngineError(Exception):
@@ -97,6 +100,13 @@ class Engine:
         self.state_dir = finalize_state_dir(settings)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.write_lock = threading.RLock()
+        self._embed_lock = threading.Lock()  # one vector pass at a time
+        self._embed_state = threading.Lock()  # guards the two flags below
+        self._embedding = False
+        self._embed_more = False
+        self._embed_wake: threading.Event | None = None
+        self._embed_stop: threading.Event | None = None
+        self._embed_thread: threading.Thread | None = None
         self.store = Store(self.state_dir / "index.sqlite", self.state_dir / "embeddings.sqlite")
         from .index.tokenizer import default_tokenizer
 
@@ -166,24 +176,66 @@ class Engine:
         return report
 
     def embed_pending(self, progress: Progress | None = None, report: IndexReport | None = None,
-                      should_stop: Callable[[], bool] | None = None) -> IndexReport:
-        """The vector pass alone (see :meth:`Indexer.embed_pending`)."""
+                      should_stop: Callable[[], bool] | None = None, *, wait: bool = True) -> IndexReport:
+        """The vector pass alone (see :meth:`Indexer.embed_pending`).
+
+        One pass runs at a time, and the write lock is taken per committed batch only, so the app's writes and
+        watcher syncs never queue behind minutes of embedding. With ``wait=False``, when a pass is already running
+        this returns at once and that pass runs again before it ends, picking up the new chunks.
+        """
         report = report or IndexReport()
         if self.vectors is None:
             return report
-        with self.write_lock:
-            self.vectors.open()
-            report.embed_cached += self.vectors.restored_from_cache
-            self.vectors.restored_from_cache = 0
-            return self.indexer.embed_pending(progress, report, should_stop)
+        with self._embed_state:
+            if self._embedding and not wait:
+                self._embed_more = True
+                return report
+        with self._embed_lock:
+            with self._embed_state:
+                self._embedding, self._embed_more = True, False
+            try:
+                while True:
+                    with self.write_lock:
+                        self.vectors.open()
+                        report.embed_cached += self.vectors.restored_from_cache
+                        self.vectors.restored_from_cache = 0
+                    self.indexer.embed_pending(progress, report, should_stop, lock=self.write_lock)
+                    with self._embed_state:
+                        stop = should_stop is not None and should_stop()
+                        if not self._embed_more or report.embed_error or stop:
+                            break
+                        self._embed_more = False
+            finally:
+                with self._embed_state:
+                    self._embedding = False
+        return report
 
     def index_paths(self, paths: list[str], *, vectors: bool = True) -> IndexReport:
-        """Re-index just ``paths`` (the app's own writes, watcher batches)."""
+        """Re-index just ``paths`` (the app's own writes, watcher batches): keyword + graph under the write lock,
+        then, with ``vectors``, the new chunks' vectors — at once when no vector pass is running, otherwise by
+        the running pass (this call does not wait for it)."""
         with self.write_lock:
             report = self.indexer.sync(paths=paths)
-            if vectors and self.vectors is not None and self.vectors.ready and report.chunks_added:
-                self.indexer.embed_pending(report=report)
+        if vectors and self.vectors is not None and self.vectors.ready and report.chunks_added:
+            self.embed_pending(report=report, wait=False)
         return report
+
+    def _embed_soon(self) -> None:
+        """Ask the background embed thread (started by :meth:`start_background`) for a vector pass."""
+        if self._embed_wake is not None:
+            self._embed_wake.set()
+
+    def _embed_loop(self, wake: threading.Event, stop: threading.Event) -> None:
+        while not stop.is_set():
+            wake.wait()
+            if stop.is_set():
+                return
+            wake.clear()
+            try:
+                if self.vectors is not None and self.vectors.ready:
+                    self.embed_pending(should_stop=stop.is_set)
+            except Exception:  # logged; the next batch retries
+                log.exception("background vector pass failed")
 
     def reindex(self, progress: Progress | None = None, *, clear: bool = False, vectors: bool = True) -> IndexReport:
         """Re-sync the index; ``clear`` drops the index first (the embedding cache is kept, nothing re-embeds)."""
@@ -666,8 +718,17 @@ class Engine:
         if watch and self.watcher is None:
             from .index.watcher import VaultWatcher
 
+            # Keyword + graph on the watcher thread (searchable in well under a second); the vectors of the
+            # new chunks on the embed thread, so a burst's minutes of embedding never delay the next edit.
+            self._embed_wake, self._embed_stop = threading.Event(), threading.Event()
+            self._embed_thread = threading.Thread(target=self._embed_loop, args=(self._embed_wake, self._embed_stop),
+                                                  name="reme-embed", daemon=True)
+            self._embed_thread.start()
+
             def on_batch(paths: list[str]) -> None:
-                report = self.index_paths(paths)
+                report = self.index_paths(paths, vectors=False)
+                if report.chunks_added:
+                    self._embed_soon()
                 if on_indexed is not None:
                     on_indexed(paths, report)
 
@@ -708,6 +769,11 @@ class Engine:
         if self.watcher is not None:
             self.watcher.stop()
             self.watcher = None
+        if self._embed_thread is not None:
+            self._embed_stop.set()
+            self._embed_wake.set()
+            self._embed_thread.join(timeout=30)
+            self._embed_thread = self._embed_wake = self._embed_stop = None
         if self.scheduler is not None:
             self.scheduler.stop()
             self.scheduler = None

@@ -50,3 +50,96 @@ def test_scheduler_runs_proactive_fallback_now(make_engine, demo_vault):
         assert "needs an LLM" in str(last.get("result") or last.get("error"))
     finally:
         e.stop_background()
+
+
+class GatedEmbedder:
+    """The real embedder behind a gate: ``embed`` blocks until the test opens it (a slow vector pass on cue)."""
+
+    def __init__(self, inner):
+        import threading
+
+        self.inner, self.space, self.dim = inner, inner.space, inner.dim
+        self.gate, self.entered = threading.Event(), threading.Event()
+
+    def embed(self, texts):
+        self.entered.set()
+        assert self.gate.wait(30), "gate never opened"
+        return self.inner.embed(texts)
+
+
+def _vector_counts(e):
+    c = e.store.conn
+    return (c.execute("SELECT count(*) FROM chunks WHERE has_vec = 0").fetchone()[0],
+            c.execute("SELECT count(*) FROM chunks WHERE has_vec = 1").fetchone()[0])
+
+
+def test_writes_and_watcher_batches_never_wait_for_a_vector_pass(make_engine, tmp_path, embedder):
+    import threading
+
+    from reme_engine.config import load_settings
+    from reme_engine.engine import Engine
+
+    v = tmp_path / "v"
+    (v / "digest/wiki").mkdir(parents=True)
+    (v / "digest/wiki/a.md").write_text("# A\n\nalpha is the first note of this small vault\n")
+    gated = GatedEmbedder(embedder)
+    e = Engine.open(load_settings({"vault": str(v), "state_dir": str(tmp_path / "st")}, env={}), embedder=gated)
+    try:
+        e.index(vectors=False)
+        e.vectors.open()
+        # a vector pass that is stuck in the embedder (minutes of encoding on a big first index)
+        pass_thread = threading.Thread(target=e.embed_pending, daemon=True)
+        pass_thread.start()
+        assert gated.entered.wait(10)
+        # the app's own write is indexed at once, keyword-searchable while the pass is still encoding
+        done = threading.Event()
+        threading.Thread(target=lambda: (e.write("digest/wiki/b.md", "# B\n\nbravo written during the vector pass\n"),
+                                         done.set()), daemon=True).start()
+        assert done.wait(5), "the write waited for the vector pass"
+        assert e.search("bravo", mode="keyword").hits
+        # a watcher burst is keyword-searchable too; its vectors are left to the embed thread
+        e.start_background(schedule=False)
+        for i in range(50):
+            (v / "digest/wiki" / f"burst-{i:02d}.md").write_text(f"# Burst {i}\n\nburstword{i} arrived in a burst of edits\n")
+        assert _wait(lambda: all(e.search(f"burstword{i}", mode="keyword").hits for i in (0, 25, 49)), timeout=10)
+        assert _wait(lambda: e.store.conn.execute("SELECT count(*) FROM files").fetchone()[0] == 52, timeout=10)
+        gated.gate.set()
+        pass_thread.join(30)
+        assert _wait(lambda: _vector_counts(e)[0] == 0, timeout=60)
+        assert _vector_counts(e)[1] == 52  # one vector per chunk, none lost, none duplicated
+        assert len(e.vectors.index) == 52
+        hits = e.search("burst of edits", mode="vector", limit=5).hits
+        assert hits and all(h.path.startswith("digest/wiki/burst-") for h in hits)
+    finally:
+        gated.gate.set()
+        e.close()
+
+
+def test_a_chunk_removed_during_its_encode_gets_no_vector(make_engine, tmp_path, embedder):
+    import threading
+
+    from reme_engine.config import load_settings
+    from reme_engine.engine import Engine
+
+    v = tmp_path / "v"
+    (v / "digest/wiki").mkdir(parents=True)
+    (v / "digest/wiki/a.md").write_text("# A\n\nalpha is a note that stays in the vault\n")
+    (v / "digest/wiki/gone.md").write_text("# Gone\n\nthis note is deleted while it is being embedded\n")
+    gated = GatedEmbedder(embedder)
+    e = Engine.open(load_settings({"vault": str(v), "state_dir": str(tmp_path / "st")}, env={}), embedder=gated)
+    try:
+        e.index(vectors=False)
+        e.vectors.open()
+        t = threading.Thread(target=e.embed_pending, daemon=True)
+        t.start()
+        assert gated.entered.wait(10)
+        (v / "digest/wiki/gone.md").unlink()
+        e.index_paths(["digest/wiki/gone.md"], vectors=False)
+        gated.gate.set()
+        t.join(30)
+        assert _vector_counts(e) == (0, 1)
+        assert len(e.vectors.index) == 1
+        assert all(h.path == "digest/wiki/a.md" for h in e.search("deleted while embedded", mode="vector").hits)
+    finally:
+        gated.gate.set()
+        e.close()

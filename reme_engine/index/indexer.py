@@ -12,6 +12,7 @@ Two passes (DESIGN §9: the embedder, not the keyword pass, bounds a cold index)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -705,8 +706,14 @@ class Indexer:
 
     # -- the vector pass ----------------------------------------------------------------------------------
     def embed_pending(self, progress: Progress | None = None, report: IndexReport | None = None,
-                      should_stop: Callable[[], bool] | None = None) -> IndexReport:
+                      should_stop: Callable[[], bool] | None = None,
+                      lock: "contextlib.AbstractContextManager | None" = None) -> IndexReport:
         """Give every chunk without a vector one (cache first, then the embedder). Saves the faiss index.
+
+        ``lock`` (the engine's write lock) is held only while a batch is committed, never while the embedder
+        runs, so keyword syncs of watcher batches and the app's own writes go on during a long vector pass. A
+        chunk removed or replaced while its batch was being encoded gets no vector (its id no longer has
+        ``has_vec = 0``); its embedding still goes to the cache.
 
         Embedder failures are recorded in ``report.embed_error`` (search then degrades to keyword-only for
         the missing chunks); they never raise.
@@ -719,6 +726,7 @@ class Indexer:
         report = report or IndexReport()
         if self.vectors is None:
             return report
+        guard = lock if lock is not None else contextlib.nullcontext()
         t0 = time.perf_counter()
         prog = progress or (lambda *a: None)
         vs = self.vectors
@@ -729,6 +737,23 @@ class Indexer:
         prog("embed", 0, total, "")
         done = 0
         dirty = False
+
+        def commit(ids: list[int], vecs) -> int:
+            """Under ``guard``: add the vectors of the chunks still waiting for one; returns how many."""
+            nonlocal dirty
+            live = set()
+            for i in range(0, len(ids), 500):
+                part = ids[i : i + 500]
+                live.update(r[0] for r in c.execute(
+                    f"SELECT id FROM chunks WHERE has_vec = 0 AND id IN ({','.join('?' * len(part))})", part))
+            keep = [j for j, x in enumerate(ids) if x in live]
+            if keep:
+                with self.store.write() as cw:
+                    cw.executemany("UPDATE chunks SET has_vec=1 WHERE id=?", [(ids[j],) for j in keep])
+                vs.add(np.asarray([ids[j] for j in keep], dtype=np.int64), vecs[keep])
+                dirty = True
+            return len(keep)
+
         # 1) cache hits, in bulk
         pending = []
         for i in range(0, len(rows), 500):
@@ -746,12 +771,9 @@ class Indexer:
                 else:
                     pending.append(r)
             if hit_ids:
-                vs.add(np.asarray(hit_ids, dtype=np.int64), np.vstack(hit_vecs))
-                with self.store.write() as cw:
-                    cw.executemany("UPDATE chunks SET has_vec=1 WHERE id=?", [(h,) for h in hit_ids])
-                report.embed_cached += len(hit_ids)
+                with guard:
+                    report.embed_cached += commit(hit_ids, np.vstack(hit_vecs))
                 done += len(hit_ids)
-                dirty = True
                 prog("embed", done, total, "")
         # 2) encode the rest in batches; commit each batch so progress survives interruption
         for i in range(0, len(pending), EMBED_BATCH):
@@ -764,20 +786,17 @@ class Indexer:
             except EmbedderError as exc:
                 report.embed_error = str(exc)
                 break
-            ids = np.asarray([r[0] for r in part], dtype=np.int64)
-            with self.store.write() as cw:
-                cw.executemany(
-                    "INSERT OR REPLACE INTO emb.embeddings(space, text_hash, vec) VALUES (?,?,?)",
-                    [(space, r[1], m[j].tobytes()) for j, r in enumerate(part)],
-                )
-                # A chunk may have been removed meanwhile; only mark the ones still present.
-                cw.executemany("UPDATE chunks SET has_vec=1 WHERE id=?", [(int(x),) for x in ids])
-            vs.add(ids, m)
-            report.embedded += len(part)
+            with guard:
+                with self.store.write() as cw:
+                    cw.executemany(
+                        "INSERT OR REPLACE INTO emb.embeddings(space, text_hash, vec) VALUES (?,?,?)",
+                        [(space, r[1], m[j].tobytes()) for j, r in enumerate(part)],
+                    )
+                report.embedded += commit([r[0] for r in part], m)
             done += len(part)
-            dirty = True
             prog("embed", done, total, "")
         if dirty:
-            vs.save()
+            with guard:
+                vs.save()
         report.seconds_vector = time.perf_counter() - t0
         return report
