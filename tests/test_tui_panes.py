@@ -194,6 +194,31 @@ async def test_daily_pane_lists_today_first_with_counts_and_steps_days(app_for):
         assert pilot.app._exception is None
 
 
+async def test_cards_written_by_another_editor_appear_in_the_daily_pane(app_for, demo_vault):
+    """The real watcher (app started with its background threads): a card saved elsewhere into the day on
+    screen is listed, counted and searchable; deleting it elsewhere removes it again."""
+    app = app_for()
+    app.background = True
+    async with app.run_test(size=(120, 36)) as pilot:
+        m = await started(pilot)
+        await wait_for(pilot, lambda: app.engine.watcher is not None, what="watcher")
+        m.daily.request_day(DEMO_DAY)
+        await wait_for(pilot, lambda: m.daily.date == DEMO_DAY and m.daily.cards, what="day cards")
+        before = len(m.daily.cards)
+        card = demo_vault / "daily" / DEMO_DAY / "from-obsidian.md"
+        tmp = card.with_name(".from-obsidian.md.tmp")
+        tmp.write_text("---\nname: Written in Obsidian\n---\n# Written in Obsidian\n\nzebracrossing idea\n")
+        tmp.replace(card)  # an editor's atomic save
+        await wait_for(pilot, lambda: len(m.daily.cards) == before + 1, timeout=10, what="new card listed")
+        assert any("Written in Obsidian" in t for t in texts(m.daily.day_cards))
+        await wait_for(pilot, lambda: m.daily.day_info(DEMO_DAY).cards == before + 1, what="count")
+        assert app.engine.search("zebracrossing", mode="keyword").hits[0].path == f"daily/{DEMO_DAY}/from-obsidian.md"
+        card.unlink()
+        await wait_for(pilot, lambda: len(m.daily.cards) == before, timeout=10, what="card gone")
+        assert not any("Written in Obsidian" in t for t in texts(m.daily.day_cards))
+        assert pilot.app._exception is None
+
+
 async def test_t_creates_today_on_demand_and_opens_it(app_for, demo_vault):
     app = app_for()
     async with app.run_test(size=(120, 36)) as pilot:

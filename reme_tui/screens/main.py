@@ -873,6 +873,11 @@ class MainScreen(Screen):
         if rep.added or rep.removed or rep.renamed:
             self.load_tree_root()
         self.load_days()
+        shown = self.daily.date
+        if shown:
+            page, folder = f"{self.daily_dir}/{shown}.md", f"{self.daily_dir}/{shown}/"
+            if any(p == page or p.startswith(folder) for p in message.paths):
+                self.load_day(shown)  # a card of the day on screen was added, edited or removed elsewhere
         current = self.note.path
         if current and current in rep.changed_paths:
             self.post_message(OpenNote(current, history=False))
