@@ -78,6 +78,25 @@ class LayerSettings:
 
 
 @dataclass
+class ProactiveSettings:
+    """Parameters of proactive refresh (config section ``proactive:``), defaults from seed 000/001.
+
+    ``known_threshold``: cosine similarity at which a candidate is a known topic; ``None`` (the default) picks the
+    value calibrated for the active embedding space (see ``reme_engine.proactive.model.known_threshold_for``).
+    """
+
+    scan_days: int = 2
+    carry_forward_days: int = 14
+    max_carry_forward_topics: int = 20
+    llm_timeout_seconds: float = 300
+    max_chars_per_file: int = 60000
+    max_total_chars: int = 300000
+    known_threshold: float | None = None
+    min_push_confidence: float = 0.5
+    max_topics: int = 10
+
+
+@dataclass
 class Settings:
     """All settings of one run. Paths are absolute after :func:`load_settings`."""
 
@@ -89,6 +108,7 @@ class Settings:
     embedder: EmbedderSettings = field(default_factory=EmbedderSettings)
     llm: LLMSettings = field(default_factory=LLMSettings)
     layers: LayerSettings = field(default_factory=LayerSettings)
+    proactive: ProactiveSettings = field(default_factory=ProactiveSettings)
     search_vector_weight: float = 0.7
     search_keyword_weight: float = 0.3
     rrf_k: int = 60
@@ -310,6 +330,12 @@ def _validate(s: Settings) -> None:
             raise ConfigError(f"layers: {name!r} must be a relative folder inside the vault")
     if len(set(names)) != len(names):
         raise ConfigError("layers: the four layer folders must differ")
+    try:
+        from .proactive.model import ProactiveParams
+
+        ProactiveParams.from_settings(s.proactive, space="")
+    except ValueError as exc:
+        raise ConfigError(f"proactive: {exc}") from exc
     if s.language not in ("en", "zh"):
         raise ConfigError(f"language must be en or zh (got {s.language!r})")
 

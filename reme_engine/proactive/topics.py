@@ -9,11 +9,12 @@ keywords (Jaccard ≥ 0.5 or the same lead keyword), else a known LLM topic shar
 reason mentions one of the keywords. Candidates of one run are first merged with each other by the first three
 rules (plus keyword overlap). Without an embedder the similarity rule is skipped.
 
-Measured meaning of ``known_threshold`` 0.85 with the offline USE-multilingual model (the seed calibrated it for
-text-embedding-v4): only near-verbatim restatements reach it (same title, reworded reason: 0.84–0.86); the same
-concern reworded day to day scores 0.38–0.80 (cross-lingual zh/en 0.80), different topics of one domain ≤ 0.51.
-So with this model the LLM's ``same_as`` and the exact-title rule carry most of the identity work; a
-USE-calibrated threshold would lie near 0.65–0.70.
+Measured meaning of ``known_threshold`` with the offline USE-multilingual model (the seed's 0.85 was calibrated
+for text-embedding-v4): only near-verbatim restatements reach 0.85 (same title, reworded reason: 0.84–0.86); the
+same concern reworded day to day scores 0.36–0.78 (cross-lingual zh/en up to 0.80), distinct concerns of one
+domain up to 0.59. So the default for that space is 0.62 (:data:`~reme_engine.proactive.model.KNOWN_THRESHOLDS`,
+from ``tests/data/topic_pairs.yaml``), and the LLM's ``same_as`` and the exact-title rule still carry most of the
+identity work.
 
 Updates keep ``id``, ``title`` and ``first_seen`` (stable for the user); the newest ``reason``, ``kind`` and
 ``confidence`` win, except that a keyword-fallback candidate never overwrites an LLM topic's wording (it only adds
