@@ -361,3 +361,73 @@ def test_corrupt_database_is_moved_aside_and_rebuilt(make_engine, vault, which):
         assert e2.search("钴", mode="keyword").hits
     finally:
         e2.close()
+
+
+def _links_state(e) -> dict:
+    return {r[0]: r[1:] for r in e.store.conn.execute("SELECT id, resolved, ambiguous, virtual FROM links")}
+
+
+def _links_from_scratch(e) -> dict:
+    """What a full re-resolution with a freshly built resolver gives for every link."""
+    resolver = e.indexer.build_resolver()
+    out = {}
+    for lid, target, src in e.store.conn.execute(
+            "SELECT l.id, l.target, f.path FROM links l JOIN files f ON f.id = l.src_id"):
+        if not target:
+            out[lid] = (src, 0, src)
+        else:
+            r = resolver.resolve(target, src)
+            out[lid] = (r.path, int(r.ambiguous), r.path or r.virtual)
+    return out
+
+
+def test_incremental_link_resolution_matches_a_full_one(make_engine, demo_vault):
+    """Watcher-sized syncs re-resolve only the links that can change; after every kind of change the links
+    table equals a from-scratch resolution (names, stems, aliases, ambiguity, renames, another process)."""
+    import shutil as _sh
+
+    v = demo_vault
+    e = make_engine(v, embed=False)
+    e.index()
+    (v / "notes").mkdir()
+    (v / "notes/src.md").write_text(
+        "# Src\n\n[[Brand New]] [[brand new]] [[Twin]] [[folder/Twin]] [[nick name]] [[Moved]] [[img.png]]\n"
+        "see:: [[Elsewhere Note]]\n")
+    e.index_paths(["notes/src.md"])
+    steps = [
+        ("create a note named by dangling links", lambda: (v / "Brand New.md").write_text("# Brand New\n"),
+         ["Brand New.md"]),
+        ("a second note with the same stem", lambda: ((v / "a").mkdir(), (v / "a/Twin.md").write_text("x\n")),
+         ["a/Twin.md"]),
+        ("a third, making it ambiguous", lambda: ((v / "folder").mkdir(), (v / "folder/Twin.md").write_text("y\n")),
+         ["folder/Twin.md"]),
+        ("delete one of them", lambda: (v / "a/Twin.md").unlink(), ["a/Twin.md"]),
+        ("add an alias", lambda: (v / "notes/target.md").write_text("---\naliases: [Nick Name]\n---\n# T\n"),
+         ["notes/target.md"]),
+        ("remove the alias", lambda: (v / "notes/target.md").write_text("# T, no alias now\n"),
+         ["notes/target.md"]),
+        ("alias comes back on another note", lambda: (v / "Brand New.md").write_text(
+            "---\naliases:\n  - nick name\n---\n# Brand New\n"), ["Brand New.md"]),
+        ("rename a note (same content)", lambda: (v / "Brand New.md").rename(v / "notes/Moved.md"),
+         ["Brand New.md", "notes/Moved.md"]),
+        ("an attachment appears", lambda: (v / "notes/img.png").write_bytes(b"\x89PNG\r\n"), ["notes/img.png"]),
+        ("the linking note changes", lambda: (v / "notes/src.md").write_text(
+            "# Src\n\n[[Moved]] [[Twin]] [[Elsewhere Note]]\n"), ["notes/src.md"]),
+    ]
+    for what, act, paths in steps:
+        act()
+        e.index_paths(paths)
+        assert _links_state(e) == _links_from_scratch(e), what
+    moved = [r for r in e.neighbors("notes/src.md").outlinks if r.path == "notes/Moved.md"]
+    assert moved and not moved[0].dangling
+    # another process (its own engine on the same state dir) changes the vault's names: ours notices
+    other = make_engine(v, embed=False, state_dir=str(e.state_dir))
+    (v / "Elsewhere Note.md").write_text("# Elsewhere\n")
+    other.index_paths(["Elsewhere Note.md"])
+    (v / "notes/src.md").write_text("# Src\n\n[[Elsewhere Note]] [[Moved]] [[Twin]] and more\n")
+    e.index_paths(["notes/src.md"])
+    assert _links_state(e) == _links_from_scratch(e)
+    assert any(r.path == "Elsewhere Note.md" and not r.dangling for r in e.neighbors("notes/src.md").outlinks)
+    _sh.rmtree(v / "folder")
+    e.index()  # a full scan after a folder vanished
+    assert _links_state(e) == _links_from_scratch(e)

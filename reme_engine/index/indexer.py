@@ -252,6 +252,12 @@ class Indexer:
         self.vectors = vectors  # VectorState or None
         self.lock = threading.RLock()
         self._file_lock = _index_file_lock(store.db_path.parent)
+        # Every file of the vault (attachments too) and a link resolver over it, kept in memory between syncs
+        # and valid while the store's ``names_gen`` is the one they were loaded at (another process's sync
+        # changes it). Only sync touches them, under ``self.lock``.
+        self._paths: set[str] | None = None
+        self._paths_gen: str | None = None
+        self._resolver = None
         layers = settings.layers
         self._text_roots = tuple(f"{d}/" for d in (layers.resource_dir, layers.daily_dir, layers.digest_dir))
         self._check_tokenizer()
@@ -500,16 +506,13 @@ class Indexer:
         report = IndexReport()
         prog = progress or (lambda *a: None)
         with self.lock, self._file_lock:
-            known = self.store.file_rows()
+            known = self.store.file_rows() if paths is None else None
             if paths is None:
                 entries, all_paths = self.scan(report)
                 scope = set(entries) | set(known)
             else:
                 entries = {}
-                cached = self.store.get_meta("all_paths_cache")
-                all_paths = json.loads(cached) if cached else [r[0] for r in self.store.conn.execute(
-                    "SELECT path FROM files")]
-                path_set = set(all_paths)
+                path_set = set(self._vault_paths())
                 scope = set()
                 root = self.vault.resolve()
                 from ..vault.paths import VaultPathError, resolve
@@ -536,7 +539,9 @@ class Indexer:
                         path_set.add(rel)
                     else:
                         path_set.discard(rel)
-                all_paths = sorted(path_set)
+                all_paths = path_set
+            if known is None:
+                known = self.store.file_rows(scope)
             report.scanned = len(entries)
             prior_skips = {r[0]: (r[1], r[2], r[3]) for r in self.store.conn.execute(
                 "SELECT path, reason, size, mtime FROM skipped")}
@@ -559,6 +564,7 @@ class Indexer:
             for rel in removed:
                 removed_by_sha.setdefault(known[rel][3], []).append(rel)
             paths_changed = bool(removed)
+            aliased: list[str] = []  # modified files with aliases: links elsewhere may resolve to them anew
             total = len(todo)
             prog("index", 0, total, "")
             done = 0
@@ -603,10 +609,12 @@ class Indexer:
                         else:
                             report.modified += 1
                         target = fid if fid is not None else old
+                        had_aliases = fid is not None and c.execute(
+                            "SELECT aliases != '[]' FROM files WHERE id=?", (fid,)).fetchone()[0]
                         self._apply(c, pf, target, report)
                         report.changed_paths.append(pf.rel)
-                        if fid is not None and known[e.rel] and pf.aliases:
-                            paths_changed = True
+                        if had_aliases or (fid is not None and pf.aliases):
+                            aliased.append(pf.rel)
 
             pool = _parse_pool(len(todo), sum(e.size for e, _ in todo))
             outcome_iter = (pool.map(_parse_in_worker, [(self.vault, self.settings, e) for e, _ in todo],
@@ -646,8 +654,8 @@ class Indexer:
                                   [(sk["path"], sk["reason"], None, None, now) for sk in report.skipped
                                    if sk["path"] not in entries])
             prog("links", 0, 1, "")
-            self.resolve_links(all_paths=all_paths, only_changed=not paths_changed,
-                               changed=report.changed_paths)
+            self.resolve_links(all_paths=all_paths, only_changed=not paths_changed and not aliased,
+                               changed=report.changed_paths, removed=report.removed_paths)
             prog("links", 1, 1, "")
             if self.vectors is not None and (report.chunks_removed or removed):
                 self.vectors.apply_tombstones()
@@ -658,39 +666,130 @@ class Indexer:
         return report
 
     # -- links --------------------------------------------------------------------------------------------
-    def build_resolver(self, all_paths: list[str] | None = None):
-        """A :class:`LinkResolver` over every file of the vault (scan) and the aliases in the index."""
+    def _vault_paths(self) -> set[str]:
+        """Every file path of the vault as of the last sync (attachments too): the in-memory copy, reloaded from
+        the store when another process's sync changed it. The caller must not mutate it."""
+        gen = self.store.get_meta("names_gen")
+        if self._paths is None or gen != self._paths_gen:
+            cached = self.store.get_meta("all_paths_cache")
+            self._paths = set(json.loads(cached) if cached else
+                              (r[0] for r in self.store.conn.execute("SELECT path FROM files")))
+            self._paths_gen = gen
+            self._resolver = None
+        return self._paths
+
+    def _aliases_of(self, paths: Iterable[str] | None = None) -> dict[str, list]:
+        """``{path: aliases}`` of indexed files with aliases (all, or those in ``paths``)."""
+        c = self.store.conn
+        if paths is None:
+            return {p: json.loads(a) for p, a in c.execute("SELECT path, aliases FROM files WHERE aliases != '[]'")}
+        out: dict[str, list] = {}
+        paths = list(paths)
+        for i in range(0, len(paths), 500):
+            part = paths[i : i + 500]
+            out.update((p, json.loads(a)) for p, a in c.execute(
+                f"SELECT path, aliases FROM files WHERE aliases != '[]' AND path IN ({','.join('?' * len(part))})",
+                part))
+        return out
+
+    def build_resolver(self, all_paths: Iterable[str] | None = None):
+        """A new :class:`LinkResolver` over every file of the vault (as of the last sync) and the indexed aliases.
+
+        Callers own the result (sync keeps its own, updated in place)."""
         from ..markdown.links import LinkResolver
 
         if all_paths is None:
-            all_paths = self.store.get_meta("all_paths_cache")
-            all_paths = json.loads(all_paths) if all_paths else [r[0] for r in self.store.conn.execute("SELECT path FROM files")]
-        aliases = {p: json.loads(a) for p, a in self.store.conn.execute(
-            "SELECT path, aliases FROM files WHERE aliases != '[]'")}
-        return LinkResolver(all_paths, aliases)
+            # lock-free: sync replaces ``_paths`` (never mutates it), so a snapshot of the reference is safe
+            paths, gen = self._paths, self._paths_gen
+            if paths is None or gen != self.store.get_meta("names_gen"):
+                cached = self.store.get_meta("all_paths_cache")
+                paths = json.loads(cached) if cached else [r[0] for r in self.store.conn.execute("SELECT path FROM files")]
+            all_paths = list(paths)
+        return LinkResolver(all_paths, self._aliases_of())
 
-    def resolve_links(self, *, all_paths: list[str] | None, only_changed: bool, changed: list[str]) -> None:
-        """(Re)compute ``links.resolved``: for every link when the set of files changed, else for ``changed``."""
-        if all_paths is not None:
-            cached = self.store.get_meta("all_paths_cache")
-            if cached is None or set(json.loads(cached)) != set(all_paths):
-                only_changed = False  # files appeared or vanished (attachments too): every link may resolve anew
-            with self.store.write():
-                self.store.set_meta("all_paths_cache", json.dumps(all_paths, ensure_ascii=False))
-        if only_changed and not changed:
-            return
-        resolver = self.build_resolver(all_paths)
+    def resolve_links(self, *, all_paths: Iterable[str] | None, only_changed: bool, changed: list[str],
+                      removed: list[str] = ()) -> None:
+        """(Re)compute ``links.resolved`` after a sync.
+
+        ``all_paths``: the vault's files now (None: unchanged); ``changed``: files (re)written by the sync;
+        ``removed``: files gone (renamed ones by their old path). The links of ``changed`` files are always
+        re-resolved. When files appeared or vanished or a changed file has aliases (``only_changed`` False), the
+        links elsewhere that may resolve differently are too: those resolved to a removed or changed file, and
+        those whose target names an added or removed file (its name or stem, compared as the resolver does) or
+        one of a changed file's aliases. With no usable in-memory resolver (first sync of this process, or
+        another process changed the vault's names) every link is re-resolved. Caller holds ``self.lock``.
+        """
+        from ..markdown.links import normalize_name
+
         c = self.store.conn
-        if only_changed:
+        old_paths = self._vault_paths()
+        resolver = self._resolver
+        new_paths = old_paths if all_paths is None else set(all_paths)
+        added, gone = new_paths - old_paths, old_paths - new_paths
+        if added or gone or not only_changed:
+            with self.store.write():
+                if added or gone:
+                    self.store.set_meta("all_paths_cache", json.dumps(sorted(new_paths), ensure_ascii=False))
+                gen = os.urandom(8).hex()
+                self.store.set_meta("names_gen", gen)
+            self._paths, self._paths_gen = new_paths, gen
+        if only_changed and not changed and not added and not gone:
+            return
+        full = resolver is None
+        if full:
+            resolver = self.build_resolver(new_paths)
+        else:
+            for p in gone:
+                resolver.remove(p)
+            renamed_aliases = self._aliases_of(list(added) + list(changed))
+            for p in added:
+                resolver.add(p, renamed_aliases.get(p, ()))
+            for p in changed:  # re-adding replaces a file's aliases
+                if p in new_paths:
+                    resolver.add(p, renamed_aliases.get(p, ()))
+        self._resolver = resolver
+        cols = "l.id, l.target, f.path, l.resolved, l.ambiguous, l.virtual"
+        if full and (added or gone or not only_changed):
+            rows = c.execute(f"SELECT {cols} FROM links l JOIN files f ON f.id = l.src_id").fetchall()
+        else:
             rows = []
             for i in range(0, len(changed), 500):
                 part = changed[i : i + 500]
-                rows += c.execute(
-                    "SELECT l.id, l.target, f.path, l.resolved, l.ambiguous, l.virtual FROM links l JOIN files f"
-                    f" ON f.id = l.src_id WHERE f.path IN ({','.join('?' * len(part))})", part).fetchall()
-        else:
-            rows = c.execute("SELECT l.id, l.target, f.path, l.resolved, l.ambiguous, l.virtual FROM links l"
-                             " JOIN files f ON f.id = l.src_id").fetchall()
+                rows += c.execute(f"SELECT {cols} FROM links l JOIN files f ON f.id = l.src_id"
+                                  f" WHERE f.path IN ({','.join('?' * len(part))})", part).fetchall()
+            if added or gone or not only_changed:
+                seen = {r[0] for r in rows}
+                # links resolved to a file that went away or changed (its aliases may be gone)
+                pointed = list(set(removed) | gone | set(changed))
+                for i in range(0, len(pointed), 500):
+                    part = pointed[i : i + 500]
+                    for r in c.execute(f"SELECT {cols} FROM links l JOIN files f ON f.id = l.src_id"
+                                       f" WHERE l.resolved IN ({','.join('?' * len(part))})", part):
+                        if r[0] not in seen:
+                            seen.add(r[0])
+                            rows.append(r)
+                # links whose target names an added/removed file, or is an alias of a changed/added file
+                names: set[str] = set()
+                for p in added | gone:
+                    name = normalize_name(p).rsplit("/", 1)[-1]
+                    names.add(name)
+                    if name.endswith(".md"):
+                        names.add(name[:-3])
+                alias_keys = {normalize_name(a.strip()) for al in renamed_aliases.values() for a in (
+                    [al] if isinstance(al, str) else al) if isinstance(a, str) and a.strip()} if not full else set()
+                if names or alias_keys:
+                    wanted = []
+                    for lid, target in c.execute("SELECT id, target FROM links"):
+                        if lid in seen or not target:
+                            continue
+                        nt = normalize_name(target.strip())
+                        last = nt.rsplit("/", 1)[-1]
+                        if last in names or (last.endswith(".md") and last[:-3] in names) or nt in alias_keys:
+                            wanted.append(lid)
+                    for i in range(0, len(wanted), 500):
+                        part = wanted[i : i + 500]
+                        rows += c.execute(f"SELECT {cols} FROM links l JOIN files f ON f.id = l.src_id"
+                                          f" WHERE l.id IN ({','.join('?' * len(part))})", part).fetchall()
         updates = []
         for lid, target, src, old_res, old_amb, old_virt in rows:
             if not target:  # same-note heading link

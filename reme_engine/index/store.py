@@ -222,9 +222,18 @@ class Store:
         self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
     # -- files ------------------------------------------------------------------------------------------
-    def file_rows(self) -> dict[str, tuple[int, float, int, str]]:
-        """``{path: (id, mtime, size, sha)}`` of every indexed file."""
-        return {r[0]: (r[1], r[2], r[3], r[4]) for r in self.conn.execute("SELECT path, id, mtime, size, sha FROM files")}
+    def file_rows(self, paths=None) -> dict[str, tuple[int, float, int, str]]:
+        """``{path: (id, mtime, size, sha)}`` of every indexed file, or of those among ``paths`` (an iterable)."""
+        q = "SELECT path, id, mtime, size, sha FROM files"
+        if paths is None:
+            return {r[0]: (r[1], r[2], r[3], r[4]) for r in self.conn.execute(q)}
+        paths = list(paths)
+        out: dict[str, tuple[int, float, int, str]] = {}
+        for i in range(0, len(paths), 500):
+            part = paths[i : i + 500]
+            out.update((r[0], (r[1], r[2], r[3], r[4]))
+                       for r in self.conn.execute(f"{q} WHERE path IN ({','.join('?' * len(part))})", part))
+        return out
 
     def file_info(self, path: str) -> dict | None:
         """The files row of ``path`` as a dict (frontmatter/aliases decoded), or None."""
