@@ -219,6 +219,46 @@ async def test_cards_written_by_another_editor_appear_in_the_daily_pane(app_for,
         assert pilot.app._exception is None
 
 
+async def test_big_days_and_long_histories_are_paged(app_for, demo_vault):
+    """A day of 250 imported cards and 150 days of notes: the lists show a page and a "more" row, so a
+    refresh never lays out thousands of rows at once; Enter on the row shows the next page."""
+    from reme_tui.widgets.daily import CARDS_PAGE, DATES_PAGE, MORE_CARDS, MORE_DATES
+
+    big = demo_vault / "daily" / "2026-11-20"
+    big.mkdir(parents=True)
+    for i in range(250):
+        (big / f"import-{i:03d}.md").write_text(f"# Imported {i}\n\ncard {i}\n")
+    start = _dt.date(2026, 6, 1)
+    for k in range(150):
+        (demo_vault / "daily" / f"{start + _dt.timedelta(days=k)}.md").write_text("# a day\n")
+    app = app_for()
+    async with app.run_test(size=(120, 36)) as pilot:
+        m = await started(pilot)
+        n_days = len(m.daily.days)
+        assert n_days > DATES_PAGE
+        assert m.daily.dates.option_count == DATES_PAGE + 1
+        more = m.daily.dates.get_option_at_index(DATES_PAGE)
+        assert more.id == MORE_DATES and f"{n_days - DATES_PAGE:,} older days" in str(more.prompt)
+        m.daily.request_day("2026-11-20")
+        await wait_for(pilot, lambda: m.daily.date == "2026-11-20" and len(m.daily.cards) == 250, what="cards")
+        rows = texts(m.daily.day_cards)
+        assert len(rows) == 1 + CARDS_PAGE + 1 and "150 more cards" in rows[-1]
+        m.daily.day_cards.focus()
+        m.daily.day_cards.highlighted = m.daily.day_cards.option_count - 1
+        await pilot.press("enter")
+        await pilot.pause()
+        rows = texts(m.daily.day_cards)
+        assert len(rows) == 1 + 2 * CARDS_PAGE + 1 and "50 more cards" in rows[-1]
+        assert m.daily.day_cards.get_option_at_index(m.daily.day_cards.option_count - 1).id == MORE_CARDS
+        # stepping to an older day beyond the page extends the dates list instead of stopping
+        oldest_shown = m.daily.days[DATES_PAGE - 1].date
+        m.daily.request_day(oldest_shown)
+        await pilot.pause()
+        assert m.daily.step(+1) == m.daily.days[DATES_PAGE].date
+        assert m.daily.dates.option_count > DATES_PAGE + 1
+        assert pilot.app._exception is None
+
+
 async def test_t_creates_today_on_demand_and_opens_it(app_for, demo_vault):
     app = app_for()
     async with app.run_test(size=(120, 36)) as pilot:

@@ -25,6 +25,11 @@ from ..messages import DayInfo, DayRequested, OpenDay, OpenNote
 from ..render import fit_text, one_line, row_width, truncate_cells
 
 KIND_ICONS = {"session": "💬", "resource": "📎", "note": "📝"}
+#: Rows shown before a "… more" row. Textual's OptionList measures every option on each change (about 0.5 ms a
+#: card here), so an imported day of 2,000 cards or ten years of dates would stall the UI for a second or more.
+DATES_PAGE = 120
+CARDS_PAGE = 100
+MORE_DATES, MORE_CARDS = "more-dates", "more-cards"
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
@@ -88,6 +93,10 @@ class DailyPane(Vertical):
         self.cards: list = []
         self._card_width = 0
         self._date_width = 0
+        self._dates_limit = DATES_PAGE  # dates shown before the "older days" row
+        self._cards_limit = CARDS_PAGE  # cards shown before the "more cards" row
+        self._cards_date: str | None = None
+        self._card_error: str | None = None
         self.dates = DateList(id="daily-dates")
         self.day_cards = DayCards(id="daily-cards")
 
@@ -101,17 +110,39 @@ class DailyPane(Vertical):
 
     def set_days(self, today: str, days: list[DayInfo], keep: str | None = None) -> None:
         """Show ``days``; highlight ``keep`` (default: the day shown before, else today)."""
-        self.today = today
-        self.days = days
-        self._date_width = width = self._width(self.dates)
-        self.dates.set_options([Option(day_prompt(d, width), id=d.date) for d in days])
         want = keep or self.date or today
         idx = next((i for i, d in enumerate(days) if d.date == want), 0 if days else None)
+        if idx is not None and idx >= self._dates_limit:
+            self._dates_limit = idx + DATES_PAGE
+        width = self._width(self.dates)
+        if days != self.days or today != self.today or width != self._date_width:  # unchanged: no re-layout
+            self.today = today
+            self.days = days
+            self._date_width = width
+            self._fill_dates()
         if idx is not None:
             with self.prevent(OptionList.OptionHighlighted):
                 self.dates.highlighted = idx
             if self.days[idx].date != self.date:
                 self.request_day(self.days[idx].date)
+
+    def _fill_dates(self) -> None:
+        width = self._date_width
+        shown = self.days[: self._dates_limit]
+        opts = [Option(day_prompt(d, width), id=d.date) for d in shown]
+        rest = len(self.days) - len(shown)
+        if rest > 0:
+            more = min(rest, DATES_PAGE)
+            opts.append(Option(fit_text(Text(f"… {rest:,} older days — Enter shows {more} more", style="dim italic"),
+                                        width), id=MORE_DATES))
+        self.dates.set_options(opts)
+
+    def _more_dates(self) -> None:
+        keep = self.dates.highlighted
+        self._dates_limit += DATES_PAGE
+        self._fill_dates()
+        if keep is not None:
+            self.dates.highlighted = min(keep, self.dates.option_count - 1)
 
     def day_info(self, date: str) -> DayInfo | None:
         return next((d for d in self.days if d.date == date), None)
@@ -129,9 +160,17 @@ class DailyPane(Vertical):
         """Show the page and cards of ``date`` (ignored unless ``date`` is the chosen day)."""
         if date != self.date:
             return
+        width = self._width(self.day_cards)
+        if (page, list(cards), error, width) == (self.page, self.cards, self._card_error, self._card_width) \
+                and self.day_cards.option_count:
+            return  # the same day again (a watcher batch elsewhere): no re-layout
+        self._card_error = error
+        if self._cards_date != date:
+            self._cards_limit = CARDS_PAGE
+            self._cards_date = date
         self.page = page
         self.cards = list(cards)
-        self._card_width = width = self._width(self.day_cards)
+        self._card_width = width
         opts: list[Option] = []
         if page:
             opts.append(Option(fit_text(Text(f"📅 {date} — day page", style="bold"), width), id="page"))
@@ -141,8 +180,14 @@ class DailyPane(Vertical):
             opts.append(Option(Text(f"⚠ {error}", style="dim italic"), disabled=True))
         elif not cards:
             opts.append(Option(Text("  no cards yet", style="dim italic"), disabled=True))
-        for i, c in enumerate(cards):
+        shown = self.cards[: self._cards_limit]
+        for i, c in enumerate(shown):
             opts.append(Option(card_prompt(c, width), id=f"card-{i}"))
+        rest = len(self.cards) - len(shown)
+        if rest > 0:
+            more = min(rest, CARDS_PAGE)
+            opts.append(Option(fit_text(Text(f"… {rest:,} more cards — Enter shows {more} more", style="dim italic"),
+                                        width), id=MORE_CARDS))
         self.day_cards.set_options(opts)
 
     def summary(self) -> str:
@@ -161,6 +206,8 @@ class DailyPane(Vertical):
         nxt = cur + delta
         if not 0 <= nxt < len(self.days):
             return None
+        if nxt >= self._dates_limit:
+            self._more_dates()
         self.request_day(self.days[nxt].date)
         return self.days[nxt].date
 
@@ -169,13 +216,16 @@ class DailyPane(Vertical):
     def _date_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         event.stop()
         date = event.option.id
-        if date and date != self.date:
+        if date and date != MORE_DATES and date != self.date:
             self.request_day(date)
 
     @on(OptionList.OptionSelected, "#daily-dates")
     def _date_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
         date = event.option.id
+        if date == MORE_DATES:
+            self._more_dates()
+            return
         if not date:
             return
         if date != self.date:
@@ -193,6 +243,13 @@ class DailyPane(Vertical):
         elif oid.startswith("card-"):
             card = self.cards[int(oid[5:])]
             self.post_message(OpenNote(card.path))
+        elif oid == MORE_CARDS and self.date:
+            keep = self.day_cards.highlighted
+            self._cards_limit += CARDS_PAGE
+            self._card_width = -1  # force the refill
+            self.set_day(self.date, self.page, self.cards)
+            if keep is not None:
+                self.day_cards.highlighted = min(keep, self.day_cards.option_count - 1)
 
     @on(OptionList.OptionHighlighted, "#daily-cards")
     def _card_highlighted(self, event: OptionList.OptionHighlighted) -> None:
@@ -205,8 +262,8 @@ class DailyPane(Vertical):
         """Re-cut the rows when the pane's width changed (resized, or shown after being hidden)."""
         if self.days and self._width(self.dates) != self._date_width:
             keep = self.dates.highlighted
-            self._date_width = width = self._width(self.dates)
-            self.dates.set_options([Option(day_prompt(d, width), id=d.date) for d in self.days])
+            self._date_width = self._width(self.dates)
+            self._fill_dates()
             if keep is not None:
                 with self.prevent(OptionList.OptionHighlighted):
                     self.dates.highlighted = keep
