@@ -32,7 +32,7 @@ from queries import CORPUS_QUERIES  # noqa: E402
 def query_variants(tok, query: str, df: dict, n_chunks: int) -> dict[str, list[str]]:
     from reme_engine.index.tokenizer import _CJK_RUN_RE, ZH_STOPWORDS
 
-    base = tok.query_tokens(query)
+    base = tok.query_tokens(query)  # also loads the segmenter (lazy)
     words = set()
     for m in _CJK_RUN_RE.finditer(query):
         for w in tok._cut(m.group()):

@@ -47,21 +47,39 @@ class Tokenizer(Protocol):
     def tokenize(self, text: str) -> list[str]: ...
 
 
-def _load_segmenter() -> tuple[Callable[[str], list[str]], str]:
+def _rjieba_backend() -> str | None:
+    """``rjieba-<version>`` when rjieba is installed, found without importing it (its import loads the
+    dictionary: ~80 ms a process start need not pay before the first tokenisation); None otherwise."""
+    import importlib.util
+    from pathlib import Path
+
     try:
-        import rjieba  # type: ignore[import-not-found]
+        spec = importlib.util.find_spec("rjieba")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    # Version from the dist-info folder name: importlib.metadata costs ~30 ms of start-up.
+    infos = sorted(Path(spec.origin).resolve().parent.parent.glob("rjieba-*.dist-info"))
+    ver = infos[-1].name[len("rjieba-") : -len(".dist-info")] if infos else "?"
+    return f"rjieba-{ver}"
 
-        # Version from the dist-info folder name: importlib.metadata costs ~30 ms of start-up.
-        from pathlib import Path
 
-        infos = sorted(Path(rjieba.__file__).resolve().parent.parent.glob("rjieba-*.dist-info"))
-        ver = infos[-1].name[len("rjieba-") : -len(".dist-info")] if infos else "?"
-        return rjieba.cut_for_search, f"rjieba-{ver}"
-    except ImportError:
-        import jieba
+def _rjieba_cut() -> Callable[[str], list[str]]:
+    import rjieba  # type: ignore[import-not-found]
 
-        jieba.setLogLevel(logging.WARNING)  # its startup lines would corrupt a Textual screen
-        return (lambda s: list(jieba.cut_for_search(s))), f"jieba-{jieba.__version__}"
+    return rjieba.cut_for_search
+
+
+def _load_segmenter() -> tuple[Callable[[str], list[str]] | None, str]:
+    """``(segmenter or None = load rjieba on first use, backend name)``; jieba when rjieba is missing."""
+    backend = _rjieba_backend()
+    if backend is not None:
+        return None, backend
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)  # its startup lines would corrupt a Textual screen
+    return (lambda s: list(jieba.cut_for_search(s))), f"jieba-{jieba.__version__}"
 
 
 class MixedTokenizer:
@@ -76,7 +94,7 @@ class MixedTokenizer:
     def __init__(self, segmenter: Callable[[str], list[str]] | None = None, backend: str | None = None) -> None:
         if segmenter is None:
             segmenter, backend = _load_segmenter()
-        self._cut = segmenter
+        self._cut = segmenter  # None: rjieba, imported by the first tokenize()
         self.backend = backend or "custom"
         self.fingerprint = f"mixed-v{RULES_VERSION}-{self.backend}"
 
@@ -84,6 +102,9 @@ class MixedTokenizer:
         """Tokens of ``text`` (see class doc). Linear in ``len(text)``."""
         out: list[str] = []
         append = out.append
+        cut = self._cut
+        if cut is None:
+            cut = self._cut = _rjieba_cut()
         text = unicodedata.normalize("NFKC", text)
         for m in _RUN_RE.finditer(text):
             run = m.group()
@@ -92,7 +113,7 @@ class MixedTokenizer:
                 if len(run) == 1:
                     append(run)
                     continue
-                for w in self._cut(run):
+                for w in cut(run):
                     if len(w) > 1 and w not in ZH_STOPWORDS:
                         append(w)
                 for i in range(len(run) - 1):

@@ -217,6 +217,11 @@ class MainScreen(Screen):
         status.demo = bool(getattr(self.settings, "is_demo", False))
         self._apply_layout()
         self.daily.focus_dates()
+        # After the first frame: the loaders are thread workers, and their Python work would otherwise share
+        # the GIL with Textual's first layout and delay the first paint.
+        self.call_after_refresh(self._load_everything)
+
+    def _load_everything(self) -> None:
         # The daily pane and the tree read the file system, not the index: they fill while indexing runs.
         self.load_days()
         self.load_tree_root()
