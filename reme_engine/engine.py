@@ -101,8 +101,7 @@ class Engine:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.write_lock = threading.RLock()
         self._embed_lock = threading.Lock()  # one vector pass at a time
-        self._embed_state = threading.Lock()  # guards the two flags below
-        self._embedding = False
+        self._embed_state = threading.Lock()  # guards _embed_more and the release of _embed_lock
         self._embed_more = False
         self._embed_wake: threading.Event | None = None
         self._embed_stop: threading.Event | None = None
@@ -186,29 +185,38 @@ class Engine:
         report = report or IndexReport()
         if self.vectors is None:
             return report
-        with self._embed_state:
-            if self._embedding and not wait:
-                self._embed_more = True
-                return report
-        with self._embed_lock:
+        # Lock order: callers may hold write_lock (the app's writes); so wait=False never blocks on _embed_lock,
+        # and a waiting caller polls ``should_stop`` so quitting never waits for someone else's pass.
+        if wait:
+            while not self._embed_lock.acquire(timeout=0.2):
+                if should_stop is not None and should_stop():
+                    return report
+        else:
             with self._embed_state:
-                self._embedding, self._embed_more = True, False
-            try:
-                while True:
-                    with self.write_lock:
-                        self.vectors.open()
-                        report.embed_cached += self.vectors.restored_from_cache
-                        self.vectors.restored_from_cache = 0
-                    self.indexer.embed_pending(progress, report, should_stop, lock=self.write_lock)
-                    with self._embed_state:
-                        stop = should_stop is not None and should_stop()
-                        if not self._embed_more or report.embed_error or stop:
-                            break
-                        self._embed_more = False
-            finally:
+                if not self._embed_lock.acquire(blocking=False):
+                    self._embed_more = True  # the running pass goes round once more
+                    return report
+        held = True
+        try:
+            while True:
                 with self._embed_state:
-                    self._embedding = False
-        return report
+                    self._embed_more = False  # requests made before the pass reads its rows are covered by it
+                with self.write_lock:
+                    self.vectors.open()
+                    report.embed_cached += self.vectors.restored_from_cache
+                    self.vectors.restored_from_cache = 0
+                self.indexer.embed_pending(progress, report, should_stop, lock=self.write_lock)
+                with self._embed_state:
+                    stop = should_stop is not None and should_stop()
+                    if not self._embed_more or report.embed_error or stop:
+                        # released under _embed_state: a request either sees the lock free or sets the flag
+                        # before this check
+                        self._embed_lock.release()
+                        held = False
+                        return report
+        finally:
+            if held:
+                self._embed_lock.release()
 
     def index_paths(self, paths: list[str], *, vectors: bool = True) -> IndexReport:
         """Re-index just ``paths`` (the app's own writes, watcher batches): keyword + graph under the write lock,

@@ -240,6 +240,8 @@ def why_line(hit) -> str:
         parts.append("kw —")
     if hit.vector_rank is not None:
         parts.append(f"vec #{hit.vector_rank} ({hit.vector_score:.3f})")
+    elif getattr(hit, "vector_imputed", False):
+        parts.append("vec n/a (no vector yet: ranked as kw)")
     else:
         parts.append("vec —")
     parts.append(f"fused {hit.score:.4g}")

@@ -143,3 +143,102 @@ def test_a_chunk_removed_during_its_encode_gets_no_vector(make_engine, tmp_path,
     finally:
         gated.gate.set()
         e.close()
+
+
+def test_quitting_never_waits_for_another_threads_vector_pass(tmp_path, embedder):
+    """A second vector pass (the app's re-index) waiting for a running one gives up when asked to stop."""
+    import threading
+
+    from reme_engine.config import load_settings
+    from reme_engine.engine import Engine
+
+    v = tmp_path / "v"
+    (v / "digest/wiki").mkdir(parents=True)
+    (v / "digest/wiki/a.md").write_text("# A\n\nalpha is the first note of this small vault\n")
+    gated = GatedEmbedder(embedder)
+    e = Engine.open(load_settings({"vault": str(v), "state_dir": str(tmp_path / "st")}, env={}), embedder=gated)
+    try:
+        e.index(vectors=False)
+        e.vectors.open()
+        t = threading.Thread(target=e.embed_pending, daemon=True)
+        t.start()
+        assert gated.entered.wait(10)
+        stop = threading.Event()
+        waiter = threading.Thread(target=lambda: e.embed_pending(should_stop=stop.is_set), daemon=True)
+        waiter.start()
+        time.sleep(0.3)
+        assert waiter.is_alive()  # waiting its turn
+        stop.set()
+        waiter.join(2)
+        assert not waiter.is_alive(), "the stopped pass kept waiting for the running one"
+    finally:
+        gated.gate.set()
+        e.close()
+
+
+def test_no_deadlock_between_a_writer_and_a_starting_vector_pass(tmp_path, embedder):
+    """A writer holds the write lock and indexes its note while a vector pass has just taken the embed lock
+    and waits for the write lock (the opposite order): the writer must not wait for the pass."""
+    import threading
+
+    from reme_engine.config import load_settings
+    from reme_engine.engine import Engine
+
+    v = tmp_path / "v"
+    (v / "digest/wiki").mkdir(parents=True)
+    (v / "digest/wiki/a.md").write_text("# A\n\nalpha is the first note of this small vault\n")
+    e = Engine.open(load_settings({"vault": str(v), "state_dir": str(tmp_path / "st")}, env={}), embedder=embedder)
+    try:
+        e.index()
+        done, holding, go = threading.Event(), threading.Event(), threading.Event()
+
+        def writer():  # the app's write: holds the write lock, then indexes (and embeds) its note
+            with e.write_lock:
+                holding.set()
+                go.wait(10)
+                (v / "digest/wiki/b.md").write_text("# B\n\nbravo written while a pass starts\n")
+                e.index_paths(["digest/wiki/b.md"])
+            done.set()
+
+        w = threading.Thread(target=writer, daemon=True)
+        w.start()
+        assert holding.wait(5)
+        pass_thread = threading.Thread(target=e.embed_pending, daemon=True)
+        pass_thread.start()
+        deadline = time.monotonic() + 5
+        while not e._embed_lock.locked() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert e._embed_lock.locked()  # the pass holds the embed lock and now waits for the write lock
+        go.set()
+        assert done.wait(5), "deadlock: the writer waited for the embed lock while holding the write lock"
+        pass_thread.join(30)
+        assert _wait(lambda: _vector_counts(e)[0] == 0, timeout=30)  # b's vector came from the pass's rerun
+        assert e.search("bravo written", mode="vector", limit=1).hits[0].path == "digest/wiki/b.md"
+    finally:
+        e.close()
+
+
+def test_a_restored_note_keeps_its_vector_after_a_stale_tombstone(tmp_path, embedder):
+    from reme_engine.config import load_settings
+    from reme_engine.engine import Engine
+
+    v = tmp_path / "v"
+    (v / "digest/wiki").mkdir(parents=True)
+    text = "# R\n\nthis note is deleted and then restored by undo\n"
+    (v / "digest/wiki/r.md").write_text(text)
+    (v / "digest/wiki/a.md").write_text("# A\n\nanother note that stays\n")
+    e = Engine.open(load_settings({"vault": str(v), "state_dir": str(tmp_path / "st")}, env={}), embedder=embedder)
+    try:
+        e.index()
+        cid = e.store.conn.execute("SELECT id FROM chunks WHERE text LIKE '%restored by undo%'").fetchone()[0]
+        (v / "digest/wiki/r.md").unlink()
+        e.index_paths(["digest/wiki/r.md"])  # delete only: tombstoned, not saved
+        (v / "digest/wiki/r.md").write_text(text)
+        e.index_paths(["digest/wiki/r.md"])  # restored: same chunk id, vector from the cache
+        (v / "digest/wiki/a.md").write_text("# A\n\nanother note that stays, edited\n")
+        e.index_paths(["digest/wiki/a.md"])  # a later sync applies the tombstones
+        assert cid in e.vectors.index
+        hits = e.search("deleted and then restored", mode="vector", limit=3).hits
+        assert hits and hits[0].path == "digest/wiki/r.md"
+    finally:
+        e.close()

@@ -1,5 +1,6 @@
 """Incremental indexing on real files: added / modified / removed / renamed, hashes, bad input, vectors."""
 
+import json
 import os
 import time
 import unicodedata
@@ -431,3 +432,52 @@ def test_incremental_link_resolution_matches_a_full_one(make_engine, demo_vault)
     _sh.rmtree(v / "folder")
     e.index()  # a full scan after a folder vanished
     assert _links_state(e) == _links_from_scratch(e)
+
+
+def test_symlink_loop_in_a_batch_is_skipped_and_the_rest_indexed(make_engine, vault):
+    e = make_engine(vault, embed=False)
+    e.index()
+    day = vault / "daily/2026-11-28"
+    os.symlink("loopB.md", day / "loopA.md")
+    os.symlink("loopA.md", day / "loopB.md")
+    (day / "newcard.md").write_text("# New\n\nloopcompanion word\n")
+    rep = e.index_paths(["daily/2026-11-28/loopA.md", "daily/2026-11-28/loopB.md", "daily/2026-11-28/newcard.md"])
+    assert e.search("loopcompanion", mode="keyword").hits[0].path == "daily/2026-11-28/newcard.md"
+    reasons = {s["path"]: s["reason"] for s in rep.skipped}
+    assert "symlink loop" in reasons["daily/2026-11-28/loopA.md"]
+    skipped = {r[0] for r in e.store.conn.execute("SELECT path FROM skipped")}
+    assert {"daily/2026-11-28/loopA.md", "daily/2026-11-28/loopB.md"} <= skipped  # health_check lists them
+    # an indexed note replaced by a looping symlink leaves the index
+    (vault / "Other/plain note.md").unlink()
+    os.symlink("plain note.md", vault / "Other/plain note.md")
+    e.index_paths(["Other/plain note.md"])
+    assert e.store.file_info("Other/plain note.md") is None
+    assert not e.search("ordinary Obsidian", mode="keyword").hits
+    # the jobs answer with an error, not a traceback
+    from reme_engine.jobs import run_job
+
+    out = run_job(e, "read", {"path": "Other/plain note.md"})
+    assert out["success"] is False and "symlink loop" in out["error"]
+
+
+def test_renamed_heading_updates_the_trail_and_the_vector_of_unchanged_chunks(make_engine, tmp_path):
+    v = tmp_path / "v"
+    body = "intro text of the note body. " * 60  # sections over the chunk budget: one chunk each
+    subtext = "the sub section keeps its text. " * 60
+    _write(v / "n.md", f"# Alpha\n\n{body}\n\n## Sub\n\n{subtext}\n")
+    e = make_engine(v)
+    e.index()
+    sub = lambda: e.store.conn.execute(  # noqa: E731
+        "SELECT id, headings, has_vec FROM chunks WHERE text LIKE '%keeps its text%'").fetchone()
+    cid, heads, has_vec = sub()
+    assert json.loads(heads) == ["Alpha", "Sub"] and has_vec == 1
+    before = e.vectors.index._index.reconstruct(int(cid)) if e.vectors.index.kind == "flat" else None
+    (v / "n.md").write_text(f"# Beta renamed\n\n{body}\n\n## Sub\n\n{subtext}\n")
+    e.index_paths(["n.md"])
+    cid2, heads, has_vec = sub()
+    assert cid2 == cid and json.loads(heads) == ["Beta renamed", "Sub"] and has_vec == 1
+    assert e.search("Beta renamed", mode="keyword").hits
+    if before is not None:  # the vector was re-embedded from the new heading trail
+        import numpy as np
+
+        assert not np.allclose(before, e.vectors.index._index.reconstruct(int(cid)))

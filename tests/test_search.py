@@ -120,3 +120,31 @@ def test_demo_vault_bilingual_search(make_engine, demo_vault):
     assert any("光伏" in h.path or "光伏" in h.text for h in res.hits)
     res = e.search("红烧肉", limit=5, mode="keyword")
     assert res.hits
+
+
+def test_a_note_without_its_vector_yet_still_leads_hybrid_search(make_engine, demo_vault):
+    """Saved a moment ago: keyword-searchable at once, embedded later. Hybrid search must not bury the only
+    exact match under the vector leg's neighbours of a nonsense-looking token."""
+    from reme_tui.render import why_line
+
+    e = make_engine(demo_vault)
+    e.index()
+    (demo_vault / "digest/wiki/fresh.md").write_text("# Fresh\n\nThe yakwombat protocol was decided today.\n")
+    e.index_paths(["digest/wiki/fresh.md"], vectors=False)
+    hit = e.search("yakwombat", limit=10).hits[0]
+    assert hit.path == "digest/wiki/fresh.md" and hit.vector_imputed and hit.vector_rank is None
+    assert "no vector yet" in why_line(hit)
+    e.embed_pending()
+    hit = e.search("yakwombat", limit=10).hits[0]
+    assert hit.path == "digest/wiki/fresh.md" and not hit.vector_imputed
+
+
+def test_imputation_is_pure_and_only_for_chunks_without_vectors():
+    from reme_engine.search.hybrid import impute_missing_vectors
+
+    legs = {"keyword": [(1, 9.0), (2, 5.0), (3, 1.0)], "vector": [(2, 0.9), (4, 0.8)]}
+    fused = rrf(legs, {"keyword": 0.3, "vector": 0.7}, 60)
+    impute_missing_vectors(fused, legs["keyword"], lambda i: i in (2, 3, 4), 0.7, 60)
+    assert fused[1]["vector_imputed"] and fused[1]["vector_rrf"] == pytest.approx(0.7 / 61)
+    assert fused[1]["score"] == pytest.approx(0.3 / 61 + 0.7 / 61)
+    assert "vector_imputed" not in fused[2] and "vector_imputed" not in fused[3]  # has a vector: no help

@@ -419,7 +419,7 @@ class Indexer:
                  json.dumps(pf.aliases, ensure_ascii=False), pf.warning, now),
             )
             fid = cur.lastrowid
-            old_chunks: dict[int, int] = {}
+            old_chunks: dict[int, str] = {}  # id -> text_hash
         else:
             fid = old_id
             c.execute(
@@ -428,7 +428,7 @@ class Indexer:
                 (pf.rel, pf.mtime, pf.size, pf.sha, pf.kind, fm_json, pf.name, pf.description, pf.date,
                  json.dumps(pf.aliases, ensure_ascii=False), pf.warning, now, fid),
             )
-            old_chunks = {r[0]: r[1] for r in c.execute("SELECT id, has_vec FROM chunks WHERE file_id=?", (fid,))}
+            old_chunks = {r[0]: r[1] for r in c.execute("SELECT id, text_hash FROM chunks WHERE file_id=?", (fid,))}
             c.execute("DELETE FROM links WHERE src_id=?", (fid,))
             if old_chunks:
                 ids = list(old_chunks)
@@ -449,8 +449,15 @@ class Indexer:
             fts_rows.append((vid, pf.chunk_tokens[ordn] if ordn < len(pf.chunk_tokens)
                              else " ".join(tokenize(etext)), pf.title_tokens))
             if vid in old_chunks:
-                c.execute("UPDATE chunks SET ord=?, start_line=?, end_line=? WHERE id=?",
-                          (ordn, ch.start_line, ch.end_line, vid))
+                th = text_hash(etext)
+                if th == old_chunks[vid]:
+                    c.execute("UPDATE chunks SET ord=?, start_line=?, end_line=? WHERE id=?",
+                              (ordn, ch.start_line, ch.end_line, vid))
+                else:  # same text under renamed headings: new heading trail, and a new vector (embed text)
+                    c.execute("UPDATE chunks SET ord=?, start_line=?, end_line=?, headings=?, text_hash=?, has_vec=?"
+                              " WHERE id=?", (ordn, ch.start_line, ch.end_line,
+                                              json.dumps(list(ch.headings), ensure_ascii=False), th,
+                                              0 if wants_vector(ch.text) else NO_VECTOR, vid))
             else:
                 chunk_rows.append((vid, fid, ordn, ch.start_line, ch.end_line,
                                    json.dumps(list(ch.headings), ensure_ascii=False), ch.text, text_hash(etext)))
@@ -521,11 +528,14 @@ class Indexer:
                     rel = unicodedata.normalize("NFC", rel.strip("/"))
                     if not rel or is_hidden(rel) or not self.is_indexable(rel):
                         continue
+                    scope.add(rel)  # an indexed note that became unusable (e.g. a symlink loop) is dropped
                     try:
                         p = resolve(root, rel).abs  # finds an NFD spelling on disk too
-                    except VaultPathError:
+                    except VaultPathError as exc:
+                        if os.path.lexists(root / rel):
+                            report.skipped.append({"path": rel, "reason": f"unreadable: {exc}"})
+                        path_set.discard(rel)
                         continue
-                    scope.add(rel)
                     try:
                         st = os.stat(p)
                         real = p.resolve()
@@ -643,13 +653,14 @@ class Indexer:
                         report.removed += 1
                         report.removed_paths.append(rel)
                         c.execute("DELETE FROM skipped WHERE path=?", (rel,))
-            if paths is None:
-                # Files skipped earlier that no longer exist are forgotten; skips found by the scan itself
-                # (symlinks, names, folders) are recorded so health_check lists them too.
-                with self.store.write() as c:
+            # Files skipped earlier that no longer exist are forgotten; skips found by the scan (or, for a batch,
+            # by resolving its paths: symlinks, loops, names) are recorded so health_check lists them too.
+            with self.store.write() as c:
+                if paths is None:
                     gone = [p for p in prior_skips if p not in entries]
                     c.executemany("DELETE FROM skipped WHERE path=?", [(p,) for p in gone])
-                    now = time.time()
+                now = time.time()
+                if report.skipped:
                     c.executemany("INSERT OR REPLACE INTO skipped(path, reason, size, mtime, at) VALUES (?,?,?,?,?)",
                                   [(sk["path"], sk["reason"], None, None, now) for sk in report.skipped
                                    if sk["path"] not in entries])
@@ -849,6 +860,9 @@ class Indexer:
             if keep:
                 with self.store.write() as cw:
                     cw.executemany("UPDATE chunks SET has_vec=1 WHERE id=?", [(ids[j],) for j in keep])
+                    # a chunk deleted and restored (same id) before the index was saved: its old tombstone
+                    # must not remove the vector added now (add() replaces the old copy anyway)
+                    cw.executemany("DELETE FROM vec_tombstones WHERE id=?", [(ids[j],) for j in keep])
                 vs.add(np.asarray([ids[j] for j in keep], dtype=np.int64), vecs[keep])
                 dirty = True
             return len(keep)

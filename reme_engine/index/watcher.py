@@ -48,6 +48,8 @@ log = logging.getLogger("reme.watcher")
 RESCAN_DELAY_S = 0.2
 #: Seconds between checks for a vanished vault root.
 ROOT_RETRY_S = 1.0
+#: An identical error is reported to ``on_error`` at most once in this many seconds.
+REPORT_REPEAT_S = 600.0
 #: watchfiles' internal polling step (ms): how long the backend waits for more changes before yielding a group,
 #: and how often it checks the stop event — so it bounds stop() latency.
 STEP_MS = 50
@@ -137,6 +139,7 @@ class VaultWatcher:
         self._first_t = 0.0
         self._last_t = 0.0
         self._root_lost = False
+        self._reported: dict[str, float] = {}  # error message -> when it was last reported
         #: Counters for tests and the bench: batches delivered, paths delivered, events seen, suppressed events.
         self.stats = {"batches": 0, "paths": 0, "events": 0, "suppressed": 0, "restarts": 0}
 
@@ -292,6 +295,12 @@ class VaultWatcher:
         self._settled.set()
 
     def _report(self, message: str) -> None:
+        # the same error again within REPORT_REPEAT_S (e.g. an undecodable file name failing every restart) is
+        # logged but not reported again: the user was told once
+        now = time.monotonic()
+        if now - self._reported.get(message, -REPORT_REPEAT_S) < REPORT_REPEAT_S:
+            return
+        self._reported[message] = now
         if self.on_error is not None:
             try:
                 self.on_error(message)

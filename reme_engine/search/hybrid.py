@@ -92,6 +92,9 @@ class Hit:
     vector_score: float | None = None
     keyword_rrf: float = 0.0
     vector_rrf: float = 0.0
+    #: the chunk has no vector (not embedded yet, or too short to get one): ``vector_rrf`` was imputed from its
+    #: keyword rank (see :func:`impute_missing_vectors`)
+    vector_imputed: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -140,6 +143,25 @@ def rrf(legs: dict[str, list[tuple[int, float]]], weights: dict[str, float], k: 
             d[f"{leg}_score"] = raw
             d[f"{leg}_rrf"] = part
     return fused
+
+
+def impute_missing_vectors(fused: dict[int, dict], keyword: list[tuple[int, float]], has_vector,
+                           weight: float, k: int = 60) -> None:
+    """Give keyword hits that *cannot* appear in the vector leg (no vector: not embedded yet, or too short to
+    get one) the vector share they would have if the dense leg agreed with the keyword leg: ``weight/(k+rank)``
+    at their keyword rank. Without it a note saved a moment ago — searchable by keyword at once, embedded a few
+    seconds to minutes later — ranks below ~80 vector hits in hybrid search even as the only exact match
+    (weights 0.7/0.3: a rank-1 keyword share is 0.3/61, the 80th vector share 0.7/140). Mutates ``fused``
+    (adds ``vector_rrf``, ``vector_imputed``); ``has_vector(id) -> bool``. Pure apart from that call.
+    """
+    for rank, (doc, _score) in enumerate(keyword, start=1):
+        d = fused.get(doc)
+        if d is None or "vector_rank" in d or has_vector(doc):
+            continue
+        part = weight / (k + rank)
+        d["score"] += part
+        d["vector_rrf"] = part
+        d["vector_imputed"] = True
 
 
 class HybridSearcher:
@@ -249,6 +271,10 @@ class HybridSearcher:
         if mode != "hybrid":
             weights = {"keyword": 1.0, "vector": 1.0}
         fused = rrf(legs, weights, self.k)
+        if mode == "hybrid" and "vector" in legs and legs.get("keyword") and self.vectors is not None \
+                and self.vectors.index is not None:
+            impute_missing_vectors(fused, legs["keyword"], self.vectors.index.__contains__,
+                                   weights.get("vector", 0.0), self.k)
         top = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], kv[0]))
         hits = self._materialize(top, limit)
         result = SearchResult(query, mode, hits, took_ms=0.0, keyword_ms=kw_ms, vector_ms=vec_ms, degraded=degraded)
@@ -281,6 +307,7 @@ class HybridSearcher:
                     keyword_rank=d.get("keyword_rank"), keyword_score=d.get("keyword_score"),
                     vector_rank=d.get("vector_rank"), vector_score=d.get("vector_score"),
                     keyword_rrf=d.get("keyword_rrf", 0.0), vector_rrf=d.get("vector_rrf", 0.0),
+                    vector_imputed=d.get("vector_imputed", False),
                 ))
                 if len(hits) >= limit:
                     break

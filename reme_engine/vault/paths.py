@@ -68,7 +68,10 @@ def resolve(vault: Path, rel: str | os.PathLike[str], *, allow_root: bool = Fals
         alt = root.joinpath(*PurePosixPath(unicodedata.normalize("NFD", norm)).parts)
         if alt.exists():
             target = alt
-    real = target.resolve()
+    try:
+        real = target.resolve()
+    except (RuntimeError, OSError) as exc:  # a symlink loop (RuntimeError on 3.11), an unreadable folder
+        raise VaultPathError(f"cannot resolve {raw!r}: symlink loop or unreadable path ({exc})") from None
     if real != root and not real.is_relative_to(root):
         raise VaultPathError(f"path leaves the vault (symlink?): {raw!r}")
     return VaultPath(norm, target)
