@@ -148,3 +148,27 @@ def test_imputation_is_pure_and_only_for_chunks_without_vectors():
     assert fused[1]["vector_imputed"] and fused[1]["vector_rrf"] == pytest.approx(0.7 / 61)
     assert fused[1]["score"] == pytest.approx(0.3 / 61 + 0.7 / 61)
     assert "vector_imputed" not in fused[2] and "vector_imputed" not in fused[3]  # has a vector: no help
+
+
+def test_common_terms_rule_is_pure():
+    from reme_engine.search.hybrid import select_terms
+
+    df = {"edit": 950, "distance": 40, "dynamic": 300, "programming": 280, "zz": 0}
+    assert select_terms(["edit", "distance", "dynamic"], df, 1000, 0.05) == (["distance"], "OR")
+    assert select_terms(["edit", "dynamic", "programming"], df, 1000, 0.05) == (["edit", "dynamic", "programming"], "AND")
+    assert select_terms(["edit", "zz"], df, 1000, 0.05) == (["edit"], "AND")  # absent terms are dropped
+    assert select_terms(["zz"], df, 1000, 0.05) == (["zz"], "OR")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("query, expected, mode", ZH_QUERIES)
+def test_common_terms_rule_keeps_the_quality_queries(zh_vault_index, monkeypatch, query, expected, mode):
+    """The rule is on from 50k chunks; forced on for the 3k-note vault, the quality queries still find their
+    note in the top 5 (keyword leg alone and hybrid)."""
+    from reme_engine.search import hybrid
+
+    monkeypatch.setattr(hybrid, "COMMON_TERM_MIN_CHUNKS", 0)
+    monkeypatch.setattr(hybrid, "COMMON_TERM_CUTOFF", 0.01)  # 3k notes: make some of their terms "common"
+    zh_vault_index.searcher._n_chunks = None
+    res = zh_vault_index.search(query, limit=10, mode=mode, neighbors=False)
+    assert expected in _top(res), (query, _top(res))

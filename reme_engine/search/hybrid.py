@@ -26,6 +26,14 @@ BM25_WEIGHTS = (1.0, 1.5)
 #: Query terms sent to FTS5 at most (long pasted queries would otherwise scan most postings).
 MAX_QUERY_TERMS = 32
 MODES = ("hybrid", "keyword", "vector")
+#: Common-terms rule (Lucene's ``CommonTermsQuery`` / Elasticsearch's ``cutoff_frequency``): on big indexes,
+#: terms found in more than this fraction of chunks do not select candidates. FTS5 scores every row matching any
+#: OR'ed term before ``ORDER BY … LIMIT``, so one frequent term (a CJK bigram of a common word, "edit" in every
+#: docs page) makes a query cost as much as the chunks it touches (0.8 ms per 1,000 postings here). Measured on
+#: the 300k-chunk store: p50 34.7 → 10.7 ms at 0.05 (bench/profile_keyword.py).
+COMMON_TERM_CUTOFF = 0.05
+#: …applied only from this many chunks on: below it the full OR query costs a few ms and ranking stays exact.
+COMMON_TERM_MIN_CHUNKS = 50_000
 
 
 @dataclass
@@ -121,9 +129,23 @@ class SearchResult:
         }
 
 
-def fts_query(tokens: list[str]) -> str:
-    """An FTS5 MATCH expression OR-ing the (already tokenised, alphanumeric) terms, each quoted."""
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens[:MAX_QUERY_TERMS])
+def fts_query(tokens: list[str], op: str = "OR") -> str:
+    """An FTS5 MATCH expression joining the (already tokenised) terms with ``op`` (OR | AND), each quoted."""
+    return f" {op} ".join('"' + t.replace('"', '""') + '"' for t in tokens[:MAX_QUERY_TERMS])
+
+
+def select_terms(tokens: list[str], df: dict[str, int], n_chunks: int,
+                 cutoff: float = COMMON_TERM_CUTOFF) -> tuple[list[str], str]:
+    """``(terms, op)`` that select the keyword candidates: the query's rare terms (document frequency ≤
+    ``cutoff·n_chunks``, and present) OR'ed; when every present term is common, all of them AND'ed (Lucene's
+    common-terms rule); when none is present, the tokens unchanged (no match either way). Pure."""
+    present = [t for t in tokens if df.get(t, 0) > 0]
+    if not present:
+        return tokens, "OR"
+    rare = [t for t in present if df[t] <= cutoff * n_chunks]
+    if rare:
+        return rare, "OR"
+    return present, "AND"
 
 
 def rrf(legs: dict[str, list[tuple[int, float]]], weights: dict[str, float], k: int = 60) -> dict[int, dict]:
@@ -172,6 +194,7 @@ class HybridSearcher:
         self.store = store
         self.tokenizer = tokenizer
         self.vectors = vectors
+        self._n_chunks: tuple[int, float] | None = None  # (count, when)
         self.weights = {"vector": vector_weight, "keyword": keyword_weight}
         self.k = rrf_k
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reme-vector-leg")
@@ -191,8 +214,33 @@ class HybridSearcher:
             where = f"chunks_fts.rowid IN (SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE {where})"
         sql = (f"SELECT rowid, bm25(chunks_fts, {BM25_WEIGHTS[0]}, {BM25_WEIGHTS[1]}) AS s FROM chunks_fts"
                f" WHERE chunks_fts MATCH ? AND {where} ORDER BY s LIMIT ?")
-        rows = self.store.conn.execute(sql, [fts_query(tokens), *params, n]).fetchall()
+        c = self.store.conn
+        n_chunks = self._chunk_count()
+        if n_chunks >= COMMON_TERM_MIN_CHUNKS:
+            terms, op = select_terms(tokens[:MAX_QUERY_TERMS], self._doc_freqs(tokens[:MAX_QUERY_TERMS]), n_chunks)
+            rows = c.execute(sql, [fts_query(terms, op), *params, n]).fetchall()
+            if op == "OR" or len(rows) >= min(n, 10):
+                return [(r[0], -r[1]) for r in rows]
+            # the common terms hardly co-occur: the full OR (slow, rare) rather than next to nothing
+        rows = c.execute(sql, [fts_query(tokens), *params, n]).fetchall()
         return [(r[0], -r[1]) for r in rows]
+
+    def _chunk_count(self) -> int:
+        """Chunks in the index (re-counted at most every 10 s: it only picks the query plan)."""
+        now = time.monotonic()
+        if self._n_chunks is None or now - self._n_chunks[1] > 10.0:
+            self._n_chunks = (self.store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0], now)
+        return self._n_chunks[0]
+
+    def _doc_freqs(self, terms: list[str]) -> dict[str, int]:
+        """``{term: chunks containing it}`` from FTS5's own vocabulary (``fts5vocab``, one per connection)."""
+        c = self.store.conn
+        q = f"SELECT term, doc FROM temp.chunks_vocab WHERE term IN ({','.join('?' * len(terms))})"
+        try:
+            return dict(c.execute(q, terms).fetchall())
+        except Exception:  # first use on this connection
+            c.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab USING fts5vocab(main, chunks_fts, 'row')")
+            return dict(c.execute(q, terms).fetchall())
 
     def allowed_ids(self, filters: SearchFilters):
         """int64 array of chunk ids passing ``filters`` (for the vector leg's faiss ID selector)."""
