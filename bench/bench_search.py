@@ -287,7 +287,7 @@ def _ann_knob(vi):
                 getattr(vmod, "HNSW_EF_SEARCH", None))
     if vi.kind == "ivf":
         ivf = faiss.extract_index_ivf(vi._index.index)
-        return ("nprobe", lambda: ivf.nprobe, lambda v: setattr(ivf, "nprobe", v), getattr(vmod, "IVF_NPROBE", None))
+        return ("nprobe", lambda: ivf.nprobe, lambda v: setattr(ivf, "nprobe", v), ivf.nprobe)
     return None
 
 

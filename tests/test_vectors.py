@@ -40,3 +40,29 @@ def test_index_kinds_search_remove_filter_persist(tmp_path, threshold, kind):
     loaded, stamp = VectorIndex.load(tmp_path / "v.faiss", 32, threshold)
     assert loaded.kind == kind and len(loaded) == 3000 and stamp["generation"] == 1
     assert loaded.search(x[5], 1)[0][0] == ids[5]
+
+
+def test_ivf_retrains_when_it_doubles_and_probes_scale_with_lists(tmp_path):
+    from reme_engine.index.vectors import IVF_MAX_NPROBE, IVF_NPROBE, ivf_nprobe
+
+    assert ivf_nprobe(100) == IVF_NPROBE and ivf_nprobe(4 * 1000) == 500 and ivf_nprobe(10**6) == IVF_MAX_NPROBE
+    ids, x = _data(6000)
+    vi = VectorIndex(32, ann_threshold=1000)
+    vi.add(ids[:1000], x[:1000])
+    assert vi.kind == "ivf" and vi.trained_for == 1000
+    vi.add(ids[1000:1999], x[1000:1999])
+    assert vi.trained_for == 1000  # not yet doubled
+    vi.add(ids[1999:2000], x[1999:2000])
+    assert vi.trained_for == 2000 and len(vi) == 2000  # retrained, nothing lost
+    vi.add(ids[2000:], x[2000:])
+    assert vi.trained_for == 6000 and len(vi) == 6000
+    import faiss
+
+    assert faiss.extract_index_ivf(vi._index.index).nlist == int(4 * np.sqrt(6000))
+    exact = x @ x[:30].T
+    recall = [len(set(ids[np.argsort(-exact[:, j])[:10]].tolist()) & {i for i, _ in vi.search(x[j], 10)}) / 10
+              for j in range(30)]
+    assert np.mean(recall) >= 0.9
+    vi.save(tmp_path / "v.faiss", {"generation": 1})
+    loaded, _ = VectorIndex.load(tmp_path / "v.faiss", 32, 1000)
+    assert loaded.trained_for == 6000 and loaded.nprobe == vi.nprobe == ivf_nprobe(int(4 * np.sqrt(6000)))

@@ -1,7 +1,7 @@
 """The vector leg's faiss index with stable ids (DESIGN §5).
 
 Exact inner-product search (``IndexIDMap2(IndexFlatIP)``) below ``ann_threshold`` vectors; above it an inverted
-file index (``IndexIVFFlat``, nlist = 4·√N, nprobe = 64). IVF was chosen over HNSW after measuring both on the
+file index (``IndexIVFFlat``, nlist = 4·√N, nprobe = nlist/8 within 64–512, retrained when it doubles). IVF was chosen over HNSW after measuring both on the
 synthetic scale set of ``bench/bench_search.py`` (real chunks replicated with small perturbations, i.e. many
 near-duplicate clusters): HNSW (M=32, efSearch=256) fell to recall@10 0.60 at 300k; IVF-Flat measured 0.87 through
 the engine (0.93 counting near-ties), at ~1 ms per query. Neither reaches 0.95 at 1M yet (bench/RESULTS.md). Removed ids are tombstoned and filtered at search time (``IndexIDMap2`` cannot compact an IVF);
@@ -24,8 +24,20 @@ import threading
 from pathlib import Path
 
 
-#: IVF probes per query: recall@10 ≈ 0.96 at 300k near-duplicate-heavy vectors, ~1 ms (bench/RESULTS.md).
+#: IVF probes per query: one list in ``IVF_PROBE_DIVISOR`` (nlist = 4·√N), at least ``IVF_NPROBE`` and at most
+#: ``IVF_MAX_NPROBE``. Measured through the engine (bench/RESULTS.md): a fixed 64 probes gave recall@10 0.87 at
+#: 300k and 0.80 at 1M; 256 probes 0.94 at 300k (5 ms) and 0.92 at 1M (18 ms).
 IVF_NPROBE = 64
+IVF_PROBE_DIVISOR = 8
+IVF_MAX_NPROBE = 512
+#: The IVF is retrained (nlist re-sized) when it has grown to this multiple of the size it was trained at: lists
+#: trained for 200k vectors hold ever longer postings at 1M, and recall per probe falls.
+IVF_RETRAIN_GROWTH = 2.0
+
+
+def ivf_nprobe(nlist: int) -> int:
+    """Probes for an IVF of ``nlist`` lists (see ``IVF_PROBE_DIVISOR``)."""
+    return max(IVF_NPROBE, min(IVF_MAX_NPROBE, nlist // IVF_PROBE_DIVISOR))
 #: Training sample per list (faiss warns below 39).
 IVF_TRAIN_PER_LIST = 40
 
@@ -49,6 +61,8 @@ class VectorIndex:
         self._tomb: set[int] = set()
         self._index = self._new_flat()
         self.kind = "flat"
+        #: vectors the IVF was trained on (0 while flat)
+        self.trained_for = 0
 
     def _new_flat(self):
         faiss = _faiss()
@@ -66,11 +80,19 @@ class VectorIndex:
         n_train = min(len(train), nlist * IVF_TRAIN_PER_LIST)
         sample = train[rng.choice(len(train), n_train, replace=False)] if n_train < len(train) else train
         inner.train(np.ascontiguousarray(sample, dtype=np.float32))
-        inner.nprobe = IVF_NPROBE
+        inner.nprobe = ivf_nprobe(nlist)
+        self.trained_for = len(train)
         return faiss.IndexIDMap2(inner)
 
     def __len__(self) -> int:
         return len(self._ids)
+
+    @property
+    def nprobe(self) -> int:
+        """The IVF's probes per query (0 for the flat index)."""
+        if self.kind != "ivf":
+            return 0
+        return _faiss().extract_index_ivf(self._index.index).nprobe
 
     def __contains__(self, vid: int) -> bool:
         return vid in self._ids
@@ -96,6 +118,8 @@ class VectorIndex:
             self._ids.update(int(i) for i in ids)
             if self.kind == "flat" and len(self._ids) >= self.ann_threshold:
                 self._rebuild()
+            elif self.kind == "ivf" and len(self._ids) >= IVF_RETRAIN_GROWTH * max(1, self.trained_for):
+                self._rebuild()  # retrain: nlist for the new size
 
     def remove(self, ids: np.ndarray) -> None:
         """Remove ids (unknown ids are ignored)."""
@@ -153,7 +177,7 @@ class VectorIndex:
                 if len(allowed) == 0:
                     return []
                 sel = faiss.IDSelectorBatch(allowed)
-                params = faiss.SearchParametersIVF(sel=sel, nprobe=IVF_NPROBE) if self.kind == "ivf" \
+                params = faiss.SearchParametersIVF(sel=sel, nprobe=self.nprobe) if self.kind == "ivf" \
                     else faiss.SearchParameters(sel=sel)
                 fetch = min(fetch, len(allowed) + len(self._tomb))
             scores, ids = self._index.search(q, fetch, params=params) if params else self._index.search(q, fetch)
@@ -179,7 +203,8 @@ class VectorIndex:
             os.replace(tmp, path)
             meta = path.with_suffix(".json")
             tmpm = meta.with_suffix(".json.tmp")
-            tmpm.write_text(json.dumps({**stamp, "count": len(self._ids), "kind": self.kind}), encoding="utf-8")
+            tmpm.write_text(json.dumps({**stamp, "count": len(self._ids), "kind": self.kind,
+                                        "trained_for": self.trained_for}), encoding="utf-8")
             os.replace(tmpm, meta)
 
     @classmethod
@@ -199,6 +224,10 @@ class VectorIndex:
         vi._index = index
         vi.kind = stamp.get("kind", "flat")
         vi._ids = set(int(i) for i in faiss.vector_to_array(index.id_map))
+        if vi.kind == "ivf":
+            ivf = faiss.extract_index_ivf(index.index)
+            ivf.nprobe = ivf_nprobe(ivf.nlist)
+            vi.trained_for = int(stamp.get("trained_for") or len(vi._ids))
         return vi, stamp
 
 
@@ -245,8 +274,6 @@ class VectorState:
             if loaded is not None and gen is not None and loaded[1].get("generation") == int(gen) \
                     and loaded[1].get("space") == self.embedder.space:
                 self.index = loaded[0]
-                if self.index.kind == "ivf":
-                    _faiss().extract_index_ivf(self.index._index.index).nprobe = IVF_NPROBE
                 self.apply_tombstones()
                 # chunks marked as vectorised but absent from the file (crash between commit and save)
                 ids = [r[0] for r in self.store.conn.execute("SELECT id FROM chunks WHERE has_vec=1")]
