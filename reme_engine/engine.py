@@ -138,6 +138,11 @@ class Engine:
             return
         self._closed = True
         self.stop_background()
+        # a vector pass running on another thread (the app's worker) stops after its batch; wait for it so it
+        # never writes to a closed store
+        waited = self._embed_lock.acquire(timeout=15)
+        if waited:
+            self._embed_lock.release()
         if self._searcher is not None:
             self._searcher.close()
         if self._journal is not None:
@@ -183,8 +188,10 @@ class Engine:
         this returns at once and that pass runs again before it ends, picking up the new chunks.
         """
         report = report or IndexReport()
-        if self.vectors is None:
+        if self.vectors is None or self._closed:
             return report
+        caller_stop = should_stop
+        should_stop = lambda: self._closed or (caller_stop is not None and caller_stop())  # noqa: E731
         # Lock order: callers may hold write_lock (the app's writes); so wait=False never blocks on _embed_lock,
         # and a waiting caller polls ``should_stop`` so quitting never waits for someone else's pass.
         if wait:

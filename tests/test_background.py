@@ -171,6 +171,11 @@ def test_quitting_never_waits_for_another_threads_vector_pass(tmp_path, embedder
         stop.set()
         waiter.join(2)
         assert not waiter.is_alive(), "the stopped pass kept waiting for the running one"
+        # closing the engine while the other pass still runs: it stops after its batch, before the store closes
+        gated.gate.set()
+        e.close()
+        t.join(5)
+        assert not t.is_alive()
     finally:
         gated.gate.set()
         e.close()
