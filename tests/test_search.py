@@ -172,3 +172,16 @@ def test_common_terms_rule_keeps_the_quality_queries(zh_vault_index, monkeypatch
     zh_vault_index.searcher._n_chunks = None
     res = zh_vault_index.search(query, limit=10, mode=mode, neighbors=False)
     assert expected in _top(res), (query, _top(res))
+
+
+def test_chunks_that_never_get_a_vector_are_not_imputed(make_engine, tmp_path):
+    """Heading-only chunks (too short for a vector) must not be lifted by the imputation."""
+    v = tmp_path / "v"
+    (v / "digest/wiki").mkdir(parents=True)
+    (v / "digest/wiki/empty.md").write_text("# 卡片笔记\n")
+    (v / "digest/wiki/full.md").write_text("# 方法\n\n卡片笔记是一种把想法写成小卡片、再用链接连起来的方法。\n")
+    e = make_engine(v)
+    e.index()
+    assert e.store.conn.execute("SELECT count(*) FROM chunks WHERE has_vec = 2").fetchone()[0] >= 1
+    hits = e.search("卡片笔记", limit=5).hits
+    assert not any(h.vector_imputed for h in hits)

@@ -100,8 +100,8 @@ class Hit:
     vector_score: float | None = None
     keyword_rrf: float = 0.0
     vector_rrf: float = 0.0
-    #: the chunk has no vector (not embedded yet, or too short to get one): ``vector_rrf`` was imputed from its
-    #: keyword rank (see :func:`impute_missing_vectors`)
+    #: the chunk has no vector yet (saved, not embedded): ``vector_rrf`` was imputed from its keyword rank
+    #: (see :func:`impute_missing_vectors`)
     vector_imputed: bool = False
 
     def to_dict(self) -> dict:
@@ -169,8 +169,8 @@ def rrf(legs: dict[str, list[tuple[int, float]]], weights: dict[str, float], k: 
 
 def impute_missing_vectors(fused: dict[int, dict], keyword: list[tuple[int, float]], has_vector,
                            weight: float, k: int = 60) -> None:
-    """Give keyword hits that *cannot* appear in the vector leg (no vector: not embedded yet, or too short to
-    get one) the vector share they would have if the dense leg agreed with the keyword leg: ``weight/(k+rank)``
+    """Give keyword hits that cannot appear in the vector leg *yet* (``has_vector(id)`` False: saved, not embedded
+    yet) the vector share they would have if the dense leg agreed with the keyword leg: ``weight/(k+rank)``
     at their keyword rank. Without it a note saved a moment ago — searchable by keyword at once, embedded a few
     seconds to minutes later — ranks below ~80 vector hits in hybrid search even as the only exact match
     (weights 0.7/0.3: a rank-1 keyword share is 0.3/61, the 80th vector share 0.7/140). Mutates ``fused``
@@ -224,6 +224,14 @@ class HybridSearcher:
             # the common terms hardly co-occur: the full OR (slow, rare) rather than next to nothing
         rows = c.execute(sql, [fts_query(tokens), *params, n]).fetchall()
         return [(r[0], -r[1]) for r in rows]
+
+    def _waiting_for_vector(self, ids: list[int]) -> set[int]:
+        """Those of ``ids`` whose vector is still to come (``has_vec = 0``). Chunks too short to ever get one
+        (heading-only, frontmatter-only) are not among them: imputing for those ranked empty chunks first."""
+        if not ids:
+            return set()
+        return {r[0] for r in self.store.conn.execute(
+            f"SELECT id FROM chunks WHERE has_vec = 0 AND id IN ({','.join('?' * len(ids))})", ids)}
 
     def _chunk_count(self) -> int:
         """Chunks in the index (re-counted at most every 10 s: it only picks the query plan)."""
@@ -321,7 +329,8 @@ class HybridSearcher:
         fused = rrf(legs, weights, self.k)
         if mode == "hybrid" and "vector" in legs and legs.get("keyword") and self.vectors is not None \
                 and self.vectors.index is not None:
-            impute_missing_vectors(fused, legs["keyword"], self.vectors.index.__contains__,
+            waiting = self._waiting_for_vector([doc for doc, _ in legs["keyword"]])
+            impute_missing_vectors(fused, legs["keyword"], lambda doc: doc not in waiting,
                                    weights.get("vector", 0.0), self.k)
         top = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], kv[0]))
         hits = self._materialize(top, limit)
