@@ -576,6 +576,36 @@ class Engine:
                 self.index_paths([res.path])
         return res
 
+    def refresh_day_indexes(self, paths: list[str]) -> list[str]:
+        """Regenerate the card index of the existing day pages whose cards are among ``paths`` (added, edited,
+        renamed or deleted elsewhere: the watcher calls this), so a page never lists a deleted card or misses a
+        new one. Pages are never created here; pages without markers or edited meanwhile are left alone.
+        Returns the pages rewritten."""
+        from .vault import daily
+
+        d = self.settings.layers.daily_dir.strip("/") or "daily"
+        dates = set()
+        for p in paths:
+            parts = p[len(d) + 1:].split("/") if p.startswith(d + "/") else []
+            if len(parts) >= 2 and p.lower().endswith(".md"):
+                try:
+                    dates.add(daily.valid_date(parts[0]))
+                except ValueError:
+                    pass
+        written = []
+        for date in sorted(dates):
+            with self.write_lock:
+                try:
+                    res = daily.daily_reindex(self.vault, date, self.settings.layers, create_if_missing=False,
+                                              max_bytes=self.settings.max_file_bytes)
+                except (WriteConflict, OSError, ValueError, VaultPathError) as exc:
+                    log.info("day index of %s not regenerated: %s", date, exc)
+                    continue
+                if res.changed:
+                    self.index_paths([res.path])
+                    written.append(res.path)
+        return written
+
     def _date(self, date: str) -> str:
         from .vault.daily import valid_date
 
@@ -744,8 +774,9 @@ class Engine:
                 report = self.index_paths(paths, vectors=False)
                 if report.chunks_added:
                     self._embed_soon()
+                pages = self.refresh_day_indexes(report.changed_paths + report.removed_paths)
                 if on_indexed is not None:
-                    on_indexed(paths, report)
+                    on_indexed(sorted(set(paths) | set(pages)), report)
 
             def on_new_resources(paths: list[str]) -> None:
                 if self.settings.llm.configured:

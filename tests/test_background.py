@@ -247,3 +247,37 @@ def test_a_restored_note_keeps_its_vector_after_a_stale_tombstone(tmp_path, embe
         assert hits and hits[0].path == "digest/wiki/r.md"
     finally:
         e.close()
+
+
+def test_day_page_index_follows_cards_changed_elsewhere(make_engine, demo_vault):
+    """A card added, renamed or deleted in another editor: the day page's generated card list follows
+    (between its markers only); a day without a page gets none."""
+    e = make_engine(demo_vault, embed=False)
+    e.index()
+    page = demo_vault / "daily/2026-11-28.md"
+    before = page.read_text(encoding="utf-8")
+    head, tail = before.split("<!-- reme:day-index:start -->")[0], before.split("<!-- reme:day-index:end -->")[1]
+    e.start_background(schedule=False)
+    try:
+        card = demo_vault / "daily/2026-11-28/zebra-fish.md"
+        card.write_text("---\nname: Zebra fish tank\ndescription: set up the new aquarium\n---\n# Zebra\n\nfish\n")
+        assert _wait(lambda: "Zebra fish tank" in page.read_text(encoding="utf-8"))
+        card.rename(card.with_name("aquarium.md"))
+        assert _wait(lambda: "aquarium" in page.read_text(encoding="utf-8")
+                     and "zebra-fish" not in page.read_text(encoding="utf-8"))
+        gone = next(p for p in (demo_vault / "daily/2026-11-28").glob("*.md") if p.name != "aquarium.md")
+        gone_stem = gone.stem
+        text_before_delete = page.read_text(encoding="utf-8")
+        gone.unlink()
+        assert f"/{gone_stem}|" in text_before_delete
+        assert _wait(lambda: f"/{gone_stem}|" not in page.read_text(encoding="utf-8"))
+        text = page.read_text(encoding="utf-8")
+        assert text.startswith(head) and text.endswith(tail)  # nothing outside the markers touched
+        assert e.search("Zebra fish tank", mode="keyword").hits  # the page itself was re-indexed
+        (demo_vault / "daily/2026-11-20").mkdir()
+        (demo_vault / "daily/2026-11-20/lonely.md").write_text("# Lonely card\n")
+        assert _wait(lambda: e.store.file_info("daily/2026-11-20/lonely.md") is not None)
+        time.sleep(0.5)
+        assert not (demo_vault / "daily/2026-11-20.md").exists()
+    finally:
+        e.stop_background()
