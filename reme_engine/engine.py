@@ -791,7 +791,15 @@ class Engine:
                     on_event({"event": "watch_error", "error": msg})
 
             layers = self.settings.layers
-            self.watcher = VaultWatcher(self.vault, self.indexer.is_indexable, on_batch,
+            daily_prefix = (layers.daily_dir.strip("/") or "daily") + "/"
+
+            def watched(rel: str) -> bool:
+                # notes, plus the day files proactive refresh writes (another process may write them: the app
+                # shows them); the indexer skips what it does not index
+                return self.indexer.is_indexable(rel) or (rel.startswith(daily_prefix)
+                                                          and rel.endswith("/interests.yaml"))
+
+            self.watcher = VaultWatcher(self.vault, watched, on_batch,
                                         on_new_resources=on_new_resources,
                                         resource_prefix=layers.resource_dir + "/", known_under=self._known_under,
                                         on_error=on_error)

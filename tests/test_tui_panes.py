@@ -475,6 +475,29 @@ async def test_refresh_now_writes_todays_interests_and_shows_them(app_for, demo_
         assert pilot.app._exception is None
 
 
+async def test_agenda_follows_a_refresh_by_another_process_and_a_goes_back_to_today(app_for, demo_vault, tmp_path,
+                                                                                     make_engine):
+    app = app_for(today=DEMO_DAY)
+    app.background = True
+    (demo_vault / "daily" / DEMO_DAY / "interests.yaml").unlink()
+    async with app.run_test(size=(160, 48)) as pilot:
+        m = await started(pilot)
+        await wait_for(pilot, lambda: app.engine.watcher is not None, what="watcher")
+        assert m.agenda.result.skipped
+        # `reme-tui --refresh` (or --serve's cron) in another process writes today's file
+        other = make_engine(demo_vault, embed=False, state_dir=str(tmp_path / "other-state"), timezone="UTC")
+        assert other.proactive_refresh(DEMO_DAY).status == "written"
+        await wait_for(pilot, lambda: m.agenda.result is not None and not m.agenda.result.skipped, timeout=10,
+                       what="agenda reloaded")
+        assert m.agenda.result.topics
+        # another day on screen, then `a`: back to today
+        m.load_agenda("2026-11-27")
+        await wait_for(pilot, lambda: m.agenda.date == "2026-11-27", what="other day")
+        await pilot.press("a")
+        await wait_for(pilot, lambda: m.agenda.date == DEMO_DAY, what="today again")
+        assert pilot.app._exception is None
+
+
 # -- chat pane --------------------------------------------------------------------------------------------------
 
 

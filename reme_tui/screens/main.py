@@ -329,12 +329,10 @@ class MainScreen(Screen):
         self.links.focus()
 
     def action_agenda(self) -> None:
-        """Show and focus the agenda; pressed again on the agenda, go back to today."""
-        again = self.agenda.list.has_focus
+        """Show and focus today's agenda."""
         self._reveal("agenda")
         self.agenda.focus_list()
-        if again or self.agenda.date is None or self.agenda.date == self.agenda.today:
-            self.load_agenda("")  # today may have changed (a refresh, midnight)
+        self.load_agenda("")  # today's, always (other days: the date field); today may have changed
 
     def action_chat(self) -> None:
         self._reveal("chat")
@@ -859,7 +857,7 @@ class MainScreen(Screen):
             self.notify("No daily notes changed since the last refresh.", title="Refresh", timeout=4)
         else:
             self.notify(f"{topics} topics · {items} agenda items · via {how}", title="Refreshed", timeout=5)
-        self.load_agenda(message.date if self.agenda.date in (None, message.date) else self.agenda.date)
+        self.load_agenda(message.date)  # the day just refreshed, even if another day was on screen
         self.load_days()
 
     # -- background: watcher and cron ----------------------------------------------------------------------
@@ -878,6 +876,9 @@ class MainScreen(Screen):
         if rep.added or rep.removed or rep.renamed:
             self.load_tree_root()
         self.load_days()
+        agenda_day = self.agenda.date or self.today()
+        if f"{self.daily_dir}/{agenda_day}/interests.yaml" in message.paths:
+            self.load_agenda(agenda_day)  # refreshed by another process (cron in --serve, --refresh)
         shown = self.daily.date
         if shown:
             page, folder = f"{self.daily_dir}/{shown}.md", f"{self.daily_dir}/{shown}/"
