@@ -97,6 +97,16 @@ class Engine:
         self.vault = Path(settings.vault).resolve()
         if not self.vault.is_dir():
             raise ConfigError(f"vault folder does not exist: {self.vault}")
+        #: the daily folder found in an existing Obsidian vault (no ``daily/`` and none configured), or None
+        self.detected_daily_dir: str | None = None
+        if settings.layers.daily_dir.strip("/") == "daily" and not (self.vault / "daily").exists():
+            from .vault.daily import detect_daily_dir
+
+            found = detect_daily_dir(self.vault)
+            if found and found not in (settings.layers.digest_dir, settings.layers.resource_dir,
+                                        settings.layers.session_dir):
+                settings.layers.daily_dir = self.detected_daily_dir = found
+                log.info("daily notes found in %s (set layers.daily_dir to choose another folder)", found)
         self.state_dir = finalize_state_dir(settings)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.write_lock = threading.RLock()
@@ -845,6 +855,8 @@ class Engine:
             "vectors": len(self.vectors.index) if self.vectors and self.vectors.index is not None else None,
             "llm_configured": self.settings.llm.configured,
             "tokenizer": self.tokenizer.fingerprint,
+            "daily_dir": self.settings.layers.daily_dir,
+            "daily_dir_detected": self.detected_daily_dir is not None,
             "last_indexed": self.store.get_meta("last_sync"),
         }
 

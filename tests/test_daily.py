@@ -380,3 +380,30 @@ def test_quoted_marker_is_user_text(tmp_path):
     daily_reindex(tmp_path, "2026-11-28", None)
     text = page.read_text()
     assert "MY IMPORTANT JOURNAL TEXT" in text and "old" not in text and "Card" in text
+
+
+def test_daily_folder_of_an_existing_obsidian_vault_is_found(tmp_path, make_engine):
+    from reme_engine.vault.daily import detect_daily_dir
+
+    v = tmp_path / "v"
+    for d in ("2023-04-12", "2023-04-13", "2023-04-20"):
+        p = v / "Calendar" / "Daily notes" / f"{d}.md"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(f"# {d}\n")
+    (v / "Archive").mkdir()
+    (v / "Archive/2020-01-01.md").write_text("old\n")
+    assert detect_daily_dir(v) == "Calendar/Daily notes"
+    # the core plugin's setting wins over the heuristic
+    (v / ".obsidian").mkdir()
+    (v / ".obsidian/daily-notes.json").write_text('{"folder": "Archive", "format": "YYYY-MM-DD"}')
+    assert detect_daily_dir(v) == "Archive"
+    (v / ".obsidian/daily-notes.json").write_text('{"folder": "../outside"}')
+    assert detect_daily_dir(v) == "Calendar/Daily notes"
+    e = make_engine(v, embed=False)
+    assert e.settings.layers.daily_dir == "Calendar/Daily notes" and e.status()["daily_dir_detected"]
+    e.index()
+    assert "2023-04-20" in e.list_days()
+    # a configured daily_dir, or an existing daily/ folder, is never overridden
+    (v / "daily").mkdir()
+    assert make_engine(v, embed=False).settings.layers.daily_dir == "daily"
+    assert detect_daily_dir(tmp_path / "empty-not-there") is None

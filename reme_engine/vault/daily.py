@@ -434,3 +434,39 @@ def daily_reindex(
             continue
         return result(changed=True, sha=sha)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+_DAY_NOTE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
+
+
+def detect_daily_dir(vault: Path, *, max_depth: int = 3, min_notes: int = 3) -> str | None:
+    """Where an existing Obsidian vault keeps its daily notes, for vaults without a ``daily/`` folder.
+
+    In order: the core Daily notes plugin's ``.obsidian/daily-notes.json`` (``folder``), the Periodic Notes
+    plugin's ``.obsidian/plugins/periodic-notes/data.json`` (``daily.folder``), then the folder (at most
+    ``max_depth`` deep, hidden ones skipped) holding the most ``YYYY-MM-DD.md`` notes, at least ``min_notes``.
+    Returns a vault-relative POSIX folder or None. Never raises for unreadable files.
+    """
+    import json as _json
+
+    vault = Path(vault)
+    for cfg, keys in ((".obsidian/daily-notes.json", ("folder",)),
+                      (".obsidian/plugins/periodic-notes/data.json", ("daily", "folder"))):
+        try:
+            data = _json.loads((vault / cfg).read_text(encoding="utf-8"))
+            for k in keys:
+                data = data[k]
+            folder = str(data).strip().strip("/")
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if folder and ".." not in folder.split("/") and (vault / folder).is_dir():
+            return folder
+    best, best_n = None, 0
+    root_depth = len(vault.parts)
+    for dirpath, dirnames, filenames in os.walk(vault):
+        depth = len(Path(dirpath).parts) - root_depth
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")) if depth < max_depth else []
+        n = sum(1 for f in filenames if _DAY_NOTE_RE.match(f))
+        if n > best_n and depth > 0:
+            best, best_n = Path(dirpath).relative_to(vault).as_posix(), n
+    return best if best_n >= min_notes else None
