@@ -878,6 +878,8 @@ class Engine:
             checks["embedder"] = f"{self.embedder.space}" + (f" (error: {self.vectors.error})"
                                                                if self.vectors and self.vectors.error else "")
         checks["llm"] = "configured" if self.settings.llm.configured else "not configured (LLM features off)"
+        checks["daily_dir"] = self.settings.layers.daily_dir + (" (found in the vault)" if self.detected_daily_dir
+                                                                 else "")
         return {"ok": ok, "version": __version__, "checks": checks, "index": self.store.counts(),
                 "skipped": self.store.skipped()}
 
