@@ -250,7 +250,8 @@ class Engine:
         if self._embed_wake is not None:
             self._embed_wake.set()
 
-    def _embed_loop(self, wake: threading.Event, stop: threading.Event) -> None:
+    def _embed_loop(self, wake: threading.Event, stop: threading.Event,
+                    on_event: Callable[[dict], None] | None = None) -> None:
         while not stop.is_set():
             wake.wait()
             if stop.is_set():
@@ -258,7 +259,10 @@ class Engine:
             wake.clear()
             try:
                 if self.vectors is not None and self.vectors.ready:
-                    self.embed_pending(should_stop=stop.is_set)
+                    rep = self.embed_pending(should_stop=stop.is_set)
+                    if on_event is not None and (rep.embedded or rep.embed_cached or rep.embed_error):
+                        on_event({"event": "vectors", "embedded": rep.embedded, "cached": rep.embed_cached,
+                                  "error": rep.embed_error})
             except Exception:  # logged; the next batch retries
                 log.exception("background vector pass failed")
 
@@ -764,8 +768,9 @@ class Engine:
                          watch: bool = True, schedule: bool = True) -> None:
         """Start the vault watcher (changed files indexed within ~1 s) and the cron worker thread.
 
-        ``on_event`` receives scheduler events (see :class:`reme_engine.scheduler.Scheduler`) and watcher errors
-        as ``{"event": "watch_error", "error": …}``; ``on_indexed(paths, report)`` follows each watcher batch.
+        ``on_event`` receives scheduler events (see :class:`reme_engine.scheduler.Scheduler`), watcher errors
+        as ``{"event": "watch_error", "error": …}`` and the embed thread's passes as ``{"event": "vectors",
+        "embedded", "cached", "error"}``; ``on_indexed(paths, report)`` follows each watcher batch.
         Both are called on background threads. Idempotent; :meth:`close` stops everything.
         """
         from datetime import timedelta
@@ -776,7 +781,7 @@ class Engine:
             # Keyword + graph on the watcher thread (searchable in well under a second); the vectors of the
             # new chunks on the embed thread, so a burst's minutes of embedding never delay the next edit.
             self._embed_wake, self._embed_stop = threading.Event(), threading.Event()
-            self._embed_thread = threading.Thread(target=self._embed_loop, args=(self._embed_wake, self._embed_stop),
+            self._embed_thread = threading.Thread(target=self._embed_loop, args=(self._embed_wake, self._embed_stop, on_event),
                                                   name="reme-embed", daemon=True)
             self._embed_thread.start()
 

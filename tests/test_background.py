@@ -98,7 +98,8 @@ def test_writes_and_watcher_batches_never_wait_for_a_vector_pass(make_engine, tm
         assert done.wait(5), "the write waited for the vector pass"
         assert e.search("bravo", mode="keyword").hits
         # a watcher burst is keyword-searchable too; its vectors are left to the embed thread
-        e.start_background(schedule=False)
+        events: list[dict] = []
+        e.start_background(schedule=False, on_event=events.append)
         for i in range(50):
             (v / "digest/wiki" / f"burst-{i:02d}.md").write_text(f"# Burst {i}\n\nburstword{i} arrived in a burst of edits\n")
         assert _wait(lambda: all(e.search(f"burstword{i}", mode="keyword").hits for i in (0, 25, 49)), timeout=10)
@@ -108,6 +109,7 @@ def test_writes_and_watcher_batches_never_wait_for_a_vector_pass(make_engine, tm
         assert _wait(lambda: _vector_counts(e)[0] == 0, timeout=60)
         assert _vector_counts(e)[1] == 52  # one vector per chunk, none lost, none duplicated
         assert len(e.vectors.index) == 52
+        assert _wait(lambda: any(ev["event"] == "vectors" and ev["embedded"] for ev in events))  # the app is told
         hits = e.search("burst of edits", mode="vector", limit=5).hits
         assert hits and all(h.path.startswith("digest/wiki/burst-") for h in hits)
     finally:

@@ -896,6 +896,11 @@ class MainScreen(Screen):
     def on_cron_event(self, message: CronEvent) -> None:
         ev = message.event
         kind = ev.get("event")
+        if kind == "vectors":  # the embed thread finished a pass: the status line's vector count moved
+            if ev.get("error"):
+                self.notify(str(ev["error"]), title="Embedding", severity="warning", timeout=8)
+            self.load_status()
+            return
         if kind == "watch_error":
             self.notify(str(ev.get("error")), title="Watcher", severity="warning", timeout=8)
         elif kind in ("finished", "failed", "skipped"):
