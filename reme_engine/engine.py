@@ -260,7 +260,7 @@ class Engine:
             try:
                 if self.vectors is not None and self.vectors.ready:
                     rep = self.embed_pending(should_stop=stop.is_set)
-                    if on_event is not None and (rep.embedded or rep.embed_cached or rep.embed_error):
+                    if on_event is not None:  # even for 0: another thread's pass may have done the work
                         on_event({"event": "vectors", "embedded": rep.embedded, "cached": rep.embed_cached,
                                   "error": rep.embed_error})
             except Exception:  # logged; the next batch retries
