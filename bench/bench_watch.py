@@ -200,7 +200,11 @@ def burst_part(tmp: Path, bursts: list[int]) -> dict:
                 mon = asyncio.create_task(monitor())
                 await asyncio.sleep(0.5)
                 t0 = time.perf_counter()
-                subprocess.run([sys.executable, "-c", WRITER, str(vault / "daily" / today), str(n), tag], check=True)
+                # the writer must not block the loop being measured: awaited, not subprocess.run
+                proc = await asyncio.create_subprocess_exec(sys.executable, "-c", WRITER, str(vault / "daily" / today),
+                                                            str(n), tag)
+                if await proc.wait() != 0:
+                    raise SystemExit("the burst writer failed")
                 write_s = time.perf_counter() - t0
                 poller = threading.Thread(target=poll, args=(t0,), daemon=True)
                 poller.start()
