@@ -416,7 +416,9 @@ class Engine:
         return DeleteResult(vp.rel, [n.to_dict() for n in survivors])
 
     def move(self, src: str, dst: str) -> MoveResult:
-        """Move/rename a file and rewrite every inbound link (anchor, alias, embed kept), atomically per file.
+        """Move/rename a file and rewrite the inbound links that would break (anchor, display text, embed kept;
+        a bare-name link stays a bare name when that is unambiguous; links through an alias are untouched),
+        atomically per file.
 
         Refuses to overwrite an existing ``dst``, to move the root or a layer folder, and folders.
         A linking file changed meanwhile is reported in ``conflicts`` and left untouched.
@@ -443,6 +445,10 @@ class Engine:
                 raise EngineError(f"destination exists: {d.rel}")
             self.indexer.sync(paths=[s.rel])
             resolver = self.indexer.build_resolver()
+            after = self.indexer.build_resolver()  # the vault as it will be: links that still work stay as written
+            moved_aliases = list(after._aliases.get(s.rel, ()))
+            after.remove(s.rel)
+            after.add(d.rel, moved_aliases)
             sources = [r[0] for r in self.store.conn.execute(
                 "SELECT DISTINCT f.path FROM links l JOIN files f ON f.id = l.src_id WHERE l.resolved = ?",
                 (s.rel,))]
@@ -458,7 +464,7 @@ class Engine:
                 except (OSError, SkipFile):
                     conflicts.append(cur_path)
                     continue
-                new_text, n = rewrite_links(tf.text, src_path, resolver, s.rel, d.rel)
+                new_text, n = rewrite_links(tf.text, src_path, resolver, s.rel, d.rel, after, cur_path)
                 if n == 0:
                     continue
                 if tf.encoding == "utf-8-sig":

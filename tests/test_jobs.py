@@ -253,3 +253,27 @@ def test_move_never_replaces_a_destination(eng, monkeypatch):
     assert not r["success"] and "exists" in r["error"]
     assert (eng.vault / "notes/z.md").read_text() == "user saved this meanwhile"
     assert (eng.vault / "notes/a.md").exists()
+
+
+def test_move_keeps_link_style_and_alias_links_as_obsidian_does(eng):
+    (eng.vault / "notes").mkdir()
+    (eng.vault / "notes/alpha.md").write_text("---\naliases: [Alpha Note]\n---\n# Alpha\n\n## Part one\n\ntext\n")
+    (eng.vault / "beta.md").write_text(
+        "See [[alpha]], [[alpha#Part one|the first part]], ![[alpha]], [[Alpha Note]] and up:: [[alpha]].\n"
+        "Full: [[notes/alpha]] and [md](notes/alpha.md).\n")
+    eng.index()
+    r = run_job(eng, "move", {"src": "notes/alpha.md", "dst": "notes/gamma.md"})
+    assert r["success"], r
+    assert (eng.vault / "beta.md").read_text() == (
+        "See [[gamma]], [[gamma#Part one|the first part]], ![[gamma]], [[Alpha Note]] and up:: [[gamma]].\n"
+        "Full: [[notes/gamma]] and [md](notes/gamma.md).\n")
+    assert r["rewritten_links"] == 6  # the alias link still resolves: untouched
+    assert {n.path for n in eng.neighbors("notes/gamma.md").inlinks} == {"beta.md"}
+    # a bare name that would be ambiguous after the move gets the full path
+    (eng.vault / "other").mkdir()
+    (eng.vault / "other/delta.md").write_text("# another delta\n")
+    eng.index()
+    r = run_job(eng, "move", {"src": "notes/gamma.md", "dst": "notes/delta.md"})
+    text = (eng.vault / "beta.md").read_text()
+    assert "[[notes/delta]]" in text and "[[notes/delta#Part one|the first part]]" in text and "[[delta]]" not in text
+    assert "[[Alpha Note]]" in text

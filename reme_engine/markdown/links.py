@@ -848,8 +848,9 @@ def _encode_md_path(path: str) -> str:
     return "".join(f"%{ord(ch):02X}" if ch in _MD_UNSAFE or ord(ch) < 0x20 else ch for ch in path)
 
 
-def _retarget(lk: Link, new_path: str) -> str:
-    """``lk.original`` pointing at ``new_path``; anchor, alias, ``\\|`` escape, embed bang and form kept."""
+def _retarget(lk: Link, new_path: str, short: str | None = None) -> str:
+    """``lk.original`` pointing at ``new_path`` (a wikilink: at ``short`` when given, a bare name that resolves
+    to it); anchor, alias, ``\\|`` escape, embed bang and form kept."""
     o = lk.original
     bang = "!" if lk.embed else ""
     if lk.kind == "wikilink":
@@ -858,7 +859,7 @@ def _retarget(lk: Link, new_path: str) -> str:
         h = link_part.find("#")
         tail = link_part[h:] if h >= 0 else ""
         keep_md = lk.target.lower().endswith(".md")
-        new = _link_path(new_path, keep_md) + tail
+        new = ((short + ".md" if keep_md else short) if short else _link_path(new_path, keep_md)) + tail
         if sep >= 0:
             new += ("\\|" if escaped else "|") + inner[sep + 1 :]
         return bang + "[[" + new + "]]"
@@ -896,13 +897,20 @@ def _retarget(lk: Link, new_path: str) -> str:
 
 
 def rewrite_links(text: str, source_path: str, resolver: LinkResolver, old_path: str,
-                  new_path: str) -> tuple[str, int]:
+                  new_path: str, after: LinkResolver | None = None,
+                  source_after: str | None = None) -> tuple[str, int]:
     """Point every link of ``text`` (the note at ``source_path``) that resolves to ``old_path`` at ``new_path``.
 
     Covers body links (wikilinks and Markdown links, embeds included) and wikilinks inside frontmatter values.
     Anchor, alias, the ``\\|`` table escape, the embed bang and the link form are kept; the new target is the full
     vault-relative path (``.md`` kept only where the old link spelled an extension). Same-note ``[[#h]]`` links are
     left alone. ``resolver`` must still know ``old_path``. Returns ``(new_text, number of links rewritten)``.
+
+    With ``after`` (a resolver of the vault *after* the move; ``source_after``: the linking note's path then, by
+    default ``source_path``), links are changed only where they would break, as Obsidian does: a link that
+    still resolves to ``new_path`` (e.g. through an alias of the moved note, ``[[Alpha Note]]``) is kept as
+    written, and a wikilink written as a bare name becomes the new bare name (``[[alpha]]`` → ``[[gamma]]``)
+    when that resolves to ``new_path`` unambiguously; otherwise the full path.
     """
     from .frontmatter import parse_frontmatter  # local: frontmatter does not depend on links
 
@@ -919,7 +927,18 @@ def rewrite_links(text: str, source_path: str, resolver: LinkResolver, old_path:
             continue
         if resolver.resolve(lk.target, source_path).path != old_path:
             continue
-        edits.append((lk.start, lk.end, _retarget(lk, new_path)))
+        short = None
+        if after is not None:
+            src2 = source_after or source_path
+            if after.resolve(lk.target, src2).path == new_path:
+                continue  # still resolves (an alias, a name that did not change): keep it as written
+            if lk.kind == "wikilink" and "/" not in lk.target:
+                stem = posixpath.basename(new_path)
+                stem = stem[:-3] if stem.lower().endswith(".md") else stem
+                r = after.resolve(stem, src2)
+                if r.path == new_path and not r.ambiguous:
+                    short = stem
+        edits.append((lk.start, lk.end, _retarget(lk, new_path, short)))
     if not edits:
         return text, 0
     out = body
