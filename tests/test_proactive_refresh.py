@@ -753,3 +753,27 @@ def test_unusable_plan_and_agenda_replies_degrade(provider, engine):
     doc = assert_v2(engine, D3)
     assert [a["topic_id"] for a in doc["agenda"]] == [topic_id(KNEE), topic_id(EVAL)]  # by confidence
     assert doc["agenda"][0]["order_reason"].startswith("Ordered by confidence")
+
+
+def test_keyword_fallback_ignores_the_capture_cards_scaffolding(demo_vault, make_engine):
+    """Quick-capture lines carry the app's "**HH:MM** · [[…|chat]]" stamp and a "Capture <date>" title: only the
+    user's words may become topics."""
+    from reme_engine.memory.auto_memory import append_user_messages_verbatim
+    from reme_engine.memory.session import ChatMessage, new_session_id  # noqa: F401
+
+    eng = make_engine(demo_vault, embed=False, timezone=TZ)
+    eng.index(vectors=False)
+    date = "2026-11-29"
+    sid = new_session_id()
+    msgs = [ChatMessage(f"{i:032x}", "user", text, f"2026-11-29T{9 + i:02d}:00:00+08:00")
+            for i, text in enumerate(["Buy the capybara plushie for Mia's birthday",
+                                      "Capybara plushie: check the toy shop near the station",
+                                      "Mia birthday party needs a capybara cake too"])]
+    append_user_messages_verbatim(eng, sid, msgs)
+    text = (demo_vault / "daily" / date / "capture.md").read_text(encoding="utf-8")
+    assert "· [[" in text and "Capture 2026-11-29" in text
+    rep = eng.proactive_refresh(date, use_llm=False)
+    assert rep.status == "written"
+    titles = [t["title"].casefold() for t in rep.topics if t["kind"] == "keyword"]
+    assert any("capybara" in t for t in titles), titles
+    assert not any(w in t.split(" · ") for t in titles for w in ("capture", "chat")), titles
