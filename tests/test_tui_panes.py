@@ -259,6 +259,26 @@ async def test_big_days_and_long_histories_are_paged(app_for, demo_vault):
         assert pilot.app._exception is None
 
 
+async def test_open_search_results_follow_notes_saved_elsewhere(app_for, demo_vault):
+    app = app_for()
+    app.background = True
+    async with app.run_test(size=(120, 36)) as pilot:
+        m = await started(pilot)
+        await wait_for(pilot, lambda: app.engine.watcher is not None, what="watcher")
+        await pilot.press("slash")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, SearchScreen), what="search")
+        screen = pilot.app.screen
+        for ch in "quokkaword":
+            await pilot.press(ch)
+        await wait_for(pilot, lambda: screen.result is not None and screen.result.query == "quokkaword", what="search")
+        assert not screen.result.hits
+        (demo_vault / "digest/wiki/quokka.md").write_text("# Quokka\n\nthe quokkaword appears here\n")
+        await wait_for(pilot, lambda: screen.result is not None and screen.result.hits, timeout=10,
+                       what="results re-run after the watcher indexed the note")
+        assert screen.result.hits[0].path == "digest/wiki/quokka.md"
+        assert pilot.app._exception is None
+
+
 async def test_t_creates_today_on_demand_and_opens_it(app_for, demo_vault):
     app = app_for()
     async with app.run_test(size=(120, 36)) as pilot:

@@ -876,6 +876,10 @@ class MainScreen(Screen):
         if rep.added or rep.removed or rep.renamed:
             self.load_tree_root()
         self.load_days()
+        from .search import SearchScreen
+
+        if isinstance(self.app.screen, SearchScreen):
+            self.app.screen.refresh_results()  # results on screen follow the index
         agenda_day = self.agenda.date or self.today()
         if f"{self.daily_dir}/{agenda_day}/interests.yaml" in message.paths:
             self.load_agenda(agenda_day)  # refreshed by another process (cron in --serve, --refresh)

@@ -76,6 +76,7 @@ class SearchScreen(ModalScreen):
         self.result = None  # the SearchResult on screen
         self._debounce: Timer | None = None
         self._open_when_ready = False  # Enter came before the results for the typed text
+        self._keep_highlight: int | None = None  # a re-run after an index change keeps the row
         self._width = 0  # cells per result row when the rows were built
 
     def compose(self) -> ComposeResult:
@@ -209,6 +210,13 @@ class SearchScreen(ModalScreen):
         self._info(f"searching {query!r}…")
         self.run_search(self.seq, query, self.mode, filters)
 
+    def refresh_results(self) -> None:
+        """Run the shown query again (the index changed under it: a note saved elsewhere, a watcher batch),
+        keeping the highlighted row."""
+        if self.input.value.strip() and self._debounce is None:
+            self._keep_highlight = self.results.highlighted
+            self._fire()
+
     # -- the worker -----------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def run_search(self, seq: int, query: str, mode: str, filters=None) -> None:
@@ -234,7 +242,8 @@ class SearchScreen(ModalScreen):
             return
         res = message.result
         self.result = res
-        self._fill(res, 0)
+        keep, self._keep_highlight = self._keep_highlight, None
+        self._fill(res, keep or 0)
         note = f"{len(res.hits)} hits · {res.took_ms:.0f} ms · {res.mode}"
         if res.degraded:
             note += f" · {res.degraded}"
