@@ -112,7 +112,9 @@ def run_job_cli(args: argparse.Namespace, rest: list[str]) -> int:
         if engine is not None:
             engine.close()
     try:
-        print(json.dumps(result, ensure_ascii=False, default=str), flush=True)
+        # one JSON object; indented for a person at a terminal, one line for pipes and scripts
+        indent = 2 if sys.stdout.isatty() else None
+        print(json.dumps(result, ensure_ascii=False, default=str, indent=indent), flush=True)
     except BrokenPipeError:  # `| head` closed the pipe: not an error of the job
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0 if result.get("success") else 1

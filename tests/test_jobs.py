@@ -277,3 +277,29 @@ def test_move_keeps_link_style_and_alias_links_as_obsidian_does(eng):
     text = (eng.vault / "beta.md").read_text()
     assert "[[notes/delta]]" in text and "[[notes/delta#Part one|the first part]]" in text and "[[delta]]" not in text
     assert "[[Alpha Note]]" in text
+
+
+def test_job_json_is_indented_at_a_terminal_and_one_line_in_a_pipe(demo_vault, cli_env):
+    import pty
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "reme_tui.cli", "job", "version", "--vault", str(demo_vault)]
+    piped = subprocess.run(cmd, env=cli_env, capture_output=True, text=True, timeout=60)
+    assert piped.returncode == 0 and len(piped.stdout.strip().splitlines()) == 1
+    master, slave = pty.openpty()
+    p = subprocess.Popen(cmd, env=cli_env, stdout=slave, stderr=subprocess.DEVNULL)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    p.wait(60)
+    os.close(master)
+    text = out.decode().replace("\r\n", "\n").strip()
+    assert json.loads(text) == json.loads(piped.stdout) and "\n  " in text
