@@ -174,18 +174,19 @@ def _units(body: str) -> list[str]:
     return [u for u in out if u]
 
 
-#: The quick-capture card's own scaffolding (``**HH:MM** · [[session|chat]]`` before each message): the app's
-#: words, not the user's, so they are no topic ("Capture · Chat" was one).
-_CAPTURE_STAMP_RE = re.compile(r"^\*\*\d{1,2}:\d{2}\*\*\s*·\s*\[\[[^\]\n]*\]\][ \t]*", re.M)
+#: The quick-capture card's own scaffolding (a time and a link to the session shown as "chat" before each
+#: message), matched after the links were replaced by their visible names: the app's words, not the user's, so
+#: they are no topic ("Capture · Chat" was one).
+_CAPTURE_STAMP_RE = re.compile(r"^\*\*\d{1,2}:\d{2}\*\*\s*·\s+chat\s", re.M)
 
 
 def _note(f: DailyFile, daily_dir: str) -> _Note:
     meta, body = _frontmatter(note_text(f))
     capture = f.path.rsplit("/", 1)[-1] == "capture.md" and str(meta.get("name", "")).startswith("Capture ")
+    body = _unlink(_COMMENT_RE.sub(" ", body))
     if capture:
         body = _CAPTURE_STAMP_RE.sub("", body)
         meta = {}  # name/description are the app's template; the card's title comes from its H1 (dropped below)
-    body = _unlink(_COMMENT_RE.sub(" ", body))
     head = " ".join(str(meta.get(k)) for k in ("name", "description") if isinstance(meta.get(k), str))
     card = f.path != f"{daily_dir.strip('/')}/{f.day}.md"
     units = _units(body)
