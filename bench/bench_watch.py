@@ -87,6 +87,7 @@ def latency_part(tmp: Path, sizes: list[int], trials: int) -> list[dict]:
     out = []
     for n in sizes:
         vault, real_n = make_vault(tmp / f"lat-{n}", n)
+        (vault / "daily").mkdir(exist_ok=True)  # daily/ is the daily folder (not one found in the copy)
         eng = open_engine(vault, tmp / f"lat-{n}-state", embed=False)
         t = time.perf_counter()
         eng.index()
@@ -144,6 +145,7 @@ def burst_part(tmp: Path, bursts: list[int]) -> dict:
     from reme_tui.app import ReMeApp
 
     vault = copy_tree(VAULT_ZH, tmp / "burst-vault")
+    (vault / "daily").mkdir(exist_ok=True)  # the bursts land in daily/<today>/, the Daily pane's folder
     emb, _ = loaded_embedder()
     state, cache_info = index_with_cache(vault, tmp / "burst-state", emb, True, "cli-vault")
     settings = load_settings({"vault": str(vault), "state_dir": str(state)}, env={})
