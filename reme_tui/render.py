@@ -235,7 +235,9 @@ def why_line(hit) -> str:
     """Why a hit ranked: each leg's rank and raw score, and the fused score."""
     parts = []
     if hit.keyword_rank is not None:
-        parts.append(f"kw #{hit.keyword_rank} ({hit.keyword_score:.3g})")
+        # FTS5 clamps the IDF of terms in over half the chunks to ~1e-6: such scores say nothing, the rank does
+        score = hit.keyword_score or 0.0
+        parts.append(f"kw #{hit.keyword_rank}" + (f" ({score:.3g})" if abs(score) >= 1e-3 else ""))
     else:
         parts.append("kw —")
     if hit.vector_rank is not None:

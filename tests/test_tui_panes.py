@@ -401,7 +401,7 @@ async def test_neighbours_grouped_sources_and_depth_two(app_for):
         assert pilot.app.focused is m.links
         await pilot.press("x")
         await wait_for(pilot, lambda: m.links.hop2 is not None, what="depth 2")
-        assert m.links.depth == 2 and str(m.links.border_title) == "Links · depth 2"
+        assert m.links.depth == 2 and str(m.links.border_title) == "Links · depth 2 (x: 1)"
         hop2 = link_groups(m.links)[("2", "hop2")]
         assert hop2 and all(e.startswith("⇢ ") for e in hop2)
         first = next(n for oid, n in m.links.entries.items() if oid.startswith("hop2-"))

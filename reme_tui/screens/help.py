@@ -36,7 +36,7 @@ class HelpScreen(ModalScreen):
         table = Table(box=None, show_header=True, header_style="bold", expand=True, pad_edge=False)
         table.add_column("key", no_wrap=True)
         table.add_column("does")
-        table.add_column("binding id (for settings.keymap)", style="dim", no_wrap=True)
+        table.add_column("binding id (keymap: in config.yaml)", style="dim", no_wrap=True)
         for keys, desc, bid in self.rows:
             table.add_row(keys, desc, bid)
         for keys, desc in EXTRA_KEYS:

@@ -214,7 +214,7 @@ class NeighboursList(OptionList):
                     self.entries[oid] = n
                     options.append(Option(neighbour_prompt(n, width, "⇢ "), id=oid))
         self.set_options(options)
-        self.border_title = "Links" + (" · depth 2" if self.depth == 2 else " · x: depth 2")
+        self.border_title = "Links · depth " + ("2 (x: 1)" if self.depth == 2 else "1 (x: 2)")
         self.border_subtitle = f"{hood.outlinks_total} out · {hood.inlinks_total} in"
         if self.depth == 2 and self.hop2 is not None:
             self.border_subtitle += f" · {len(self.hop2)} at 2"
