@@ -267,12 +267,23 @@ async def test_follow_wikilink_then_back_and_forward(app_for):
         await pilot.press("alt+left")
         await wait_for(pilot, lambda: m.note.path == GUANGFU, what="back again")
         await settle(pilot)
-        # a dangling link: a notice, the note stays
+        # a dangling link: as in Obsidian, an offer to create the note, prefilled with the link's target;
+        # Esc leaves everything as it was, Enter creates the note and the link resolves to it
+        from reme_tui.screens.dialogs import NewNoteScreen
+
         block, href = link_href(m.note.markdown, "钙钛矿电池")
         await block.action_link(href)
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, NewNoteScreen), what="create offer")
+        assert pilot.app.screen.query_one("#new-note-input").value == "digest/wiki/钙钛矿电池"  # where it points
+        await pilot.press("escape")
         await settle(pilot)
-        assert m.note.path == GUANGFU
-        assert any("does not exist yet" in n.message for n in pilot.app._notifications)
+        assert m.note.path == GUANGFU and not (app.engine.vault / "digest/wiki/钙钛矿电池.md").exists()
+        await block.action_link(href)
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, NewNoteScreen), what="create offer")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: m.note.path == "digest/wiki/钙钛矿电池.md", what="new note opened")
+        assert (app.engine.vault / "digest/wiki/钙钛矿电池.md").exists()
+        assert any(n.path == "digest/wiki/钙钛矿电池.md" and not n.dangling for n in app.engine.neighbors(GUANGFU).outlinks)
 
 
 async def test_open_at_line_scrolls_to_block(app_for):

@@ -39,9 +39,11 @@ class NewNoteScreen(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "close", "Cancel", id="new_note.close")]
 
-    def __init__(self, folder: str = "") -> None:
+    def __init__(self, folder: str = "", initial: str = "", reason: str = "") -> None:
         super().__init__()
         self.folder = folder
+        self.initial = initial  # prefilled title or path (a dangling link's target)
+        self.reason = reason  # a line above the prompt saying why the dialog opened
 
     def compose(self) -> ComposeResult:
         box = Vertical(id="dialog-box")
@@ -49,9 +51,11 @@ class NewNoteScreen(ModalScreen[str | None]):
         where = f"in {self.folder}/" if self.folder else "at the vault root"
         box.border_subtitle = "Enter creates · Esc cancels"
         with box:
+            if self.reason:
+                yield Static(self.reason, classes="dialog-help", markup=False)
             yield Static(f"Title (a bare title goes {where}; or type a path like digest/wiki/Name):",
                          classes="dialog-help", markup=False)
-            yield Input(placeholder="Title or path", id="new-note-input")
+            yield Input(value=self.initial, placeholder="Title or path", id="new-note-input")
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()

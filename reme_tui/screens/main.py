@@ -728,9 +728,21 @@ class MainScreen(Screen):
             self.notify(f"cannot resolve {message.target!r}: {message.error}", severity="error")
             return
         if message.path is None:
-            name = message.virtual or message.target
-            hint = "" if self.keyword_ready else " (index still building)"
-            self.notify(f"{name} does not exist yet{hint}", title="Dangling link", severity="warning")
+            if not self.keyword_ready:
+                name = message.virtual or message.target
+                self.notify(f"{name} does not exist yet (index still building)", title="Dangling link",
+                            severity="warning")
+                return
+            # as in Obsidian, following a link to a missing note offers to create it (at the link's path)
+            from .dialogs import NewNoteScreen
+
+            def chosen(path: str | None) -> None:
+                if path:
+                    self.create_note(path)
+
+            self.app.push_screen(NewNoteScreen(initial=message.target.strip(),
+                                               reason=f"[[{message.target}]] points to a note that does not exist "
+                                                      "yet. Create it?"), chosen)
             return
         if message.ambiguous:
             self.notify(f"{message.target!r} matches several notes; opened {message.path}", severity="warning")
