@@ -904,7 +904,9 @@ class MainScreen(Screen):
         if current and current in rep.changed_paths:
             self.post_message(OpenNote(current, history=False))
         elif current and current in rep.removed_paths:
-            self.notify(f"{current} was removed or renamed", severity="warning")
+            why = next((sk.get("reason") for sk in rep.skipped if sk.get("path") == current), None)
+            self.notify(f"{current} can no longer be read: {why}" if why else f"{current} was removed or renamed",
+                        severity="warning")
         elif current:
             self.load_neighbours(current)
         self.load_status()
