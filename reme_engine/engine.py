@@ -259,6 +259,8 @@ class Engine:
             wake.clear()
             try:
                 if self.vectors is not None and self.vectors.ready:
+                    if on_event is not None:
+                        on_event({"event": "vectors_started"})
                     rep = self.embed_pending(should_stop=stop.is_set)
                     if on_event is not None:  # even for 0: another thread's pass may have done the work
                         on_event({"event": "vectors", "embedded": rep.embedded, "cached": rep.embed_cached,
@@ -775,8 +777,8 @@ class Engine:
         """Start the vault watcher (changed files indexed within ~1 s) and the cron worker thread.
 
         ``on_event`` receives scheduler events (see :class:`reme_engine.scheduler.Scheduler`), watcher errors
-        as ``{"event": "watch_error", "error": …}`` and the embed thread's passes as ``{"event": "vectors",
-        "embedded", "cached", "error"}``; ``on_indexed(paths, report)`` follows each watcher batch.
+        as ``{"event": "watch_error", "error": …}`` and the embed thread's passes as ``{"event":
+        "vectors_started"}`` then ``{"event": "vectors", "embedded", "cached", "error"}``; ``on_indexed(paths, report)`` follows each watcher batch.
         Both are called on background threads. Idempotent; :meth:`close` stops everything.
         """
         from datetime import timedelta

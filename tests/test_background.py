@@ -110,6 +110,8 @@ def test_writes_and_watcher_batches_never_wait_for_a_vector_pass(make_engine, tm
         assert _vector_counts(e)[1] == 52  # one vector per chunk, none lost, none duplicated
         assert len(e.vectors.index) == 52
         assert _wait(lambda: any(ev["event"] == "vectors" for ev in events))  # the app is told (status line)
+        kinds = [ev["event"] for ev in events]
+        assert kinds.index("vectors_started") < kinds.index("vectors")
         hits = e.search("burst of edits", mode="vector", limit=5).hits
         assert hits and all(h.path.startswith("digest/wiki/burst-") for h in hits)
     finally:

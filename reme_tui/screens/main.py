@@ -127,6 +127,10 @@ def _err(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, EngineError) else f"{type(exc).__name__}: {exc}"
 
 
+#: Status line text while the engine's embed thread adds vectors for notes saved elsewhere.
+BACKGROUND_EMBED = "embedding new notes…"
+
+
 class MainScreen(Screen):
     """Daily/Vault │ note (+ chat) │ links + agenda. ``engine``: the open ``reme_engine.engine.Engine``;
     ``settings``: its Settings."""
@@ -914,7 +918,13 @@ class MainScreen(Screen):
     def on_cron_event(self, message: CronEvent) -> None:
         ev = message.event
         kind = ev.get("event")
+        if kind == "vectors_started":
+            if not self.status.work:  # never over another job's progress
+                self.status.set_work(BACKGROUND_EMBED)
+            return
         if kind == "vectors":  # the embed thread finished a pass: the status line's vector count moved
+            if self.status.work == BACKGROUND_EMBED:
+                self.status.set_work("")
             if ev.get("error"):
                 self.notify(str(ev["error"]), title="Embedding", severity="warning", timeout=8)
             self.load_status()
