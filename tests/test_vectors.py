@@ -66,3 +66,20 @@ def test_ivf_retrains_when_it_doubles_and_probes_scale_with_lists(tmp_path):
     vi.save(tmp_path / "v.faiss", {"generation": 1})
     loaded, _ = VectorIndex.load(tmp_path / "v.faiss", 32, 1000)
     assert loaded.trained_for == 6000 and loaded.nprobe == vi.nprobe == ivf_nprobe(int(4 * np.sqrt(6000)))
+
+
+def test_saving_an_ivf_with_tombstones_does_not_rebuild_it(tmp_path, monkeypatch):
+    ids, x = _data(3000)
+    vi = VectorIndex(32, ann_threshold=500)
+    vi.add(ids, x)
+    vi.remove(ids[:50])  # under the 10 % rebuild line
+    rebuilt = []
+    monkeypatch.setattr(VectorIndex, "_rebuild", lambda self, extra=None: rebuilt.append(1))
+    vi.save(tmp_path / "v.faiss", {"generation": 2})
+    assert not rebuilt
+    monkeypatch.undo()
+    loaded, _ = VectorIndex.load(tmp_path / "v.faiss", 32, 500)
+    assert len(loaded) == 2950 and ids[0] not in loaded and ids[60] in loaded
+    assert all(i not in set(ids[:50].tolist()) for i, _ in loaded.search(x[0], 10))
+    loaded.add(ids[:1], x[:1])  # a removed id comes back
+    assert loaded.search(x[0], 1)[0][0] == ids[0]
