@@ -393,6 +393,12 @@ def test_daily_folder_of_an_existing_obsidian_vault_is_found(tmp_path, make_engi
     (v / "Archive").mkdir()
     (v / "Archive/2020-01-01.md").write_text("old\n")
     assert detect_daily_dir(v) == "Calendar/Daily notes"
+    # an archive below the daily folder holding more days does not win over it
+    for d in ("2022-01-01", "2022-01-02", "2022-01-03", "2022-01-04", "2022-01-05"):
+        p = v / "Calendar" / "Daily notes" / "归档" / f"{d}.md"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(f"# {d}\n")
+    assert detect_daily_dir(v) == "Calendar/Daily notes"
     # the core plugin's setting wins over the heuristic
     (v / ".obsidian").mkdir()
     (v / ".obsidian/daily-notes.json").write_text('{"folder": "Archive", "format": "YYYY-MM-DD"}')

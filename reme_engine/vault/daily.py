@@ -461,12 +461,20 @@ def detect_daily_dir(vault: Path, *, max_depth: int = 3, min_notes: int = 3) -> 
             continue
         if folder and ".." not in folder.split("/") and (vault / folder).is_dir():
             return folder
-    best, best_n = None, 0
+    direct: dict[str, int] = {}  # folder -> day notes directly in it
     root_depth = len(vault.parts)
     for dirpath, dirnames, filenames in os.walk(vault):
         depth = len(Path(dirpath).parts) - root_depth
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")) if depth < max_depth else []
         n = sum(1 for f in filenames if _DAY_NOTE_RE.match(f))
-        if n > best_n and depth > 0:
-            best, best_n = Path(dirpath).relative_to(vault).as_posix(), n
-    return best if best_n >= min_notes else None
+        if n and depth > 0:
+            direct[Path(dirpath).relative_to(vault).as_posix()] = n
+    # A candidate holds min_notes day notes itself; the one whose subtree holds the most wins (an archive
+    # subfolder such as "Daily notes/2022" never beats the folder Obsidian writes new days to), shallowest on ties.
+    def subtree(folder: str) -> int:
+        return sum(n for f, n in direct.items() if f == folder or f.startswith(folder + "/"))
+
+    cands = [f for f, n in direct.items() if n >= min_notes]
+    if not cands:
+        return None
+    return max(cands, key=lambda f: (subtree(f), -f.count("/"), f))
