@@ -346,7 +346,7 @@ async def test_search_chinese_shows_why_and_opens_hit(app_for):
         first = rows[0].splitlines()
         assert first[0].startswith(f"{GUANGFU}  L{hits[0].start_line}-L{hits[0].end_line}")
         assert "光伏" in first[1]
-        assert first[2].strip() == why_line(hits[0]) and first[2].strip().startswith("kw #1 (")
+        assert first[2].strip() == why_line(hits[0]) and first[2].strip().startswith("kw #1")
         await pilot.press("enter")
         await wait_for(pilot, lambda: m.note.path == GUANGFU, what="hit opened")
         assert not isinstance(pilot.app.screen, SearchScreen)
