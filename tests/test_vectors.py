@@ -53,8 +53,10 @@ def test_ivf_retrains_when_it_doubles_and_probes_scale_with_lists(tmp_path):
     vi.add(ids[1000:1999], x[1000:1999])
     assert vi.trained_for == 1000  # not yet doubled
     vi.add(ids[1999:2000], x[1999:2000])
-    assert vi.trained_for == 2000 and len(vi) == 2000  # retrained, nothing lost
+    assert vi.wait_retrain(60)
+    assert vi.trained_for == 2000 and len(vi) == 2000  # retrained (in the background), nothing lost
     vi.add(ids[2000:], x[2000:])
+    assert vi.wait_retrain(60)
     assert vi.trained_for == 6000 and len(vi) == 6000
     import faiss
 
@@ -83,3 +85,47 @@ def test_saving_an_ivf_with_tombstones_does_not_rebuild_it(tmp_path, monkeypatch
     assert all(i not in set(ids[:50].tolist()) for i, _ in loaded.search(x[0], 10))
     loaded.add(ids[:1], x[:1])  # a removed id comes back
     assert loaded.search(x[0], 1)[0][0] == ids[0]
+
+
+def test_retrain_runs_in_the_background_and_keeps_changes_made_meanwhile(monkeypatch):
+    """Searches and adds go on while the new IVF trains; adds and removes made meanwhile reach the new index."""
+    import threading
+
+    ids, x = _data(5000)
+    vi = VectorIndex(32, ann_threshold=1000)
+    vi.add(ids[:1000], x[:1000])
+    gate, entered = threading.Event(), threading.Event()
+    real = VectorIndex._new_ivf
+
+    def slow_new_ivf(self, train):
+        if threading.current_thread().name == "reme-ivf-retrain":  # the background retrain only
+            entered.set()
+            assert gate.wait(30)
+        return real(self, train)
+
+    monkeypatch.setattr(VectorIndex, "_new_ivf", slow_new_ivf)
+    vi.add(ids[1000:2000], x[1000:2000])  # doubles: the retrain starts and blocks in training
+    assert entered.wait(10) and vi.trained_for == 1000
+    assert vi.search(x[1500], 1)[0][0] == ids[1500]  # search works during the retrain
+    vi.add(ids[2000:2500], x[2000:2500])  # adds meanwhile
+    vi.remove(ids[:10])  # removes meanwhile
+    gate.set()
+    assert vi.wait_retrain(60)
+    assert vi.trained_for == 2000 and len(vi) == 2490  # the new index, with the changes replayed
+    assert ids[2400] in vi and ids[5] not in vi
+    assert vi.search(x[2400], 1)[0][0] == ids[2400]
+    assert all(i not in set(ids[:10].tolist()) for i, _ in vi.search(x[3], 10))
+    import faiss
+
+    assert faiss.extract_index_ivf(vi._index.index).nlist == int(4 * np.sqrt(2000))
+    assert vi._tomb == set(ids[:10].tolist())  # removed meanwhile: tombstoned in the new index
+    # a vector replaced while a retrain runs: the swap falls back to rebuilding the up-to-date index
+    gate.clear()
+    entered.clear()
+    vi.add(ids[2500:5000], x[2500:5000])  # doubles again
+    assert entered.wait(10)
+    vi.add(ids[30:31], x[30:31] * -1)  # replaced (a different vector under the same id)
+    gate.set()
+    assert vi.wait_retrain(60)
+    assert len(vi) == 4990 and vi.search(-x[30], 1)[0][0] == ids[30]
+    assert vi.search(x[4000], 1)[0][0] == ids[4000]

@@ -5,7 +5,9 @@ file index (``IndexIVFFlat``, nlist = 4·√N, nprobe = nlist/8 within 64–512,
 synthetic scale set of ``bench/bench_search.py`` (real chunks replicated with small perturbations, i.e. many
 near-duplicate clusters): HNSW (M=32, efSearch=256) fell to recall@10 0.60 at 300k; IVF-Flat measured 0.87 through
 the engine (0.93 counting near-ties), at ~1 ms per query. Neither reaches 0.95 at 1M yet (bench/RESULTS.md). Removed ids are tombstoned and filtered at search time (``IndexIDMap2`` cannot compact an IVF);
-the index is rebuilt when tombstones exceed 10 % of it.
+the index is rebuilt when tombstones exceed 10 % of it. When it has doubled since training it is retrained in a background
+thread on a snapshot (searches and adds go on; the changes made meanwhile are replayed before the swap; peak memory is
+about three copies of the vectors during it).
 
 Ids are the chunk ids of the store (63-bit ints); ``IndexIDMap2`` accepts the same id twice silently, so
 ``add`` removes an id before re-adding it.
@@ -63,6 +65,9 @@ class VectorIndex:
         self.kind = "flat"
         #: vectors the IVF was trained on (0 while flat)
         self.trained_for = 0
+        #: adds/removes since a background retrain took its snapshot (None: no retrain running)
+        self._changes: list | None = None
+        self._retrain_thread = None
 
     def _new_flat(self):
         faiss = _faiss()
@@ -81,7 +86,6 @@ class VectorIndex:
         sample = train[rng.choice(len(train), n_train, replace=False)] if n_train < len(train) else train
         inner.train(np.ascontiguousarray(sample, dtype=np.float32))
         inner.nprobe = ivf_nprobe(nlist)
-        self.trained_for = len(train)
         return faiss.IndexIDMap2(inner)
 
     def __len__(self) -> int:
@@ -110,7 +114,10 @@ class VectorIndex:
             again = [int(i) for i in ids if int(i) in self._ids]
             if again:
                 self.remove(np.asarray(again, dtype=np.int64))
+            if self._changes is not None:  # a retrain is running: it replays this onto the new index
+                self._changes.append(("add", ids.copy(), vecs.copy()))
             # re-adding a tombstoned id to the ANN index: the old copy is tombstoned by id, so rebuild instead
+            # (IndexIDMap2 cannot remove from an IVF: it assumes removal renumbers the inner ids, IVF does not)
             if self.kind != "flat" and any(int(i) in self._tomb for i in ids):
                 self._rebuild(extra=(ids, vecs))
                 return
@@ -118,8 +125,9 @@ class VectorIndex:
             self._ids.update(int(i) for i in ids)
             if self.kind == "flat" and len(self._ids) >= self.ann_threshold:
                 self._rebuild()
-            elif self.kind == "ivf" and len(self._ids) >= IVF_RETRAIN_GROWTH * max(1, self.trained_for):
-                self._rebuild()  # retrain: nlist for the new size
+            elif self.kind == "ivf" and len(self._ids) >= IVF_RETRAIN_GROWTH * max(1, self.trained_for) \
+                    and self._changes is None:
+                self._start_retrain()
 
     def remove(self, ids: np.ndarray) -> None:
         """Remove ids (unknown ids are ignored)."""
@@ -133,8 +141,65 @@ class VectorIndex:
             else:
                 self._tomb.update(present)
             self._ids.difference_update(present)
+            if self._changes is not None:
+                self._changes.append(("remove", np.asarray(present, dtype=np.int64), None))
             if self.kind != "flat" and len(self._tomb) > 0.1 * max(1, len(self._ids)):
                 self._rebuild()
+
+    def _start_retrain(self) -> None:
+        """Re-train the IVF for its new size on a snapshot, in a background thread (caller holds the lock).
+
+        Training and filling the new index take minutes at 1M vectors (~100 s at 800k here); searches and adds
+        go on against the current index meanwhile, and the adds and removes made in between are replayed onto the
+        new one before it is swapped in."""
+        import threading as _t
+
+        ids, vecs = self._all_vectors()
+        self._changes = []
+        self._retrain_thread = _t.Thread(target=self._retrain, args=(ids, vecs), name="reme-ivf-retrain",
+                                         daemon=True)
+        self._retrain_thread.start()
+
+    def _retrain(self, ids: "np.ndarray", vecs: "np.ndarray") -> None:
+        import logging
+        import numpy as np
+
+        try:
+            index = self._new_ivf(vecs)
+            index.add_with_ids(np.ascontiguousarray(vecs, dtype=np.float32), ids)
+            with self._lock:
+                live = set(int(i) for i in ids)
+                tomb: set[int] = set()
+                for op, cids, cvecs in self._changes or ():
+                    if op == "remove":
+                        gone = {int(i) for i in cids} & live
+                        live -= gone
+                        tomb |= gone
+                        continue
+                    if any(int(i) in live or int(i) in tomb for i in cids):
+                        # a vector replaced meanwhile: IndexIDMap2 cannot drop its old copy from an IVF (it assumes
+                        # removal renumbers inner ids), so fall back to rebuilding the current, up-to-date index
+                        self._changes = None
+                        self._rebuild()
+                        return
+                    index.add_with_ids(cvecs, cids)
+                    live.update(int(i) for i in cids)
+                self._index, self.kind, self.trained_for = index, "ivf", len(ids)
+                self._tomb = tomb
+                self._ids = live
+        except Exception:  # the current index stays; the next growth step tries again
+            logging.getLogger("reme.vectors").exception("IVF retrain failed")
+        finally:
+            with self._lock:
+                self._changes = None
+
+    def wait_retrain(self, timeout: float | None = None) -> bool:
+        """Wait for a background retrain to finish (tests, shutdown). True when none is running."""
+        t = self._retrain_thread
+        if t is not None:
+            t.join(timeout)
+            return not t.is_alive()
+        return True
 
     def _all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
         import numpy as np
@@ -155,7 +220,7 @@ class VectorIndex:
             vecs = np.vstack([vecs, extra[1]])
         self._tomb.clear()
         if len(ids) >= self.ann_threshold:
-            self._index, self.kind = self._new_ivf(vecs), "ivf"
+            self._index, self.kind, self.trained_for = self._new_ivf(vecs), "ivf", len(vecs)
         else:
             self._index, self.kind = self._new_flat(), "flat"
         if len(ids):
