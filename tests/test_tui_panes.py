@@ -895,3 +895,13 @@ async def test_changes_view_lists_runs_shows_diffs_and_reverts(app_for, demo_vau
         await pilot.press("escape")
         await settle(pilot)
         assert not isinstance(pilot.app.screen, ChangesScreen)
+
+
+def test_chat_records_are_named_as_chats_in_link_rows():
+    from reme_tui.widgets.neighbours import Hop2, display_name, neighbour_prompt
+
+    sid = "d7f11c3e54524dcda514fd14628b4526"
+    assert display_name(f"session/dialog/{sid}.jsonl", sid) == "💬 chat d7f11c3e"
+    assert display_name("digest/wiki/a.md", "Alpha") == "Alpha"
+    row = neighbour_prompt(Hop2(f"session/dialog/{sid}.jsonl", sid, "", False, "daily/2026-11-28/x.md", "X"), 60)
+    assert "💬 chat d7f11c3e" in row.plain and sid not in row.plain

@@ -40,6 +40,17 @@ class Hop2:
     predicate: str | None = None
 
 
+def display_name(path: str, name: str | None) -> str:
+    """What a row calls a note: its name, else its file name; a chat record (``…/<32-hex id>.jsonl``, whose name is
+    its id) reads "💬 chat <first 8 hex>" instead of a bare session id."""
+    stem = path.rsplit("/", 1)[-1]
+    if stem.endswith(".jsonl") and (not name or name == stem[:-6]):
+        sid = stem[:-6]
+        if len(sid) == 32 and all(c in "0123456789abcdef" for c in sid):
+            return f"💬 chat {sid[:8]}"
+    return name or stem
+
+
 def neighbour_prompt(n, width: int = 80, arrow: str | None = None) -> Text:
     """One ``reme_engine.search.graph.Neighbor`` (or :class:`Hop2`): arrow and name on the first line (⎘ for an
     embed, "(missing)" for a dangling link), the description dimmed on the second; each cut to ``width`` cells."""
@@ -47,7 +58,7 @@ def neighbour_prompt(n, width: int = 80, arrow: str | None = None) -> Text:
     if arrow is None:
         arrow = "→ " if getattr(n, "direction", "out") == "out" else "← "
     head.append(arrow, style="dim")
-    name = one_line(n.name or n.path.rsplit("/", 1)[-1])
+    name = one_line(display_name(n.path, n.name))
     head.append(name, style="dim strike" if n.dangling else "bold")
     if getattr(n, "embed", False):
         head.append(" ⎘ embed", style="dim")
@@ -58,7 +69,7 @@ def neighbour_prompt(n, width: int = 80, arrow: str | None = None) -> Text:
     head = fit_text(head, width)
     desc = plain_inline(n.description or "")
     if isinstance(n, Hop2):
-        via = f"via {one_line(n.via_name or n.via)}"
+        via = f"via {one_line(display_name(n.via, n.via_name))}"
         desc = f"{via} · {desc}" if desc else via
     if n.dangling and not desc:
         desc = n.path
