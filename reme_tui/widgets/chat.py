@@ -25,8 +25,7 @@ from textual.widgets import Input, Static
 from ..messages import ChatSubmitted
 
 ROLE_LABELS = {"user": "you", "assistant": "reme", "system": "·"}
-NO_LLM_NOTICE = ("No LLM configured — a quick-capture journal: each message is saved to the session record and "
-                 "today's capture card. Answers need an LLM.")
+NO_LLM_NOTICE = "No LLM: quick capture. Each message is saved to today's capture card; answers need an LLM."
 LLM_NOTICE = "Messages are saved to the session record as you send them."
 
 
