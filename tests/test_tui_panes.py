@@ -526,7 +526,7 @@ async def test_chat_message_saved_to_session_and_capture_card(app_for, demo_vaul
     app = app_for()
     async with app.run_test(size=(160, 48), message_hook=posted.append) as pilot:
         m = await started(pilot)
-        assert "No LLM configured" in str(m.chat.notice.render()) and "Answers need an LLM" in str(m.chat.notice.render())
+        assert "No LLM: quick capture" in str(m.chat.notice.render()) and "answers need an LLM" in str(m.chat.notice.render())
         await pilot.press("c")
         assert pilot.app.focused is m.chat.input
         await pilot.press(*"记一下 光伏跟踪表 q ")  # `q` is typed, not Quit
