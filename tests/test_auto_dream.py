@@ -491,7 +491,7 @@ def test_hybrid_recall_with_the_real_embedder(demo_vault, make_engine):
     offered = re.findall(r"=== NODE: (\S+) ", cands)
     assert offered and all(p.startswith("digest/") for p in offered)  # daily chunks cannot crowd recall
     assert all(c.startswith("digest/") for c in rep.outcomes[0]["candidates"])
-    assert len(rep.outcomes[0]["candidates"]) == len(set(rep.outcomes[0]["candidates"])) <= 5
+    assert len(rep.outcomes[0]["candidates"]) == len(set(rep.outcomes[0]["candidates"])) <= 5 + 2  # + graph
     assert "hybrid RRF as control" in (demo_vault / "digest/wiki/hybrid-retrieval.md").read_text()
 
 
@@ -512,3 +512,29 @@ def test_engine_auto_dream_uses_the_configured_llm_under_the_writer_lock(demo_va
         assert len(srv.requests) == 1 and "only long-term facts" in _sent(srv.requests[0])
     assert rep.status == "ok" and rep.to_dict()["date"] == DATE
     assert json.dumps(rep.to_dict())  # the job prints it as JSON
+
+
+def test_recall_traverses_the_graph_from_the_best_matches(tmp_path, make_engine):
+    """Search + traverse (seed 003): a digest node the best match links to, sharing no words with the unit, is
+    offered too, and the model may update it."""
+    v = _small_vault(tmp_path, {
+        "digest/wiki/cobalt.md": "---\nname: Cobalt\n---\n# Cobalt\n\nCobalt is a cathode metal in lithium batteries.\n"
+                                 "\nrelates_to:: [[digest/wiki/supply-risk]]\n",
+        "digest/wiki/supply-risk.md": "---\nname: Supply risk\n---\n# Supply risk\n\nConcentrated mining in one "
+                                      "country makes the market volatile.\n",
+        "digest/wiki/unrelated.md": "# Sourdough\n\nFeed the starter twice a day.\n",
+        f"daily/{DATE}/note.md": "# Notes\n\nCobalt cathode prices jumped again; the mine strike continues.\n",
+    })
+    eng = make_engine(v, embed=False)  # keyword recall: supply-risk shares no word with the unit
+    eng.index()
+    unit = {"name": "Cobalt cathode prices", "bucket": "wiki", "summary": "Cobalt cathode prices jumped.",
+            "paths": [f"daily/{DATE}/note.md"]}
+    corr = {"action": "CORROBORATE", "target": "digest/wiki/supply-risk.md",
+            "evidence": "A mine strike moved cathode prices again.", "sources": [unit["paths"][0]]}
+    with ScriptedServer([openai_chat(json.dumps({"units": [unit]})), openai_chat(json.dumps(corr))]) as srv:
+        rep = run_auto_dream(eng, date=DATE, llm=_client("openai", srv))
+        offered = re.findall(r"=== NODE: (\S+) ", _sent(srv.requests[1]))
+    assert offered[0] == "digest/wiki/cobalt.md" and "digest/wiki/supply-risk.md" in offered
+    assert "digest/wiki/unrelated.md" not in offered
+    assert rep.corroborated == 1, rep.errors
+    assert "mine strike" in (v / "digest/wiki/supply-risk.md").read_text()

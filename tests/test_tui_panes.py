@@ -263,7 +263,7 @@ async def test_open_search_results_follow_notes_saved_elsewhere(app_for, demo_va
     app = app_for()
     app.background = True
     async with app.run_test(size=(120, 36)) as pilot:
-        m = await started(pilot)
+        await started(pilot)
         await wait_for(pilot, lambda: app.engine.watcher is not None, what="watcher")
         await pilot.press("slash")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, SearchScreen), what="search")

@@ -59,6 +59,11 @@ class Budget:
     max_unit_chars: int = 16_000
     #: Digest nodes offered to integrate per unit, and characters of each node's excerpt.
     max_candidates: int = 5
+    #: Extra candidates from the wikilink graph: digest nodes one hop from the top ``graph_seeds`` search hits
+    #: that search did not rank (seed 003 §3.3 "search + traverse"): a node the best match links to is often the
+    #: one to refine, with no words in common with the unit.
+    max_graph_candidates: int = 2
+    graph_seeds: int = 2
     excerpt_chars: int = 1_200
     #: A reply that does not parse is asked for again this many times (extract and each integrate).
     structured_retries: int = 1

@@ -2,9 +2,11 @@
 
 For each :class:`~reme_engine.dream.models.Unit`:
 
-1. **Recall** (:func:`find_candidates`): a node-level search over ``digest/`` only — hybrid (keyword + vector)
-   search with ``SearchFilters(path_prefix="digest/")`` so daily chunks cannot crowd digest nodes out — hits
-   deduplicated by path, the top ``Budget.max_candidates`` nodes read from disk (name, description, excerpt, sha).
+1. **Recall** (:func:`find_candidates`, "search + traverse"): a node-level search over ``digest/`` only — hybrid
+   (keyword + vector) search with ``SearchFilters(path_prefix="digest/")`` so daily chunks cannot crowd digest
+   nodes out — hits deduplicated by path, the top ``Budget.max_candidates`` nodes read from disk (name,
+   description, excerpt, sha); then up to ``Budget.max_graph_candidates`` digest nodes one wikilink hop from the
+   top ``Budget.graph_seeds`` of them that search did not offer.
 2. **Decide** (:func:`ask`): the LLM answers exactly one of CREATE / CORROBORATE / REFINE / CORRECT with a target
    and the node content (:class:`~reme_engine.dream.models.IntegrateReply`). A reply that does not parse is
    asked for again ``Budget.structured_retries`` times.
@@ -144,6 +146,27 @@ def find_candidates(ctx: IntegrateContext, unit: Unit) -> list[Candidate]:
     for h in res.hits:
         if h.path not in paths and h.path.lower().endswith(".md"):
             paths.append(h.path)
+    out = _read_candidates(ctx, paths, k)
+    # traverse: digest nodes linked to or from the best matches, not already offered
+    extra: list[str] = []
+    prefix = ctx.digest_dir + "/"
+    offered = {c.path for c in out}
+    for seed in [c.path for c in out[: ctx.budget.graph_seeds]]:
+        try:
+            hood = ctx.engine.traverse(seed, depth=1, direction="both", max_nodes=50)
+        except Exception:  # a node gone meanwhile: no neighbours
+            continue
+        for n in hood.nodes:
+            q = n.get("path") or ""
+            if (n.get("depth") == 1 and not n.get("dangling") and q.startswith(prefix) and q.lower().endswith(".md")
+                    and q not in offered and q not in extra):
+                extra.append(q)
+    out += _read_candidates(ctx, extra, ctx.budget.max_graph_candidates)
+    return out
+
+
+def _read_candidates(ctx: IntegrateContext, paths: list[str], k: int) -> list[Candidate]:
+    """Up to ``k`` of ``paths`` read fresh from disk as candidates (gone, oversized or non-UTF-8 ones skipped)."""
     out: list[Candidate] = []
     for p in paths:
         if len(out) >= k:
