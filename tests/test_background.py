@@ -67,6 +67,19 @@ class GatedEmbedder:
         return self.inner.embed(texts)
 
 
+def _engine_on(tmp_path, embedder, notes: dict[str, str]):
+    """An Engine over a new vault of ``notes`` ({path: text}) with its own state dir and ``embedder``."""
+    from reme_engine.config import load_settings
+    from reme_engine.engine import Engine
+
+    v = tmp_path / "v"
+    for rel, text in notes.items():
+        (v / rel).parent.mkdir(parents=True, exist_ok=True)
+        (v / rel).write_text(text)
+    return v, Engine.open(load_settings({"vault": str(v), "state_dir": str(tmp_path / "st")}, env={}),
+                          embedder=embedder)
+
+
 def _vector_counts(e):
     c = e.store.conn
     return (c.execute("SELECT count(*) FROM chunks WHERE has_vec = 0").fetchone()[0],
@@ -76,14 +89,8 @@ def _vector_counts(e):
 def test_writes_and_watcher_batches_never_wait_for_a_vector_pass(make_engine, tmp_path, embedder):
     import threading
 
-    from reme_engine.config import load_settings
-    from reme_engine.engine import Engine
-
-    v = tmp_path / "v"
-    (v / "digest/wiki").mkdir(parents=True)
-    (v / "digest/wiki/a.md").write_text("# A\n\nalpha is the first note of this small vault\n")
     gated = GatedEmbedder(embedder)
-    e = Engine.open(load_settings({"vault": str(v), "state_dir": str(tmp_path / "st")}, env={}), embedder=gated)
+    v, e = _engine_on(tmp_path, gated, {"digest/wiki/a.md": "# A\n\nalpha is the first note of this small vault\n"})
     try:
         e.index(vectors=False)
         e.vectors.open()
@@ -101,7 +108,8 @@ def test_writes_and_watcher_batches_never_wait_for_a_vector_pass(make_engine, tm
         events: list[dict] = []
         e.start_background(schedule=False, on_event=events.append)
         for i in range(50):
-            (v / "digest/wiki" / f"burst-{i:02d}.md").write_text(f"# Burst {i}\n\nburstword{i} arrived in a burst of edits\n")
+            (v / "digest/wiki" / f"burst-{i:02d}.md").write_text(
+                f"# Burst {i}\n\nburstword{i} arrived in a burst of edits\n")
         assert _wait(lambda: all(e.search(f"burstword{i}", mode="keyword").hits for i in (0, 25, 49)), timeout=10)
         assert _wait(lambda: e.store.conn.execute("SELECT count(*) FROM files").fetchone()[0] == 52, timeout=10)
         gated.gate.set()
@@ -122,15 +130,10 @@ def test_writes_and_watcher_batches_never_wait_for_a_vector_pass(make_engine, tm
 def test_a_chunk_removed_during_its_encode_gets_no_vector(make_engine, tmp_path, embedder):
     import threading
 
-    from reme_engine.config import load_settings
-    from reme_engine.engine import Engine
-
-    v = tmp_path / "v"
-    (v / "digest/wiki").mkdir(parents=True)
-    (v / "digest/wiki/a.md").write_text("# A\n\nalpha is a note that stays in the vault\n")
-    (v / "digest/wiki/gone.md").write_text("# Gone\n\nthis note is deleted while it is being embedded\n")
     gated = GatedEmbedder(embedder)
-    e = Engine.open(load_settings({"vault": str(v), "state_dir": str(tmp_path / "st")}, env={}), embedder=gated)
+    v, e = _engine_on(tmp_path, gated, {
+        "digest/wiki/a.md": "# A\n\nalpha is a note that stays in the vault\n",
+        "digest/wiki/gone.md": "# Gone\n\nthis note is deleted while it is being embedded\n"})
     try:
         e.index(vectors=False)
         e.vectors.open()
@@ -153,14 +156,8 @@ def test_quitting_never_waits_for_another_threads_vector_pass(tmp_path, embedder
     """A second vector pass (the app's re-index) waiting for a running one gives up when asked to stop."""
     import threading
 
-    from reme_engine.config import load_settings
-    from reme_engine.engine import Engine
-
-    v = tmp_path / "v"
-    (v / "digest/wiki").mkdir(parents=True)
-    (v / "digest/wiki/a.md").write_text("# A\n\nalpha is the first note of this small vault\n")
     gated = GatedEmbedder(embedder)
-    e = Engine.open(load_settings({"vault": str(v), "state_dir": str(tmp_path / "st")}, env={}), embedder=gated)
+    v, e = _engine_on(tmp_path, gated, {"digest/wiki/a.md": "# A\n\nalpha is the first note of this small vault\n"})
     try:
         e.index(vectors=False)
         e.vectors.open()
@@ -190,13 +187,7 @@ def test_no_deadlock_between_a_writer_and_a_starting_vector_pass(tmp_path, embed
     and waits for the write lock (the opposite order): the writer must not wait for the pass."""
     import threading
 
-    from reme_engine.config import load_settings
-    from reme_engine.engine import Engine
-
-    v = tmp_path / "v"
-    (v / "digest/wiki").mkdir(parents=True)
-    (v / "digest/wiki/a.md").write_text("# A\n\nalpha is the first note of this small vault\n")
-    e = Engine.open(load_settings({"vault": str(v), "state_dir": str(tmp_path / "st")}, env={}), embedder=embedder)
+    v, e = _engine_on(tmp_path, embedder, {"digest/wiki/a.md": "# A\n\nalpha is the first note of this small vault\n"})
     try:
         e.index()
         done, holding, go = threading.Event(), threading.Event(), threading.Event()

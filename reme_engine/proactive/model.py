@@ -34,6 +34,7 @@ topic is updated later, so ids are stable across days.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import hashlib
 import re
@@ -42,6 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+
+from ..config import ProactiveSettings
 
 #: File names inside the daily layer.
 INTERESTS_NAME = "interests.yaml"
@@ -94,24 +97,24 @@ class ProactiveParams:
     out-of-range values.
     """
 
-    scan_days: int = 2
-    carry_forward_days: int = 14
-    max_carry_forward_topics: int = 20
-    llm_timeout_seconds: float = 300
-    max_chars_per_file: int = 60000
-    max_total_chars: int = 300000
-    known_threshold: float = 0.85
-    known_threshold_calibrated_for: str = "text-embedding-v4@1024"
-    min_push_confidence: float = 0.5
-    max_topics: int = 10
+    # defaults: the seed's, kept once in the config section (ProactiveSettings)
+    scan_days: int = ProactiveSettings.scan_days
+    carry_forward_days: int = ProactiveSettings.carry_forward_days
+    max_carry_forward_topics: int = ProactiveSettings.max_carry_forward_topics
+    llm_timeout_seconds: float = ProactiveSettings.llm_timeout_seconds
+    max_chars_per_file: int = ProactiveSettings.max_chars_per_file
+    max_total_chars: int = ProactiveSettings.max_total_chars
+    known_threshold: float = SEED_KNOWN_THRESHOLD[0]
+    known_threshold_calibrated_for: str = SEED_KNOWN_THRESHOLD[1]
+    min_push_confidence: float = ProactiveSettings.min_push_confidence
+    max_topics: int = ProactiveSettings.max_topics
 
     @classmethod
     def from_settings(cls, proactive, space: str) -> "ProactiveParams":
         """Params from a :class:`~reme_engine.config.ProactiveSettings`; an unset ``known_threshold`` is the value
         calibrated for the embedding ``space`` (:func:`known_threshold_for`). Raises ValueError for bad values."""
-        values = {f: getattr(proactive, f) for f in (
-            "scan_days", "carry_forward_days", "max_carry_forward_topics", "llm_timeout_seconds",
-            "max_chars_per_file", "max_total_chars", "min_push_confidence", "max_topics")}
+        values = {f.name: getattr(proactive, f.name) for f in dataclasses.fields(proactive)
+                  if f.name != "known_threshold"}
         if proactive.known_threshold is None:
             threshold, calibrated_for = known_threshold_for(space)
         else:
