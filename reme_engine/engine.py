@@ -166,9 +166,9 @@ class Engine:
         self.close()
 
     # -- paths --------------------------------------------------------------------------------------------
-    def _resolve(self, rel: str, *, allow_root: bool = False):
+    def _resolve(self, rel: str, *, allow_root: bool = False, for_write: bool = False):
         try:
-            return resolve(self.vault, rel, allow_root=allow_root)
+            return resolve(self.vault, rel, allow_root=allow_root, for_write=for_write)
         except VaultPathError as exc:
             raise EngineError(str(exc)) from exc
 
@@ -348,7 +348,7 @@ class Engine:
         ``overwrite=False`` refuses an existing file; ``expected_sha`` (from a read) refuses when the file changed
         since (EngineError, nothing written).
         """
-        vp = self._resolve(path)
+        vp = self._resolve(path, for_write=True)
         if vp.abs.is_dir():
             raise EngineError(f"{vp.rel} is a folder")
         with self.write_lock:
@@ -376,10 +376,10 @@ class Engine:
         """
         if not old:
             raise EngineError("old text must not be empty")
+        vp = self._resolve(path, for_write=True)
         r = self.read(path, 1, None)
         if r.truncated:
             raise EngineError(f"{r.path} is too long to edit in one piece")
-        vp = self._resolve(path)
         tf = read_text(vp.abs, self.settings.max_file_bytes)
         n = tf.text.count(old)
         if n == 0:
@@ -401,7 +401,7 @@ class Engine:
 
     def delete(self, path: str) -> DeleteResult:
         """Delete a file and report the links that still point to it (now dangling)."""
-        vp = self._resolve(path)
+        vp = self._resolve(path, for_write=True)
         if self._protected(vp.rel):
             raise EngineError(f"refusing to delete the vault root or a layer folder: {vp.rel or '/'}")
         if vp.abs.is_dir():
@@ -425,8 +425,8 @@ class Engine:
         Refuses to overwrite an existing ``dst``, to move the root or a layer folder, and folders.
         A linking file changed meanwhile is reported in ``conflicts`` and left untouched.
         """
-        s = self._resolve(src)
-        d = self._resolve(dst)
+        s = self._resolve(src, for_write=True)
+        d = self._resolve(dst, for_write=True)
         if self._protected(s.rel) or self._protected(d.rel):
             raise EngineError("refusing to move the vault root or a layer folder")
         if s.abs.is_dir():
@@ -537,7 +537,7 @@ class Engine:
         """Merge ``updates`` into / remove ``delete`` keys from the frontmatter, keeping order and unknown keys."""
         from .markdown.frontmatter import FrontmatterError, parse_frontmatter, update_frontmatter
 
-        vp = self._resolve(path)
+        vp = self._resolve(path, for_write=True)
         if not vp.abs.is_file():
             raise EngineError(f"no such file: {vp.rel}")
         if updates is not None and not isinstance(updates, dict):

@@ -39,12 +39,14 @@ def normalize_rel(rel: str) -> str:
     return unicodedata.normalize("NFC", rel.replace("\\", "/")).strip("/")
 
 
-def resolve(vault: Path, rel: str | os.PathLike[str], *, allow_root: bool = False) -> VaultPath:
+def resolve(vault: Path, rel: str | os.PathLike[str], *, allow_root: bool = False,
+            for_write: bool = False) -> VaultPath:
     """Resolve ``rel`` against ``vault`` and prove it stays inside.
 
     Refuses (``VaultPathError``): NUL bytes, absolute paths, drive letters, ``.``/``..`` components, the root
     itself unless ``allow_root``, and any path whose real location (after symlinks) leaves the vault.
-    The file need not exist.
+    With ``for_write``, also any dot-file or dot-folder component (``.obsidian/``, ``.git/``, ``.trash/``): those
+    belong to other tools. The file need not exist.
     """
     raw = os.fspath(rel)
     if "\x00" in raw:
@@ -58,6 +60,8 @@ def resolve(vault: Path, rel: str | os.PathLike[str], *, allow_root: bool = Fals
     for p in parts:
         if p in (".", ".."):
             raise VaultPathError(f"'.' and '..' are not allowed in vault paths: {raw!r}")
+    if for_write and any(p.startswith(".") for p in parts):
+        raise VaultPathError(f"dot-files and dot-folders are not writable: {raw!r}")
     norm = unicodedata.normalize("NFC", "/".join(parts))
     if not norm and not allow_root:
         raise VaultPathError("the vault root itself is not a valid target")
