@@ -3,6 +3,7 @@
     reme-tui [--vault DIR]                         open the app (the demo vault when none is configured)
     reme-tui --refresh [--vault DIR] [--date D]    headless: bring the index up to date, print a summary
     reme-tui job NAME [key=value ...]              run one engine job, print one JSON object
+    reme-tui mcp [--read-only] [--http]            serve the vault to agents over MCP (`reme-tui mcp --help`)
 
 Imports stay lazy so ``job`` and ``--refresh`` never pay for Textual, and keyword-only jobs never load the model.
 """
@@ -33,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--date", help="date for --refresh (YYYY-MM-DD, default today)")
     p.add_argument("--no-vectors", action="store_true", help="--refresh: skip the vector pass")
     p.add_argument("--version", action="store_true", help="print the version and exit")
-    p.add_argument("command", nargs="?", help="`job` to run one engine job")
+    p.add_argument("command", nargs="?", help="`job` to run one engine job; `mcp` to serve the vault over MCP")
     p.add_argument("args", nargs=argparse.REMAINDER, help="job name and key=value parameters")
     return p
 
@@ -188,9 +189,8 @@ def run_refresh(args: argparse.Namespace) -> int:
     try:
         with Engine.open(settings) as engine:
             date = engine._date(args.date or "")
-            report = engine.indexer.sync(bar)
-            with engine.store.write():
-                engine.store.set_meta("last_sync", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+            stage_lines.extend(f"recovered  {line}" for line in engine.recovered)
+            report = engine.index(bar, vectors=False)
             if not args.no_vectors:
                 engine.embed_pending(bar, report)
             counts = engine.store.counts()
@@ -287,6 +287,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "job":
             return run_job_cli(args, args.args)
+        if args.command == "mcp":
+            from reme_tui.mcp_server import main as mcp_main
+
+            return mcp_main(args, args.args)
         if args.command is not None:
             _err(f"unknown command {args.command!r} (did you mean `reme-tui job {args.command}`?)")
             return 2

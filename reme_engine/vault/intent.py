@@ -1,0 +1,113 @@
+"""Intent records: a multi-file change (a move and its link rewrites) that a crash must never leave half done.
+
+Before the first file changes, the intent (what moves where, which notes link to it, the moved note's aliases)
+is written atomically to ``<state dir>/intents/<id>.json`` and locked with ``flock`` for as long as the change
+runs. A crash (even ``kill -9``) drops the lock with the process; the file stays. The next engine to open the
+vault finds an unlocked intent and finishes it (:meth:`reme_engine.engine.Engine.recover_interrupted`): the
+change is idempotent, so notes already rewritten are left as they are and the rest are rewritten. An intent is
+deleted only when its change is complete. A locked intent belongs to a change running in another process and
+is left alone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .io import atomic_write
+
+#: Folder of the intent records inside the state dir.
+INTENTS_DIR = "intents"
+
+
+@dataclass
+class MoveIntent:
+    """A move of ``src`` to ``dst`` (vault-relative) whose inbound links from ``sources`` must follow it.
+
+    Use :meth:`begin` (new move) or :meth:`interrupted` (left by a crash) and as a context manager, which holds the
+    record's lock; :meth:`done` deletes the record when the move is complete.
+    """
+
+    src: str
+    dst: str
+    sources: list[str]
+    aliases: list[str] = field(default_factory=list)
+    path: Path | None = None
+    _fd: int | None = None
+
+    @classmethod
+    def begin(cls, state_dir: Path, src: str, dst: str, sources: list[str], aliases: list[str]) -> "MoveIntent":
+        """Write a new intent record (atomically, fsynced) and lock it. Raises OSError when it cannot be written."""
+        folder = Path(state_dir) / INTENTS_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"move-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}.json"
+        payload = {"kind": "move", "src": src, "dst": dst, "sources": list(sources), "aliases": list(aliases),
+                   "pid": os.getpid(), "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        atomic_write(path, json.dumps(payload, ensure_ascii=False, indent=1) + "\n", expected_sha=None)
+        intent = cls(src, dst, list(sources), list(aliases), path)
+        if not intent._lock():  # nobody else knows the name yet; a failure here is a file system without flock
+            intent._fd = None
+        return intent
+
+    @classmethod
+    def interrupted(cls, state_dir: Path) -> list["MoveIntent"]:
+        """Intent records no running process holds (left by a crash), oldest first, each already locked by the
+        caller. Unreadable records are renamed ``*.bad`` so they never block a start."""
+        folder = Path(state_dir) / INTENTS_DIR
+        try:
+            names = sorted(p for p in folder.iterdir() if p.suffix == ".json")
+        except FileNotFoundError:
+            return []
+        found = []
+        for p in names:
+            try:
+                data = json.loads(p.read_text(encoding="utf-8"))
+                intent = cls(str(data["src"]), str(data["dst"]), [str(x) for x in data.get("sources", [])],
+                             [str(x) for x in data.get("aliases", [])], p)
+            except (OSError, ValueError, KeyError, TypeError):
+                try:
+                    p.rename(p.with_suffix(".bad"))
+                except OSError:
+                    pass
+                continue
+            if intent._lock():
+                found.append(intent)
+        return found
+
+    def _lock(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def done(self) -> None:
+        """The change is complete: delete the record."""
+        if self.path is not None:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+
+    def release(self) -> None:
+        """Drop the lock (the record stays unless :meth:`done` was called)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "MoveIntent":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
