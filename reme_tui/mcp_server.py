@@ -1,0 +1,650 @@
+"""``reme-tui mcp``: the vault over the Model Context Protocol, so agents share the person's memory.
+
+Built on the official ``mcp`` SDK (``MCPServer``); nothing of the protocol is written here. Every tool is a thin
+wrapper over a job of :mod:`reme_engine.jobs` (the engine façade's named jobs): its JSON input schema is derived
+from the job's parameter table (names, types, defaults, help), its description is the wrapper's docstring, and
+its errors are the job's own one-line messages (the ones ``reme-tui job …`` prints), returned as MCP tool errors
+(``isError: true``). ``--read-only`` registers no writing tool at all.
+
+Transports: stdio (what desktop clients launch) or, with ``--http``, streamable HTTP bound to 127.0.0.1 only.
+
+Start-up is kept short: the SDK (≈1 s of imports, mostly its pydantic protocol models) is imported only when
+serving, the engine opens on a background thread while the client initialises, and the embedding model loads on
+the first hybrid/vector query. After opening, a keyword + graph catch-up pass runs, then the vault watcher (no
+cron: dreaming stays with the app or ``--serve``). Beside the TUI or ``--serve`` the server shares the vault's
+index, journal and cross-process writer lock (``revert`` takes it); its writes are conflict-checked, atomic, and
+indexed at once, so the other process's watcher finds them already indexed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Callable
+
+#: Characters of a hit's chunk text returned as its snippet (read_note gives the rest).
+SNIPPET_CHARS = 700
+#: Seconds a tool waits for the engine to open / the first index pass of a never-indexed vault.
+OPEN_TIMEOUT_S = 60.0
+FIRST_INDEX_WAIT_S = 20.0
+#: URI prefix of a note resource (``reme://note/digest/wiki/x.md``).
+NOTE_URI = "reme://note/"
+#: Default port of ``--http``.
+DEFAULT_PORT = 8765
+
+#: Descriptions of parameters whose job entry has no help text (the jobs table documents only the unusual ones).
+PARAM_HELP = {
+    "path": "vault-relative path, e.g. digest/wiki/topic.md ('.md' may be left out)",
+    "src": "vault-relative path of the note to move",
+    "dst": "new vault-relative path (inbound links are rewritten)",
+    "content": "the whole new text of the note (UTF-8 Markdown)",
+    "overwrite": "replace an existing note (false: refuse if it exists)",
+    "old": "exact text to replace (include enough context to be unique)",
+    "new": "replacement text",
+    "start_line": "first line, 1-based",
+    "end_line": "last line, inclusive (default: the end, at most 5000 lines)",
+    "depth": "hops to follow",
+    "direction": "out | in | both",
+    "max_nodes": "stop after this many notes",
+    "recursive": "list sub-folders too",
+    "limit": "most entries to return",
+    "date": "YYYY-MM-DD (default: today in the app's timezone)",
+    "date_to": "YYYY-MM-DD, inclusive",
+    "include_content": "include the raw interests.yaml text",
+    "horizon_days": "days ahead whose agenda items are included",
+    "min_confidence": "drop topics below this confidence (0-1)",
+    "run_id": "the run to show or revert (from `changes`)",
+    "with_text": "include before/after texts of each change",
+}
+
+
+class ToolFailure(Exception):
+    """A tool's user-facing failure; ``str(exc)`` is the one-line message returned as an MCP tool error."""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One MCP tool: ``run(vault_server, args) -> dict`` (its docstring is the tool description), the engine job
+    whose parameters give the input schema (``job``; ``drop`` removes some, ``extra`` adds MCP-only ones in the
+    same :class:`reme_engine.jobs.Param` form), and whether it writes (left out by ``--read-only``)."""
+
+    name: str
+    run: Callable[["VaultServer", dict], Any]
+    job: str | None = None
+    drop: tuple[str, ...] = ()
+    extra: tuple = ()
+    writes: bool = False
+    title: str = ""
+
+    @property
+    def summary(self) -> str:
+        return (inspect.getdoc(self.run) or "").split("\n\n")[0].replace("\n", " ")
+
+
+# ------------------------------------------------------------------------------------------------ the engine
+
+
+class VaultServer:
+    """The open vault behind the tools: the engine opens on a background thread (:meth:`start`); tools wait for it.
+
+    ``settings``: :class:`reme_engine.config.Settings`; ``watch``: run the vault watcher once open.
+    """
+
+    def __init__(self, settings, *, read_only: bool = False, watch: bool = True, embedder=None) -> None:
+        self.settings = settings
+        self.read_only = read_only
+        self.watch = watch
+        self._embedder = embedder
+        self._engine = None
+        self._error: str | None = None
+        self._opened = threading.Event()
+        self._indexed = threading.Event()  # the index exists (from an earlier run, or the first pass finished)
+        self._closing = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Open the engine, then catch up the index and start the watcher, all on a daemon thread."""
+        self._thread = threading.Thread(target=self._open, name="reme-mcp-open", daemon=True)
+        self._thread.start()
+
+    def _open(self) -> None:
+        from reme_engine.engine import Engine
+
+        try:
+            eng = Engine.open(self.settings, embedder=self._embedder)
+        except Exception as exc:  # ConfigError, OSError: every tool reports it
+            self._error = f"cannot open the vault: {exc}"
+            self._opened.set()
+            return
+        self._engine = eng
+        if eng.store.get_meta("last_sync"):
+            self._indexed.set()  # search the existing index while the catch-up pass runs
+        self._opened.set()
+        try:
+            if not self.read_only or not self._indexed.is_set():
+                # keyword + graph only; a no-op pass is ~50 ms on 3,000 notes. Read-only with an index: left as
+                # it is (the app or the watcher below keeps it current).
+                eng.index(vectors=False)
+            self._indexed.set()
+            eng.search("warm up", limit=1, mode="keyword", neighbors=False)  # loads the tokenizer's dictionary
+            if self.watch and not self._closing.is_set():
+                eng.start_background(watch=True, schedule=False, on_event=self._log_event)
+        except Exception as exc:  # logged; tools keep working on what is indexed
+            _log(f"index catch-up failed: {exc}")
+            self._indexed.set()
+
+    @staticmethod
+    def _log_event(ev: dict) -> None:
+        if ev.get("event") in ("watch_error", "failed"):
+            _log(f"{ev.get('event')}: {ev.get('error')}")
+
+    @property
+    def engine(self):
+        """The open :class:`~reme_engine.engine.Engine`; raises ToolFailure when it could not be opened."""
+        if not self._opened.wait(OPEN_TIMEOUT_S):
+            raise ToolFailure("the vault is still opening; try again in a moment")
+        if self._engine is None:
+            raise ToolFailure(self._error or "the vault is not open")
+        return self._engine
+
+    def indexed_engine(self):
+        """The engine once an index exists; ToolFailure "not indexed yet" while a first pass is still running."""
+        eng = self.engine
+        if not self._indexed.wait(FIRST_INDEX_WAIT_S):
+            raise ToolFailure("not indexed yet: the first index pass of this vault is still running; "
+                              "try again in a moment")
+        return eng
+
+    def close(self) -> None:
+        self._closing.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        if self._engine is not None:
+            self._engine.close()
+
+    # -- helpers for the tools ------------------------------------------------------------------------------
+    def job(self, name: str, args: dict, engine=None) -> Any:
+        """Run engine job ``name`` with ``args`` (None values dropped: the job's defaults apply); its result dict,
+        or ToolFailure with the job's one-line error."""
+        from reme_engine.jobs import run_job
+
+        raw = {k: v for k, v in args.items() if v is not None}
+        res = run_job(engine if engine is not None else self.engine, name, raw)
+        if not res.pop("success", False):
+            raise ToolFailure(str(res.get("error") or f"{name} failed"))
+        res.pop("job", None)
+        return res
+
+    def note_path(self, path: str, *, must_exist: bool = True) -> str:
+        """``path`` as given, or with ``.md`` added when only that exists (``must_exist``) or when it has no
+        suffix (new notes). Never raises: a bad path is left for the engine to refuse with its own message."""
+        from reme_engine.vault.paths import VaultPathError, resolve
+
+        if not isinstance(path, str) or not path or path.lower().endswith(".md"):
+            return path
+        try:
+            if must_exist:
+                if resolve(self.engine.vault, path).abs.exists():
+                    return path
+                return path + ".md" if resolve(self.engine.vault, path + ".md").abs.is_file() else path
+        except VaultPathError:
+            return path
+        last = path.rstrip("/").rsplit("/", 1)[-1]
+        return path if "." in last.lstrip(".") else path + ".md"
+
+
+def _log(msg: str) -> None:
+    print(f"reme-tui mcp: {msg}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------------ the tools
+
+
+def _search(vs: VaultServer, a: dict) -> dict:
+    """Search the person's notes (hybrid BM25 + vectors; Chinese and English). Call this first.
+
+    Each hit gives its path and line range (read more with read_note), the heading breadcrumb, a snippet, why it
+    ranked (each leg's rank and score) and the note's hop-2 neighbours (the notes it links to and that link to
+    it, with their names and descriptions). Filters: layer (daily | digest | resource | session), path_prefix,
+    paths, date_from/date_to, frontmatter values. mode=keyword skips the embedding model.
+    """
+    from reme_tui.render import why_line
+
+    eng = vs.indexed_engine()
+    layer = a.pop("layer", None)
+    if layer:
+        layers = eng.settings.layers
+        folders = {"daily": layers.daily_dir, "digest": layers.digest_dir, "resource": layers.resource_dir,
+                   "session": layers.session_dir}
+        if layer not in folders:
+            raise ToolFailure(f"unknown layer {layer!r} (daily | digest | resource | session)")
+        prefix = folders[layer].strip("/") + "/"
+        if a.get("path_prefix") and not a["path_prefix"].startswith(prefix):
+            raise ToolFailure(f"path_prefix {a['path_prefix']!r} is outside layer {layer!r}")
+        a["path_prefix"] = a.get("path_prefix") or prefix
+    res = vs.job("search", a, eng)
+    neighbors = res.pop("neighbors", {}) or {}
+    hits = []
+    for h in res.pop("hits", []):
+        text = h["text"]
+        nb = neighbors.get(h["path"]) or {}
+        hits.append({
+            "path": h["path"], "lines": f"{h['start_line']}-{h['end_line']}", "start_line": h["start_line"],
+            "end_line": h["end_line"], "heading": " > ".join(h.get("headings") or []), "name": h["name"],
+            "description": h["description"],
+            "snippet": text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…",
+            "score": round(h["score"], 6),
+            "why": {"text": why_line(_Obj(h)),
+                    "keyword": {"rank": h["keyword_rank"], "bm25": h["keyword_score"]},
+                    "vector": {"rank": h["vector_rank"], "cosine": h["vector_score"],
+                               "imputed": h.get("vector_imputed", False)}},
+            "neighbors": {k: nb[k] for k in ("outlinks", "inlinks", "outlinks_total", "inlinks_total") if k in nb},
+        })
+    return {**res, "hits": hits}
+
+
+class _Obj:
+    """Attribute access over a hit dict (for the TUI's why-line)."""
+
+    def __init__(self, d: dict) -> None:
+        self.__dict__.update(d)
+
+
+def _read_note(vs: VaultServer, a: dict) -> dict:
+    """Read a note (or lines of it): its text and content hash.
+
+    Pass the returned `sha` as `expected_sha` to write_note / edit_note so a note changed meanwhile is never
+    overwritten. Lines are 1-based and inclusive; at most 5000 per call (`truncated` says when more remain).
+    """
+    a["path"] = vs.note_path(a["path"])
+    return vs.job("read", a)
+
+
+def _write_note(vs: VaultServer, a: dict) -> dict:
+    """Create or replace a note (atomic write, indexed at once).
+
+    To replace an existing note pass `expected_sha` from read_note: the write is refused if the note changed since
+    (the person may have edited it). overwrite=false refuses an existing note. A path without a suffix gets
+    '.md'. Dot-folders (.obsidian/, .git/) and paths outside the vault are refused.
+    """
+    a["path"] = vs.note_path(a["path"], must_exist=False)
+    return vs.job("write", a)
+
+
+def _edit_note(vs: VaultServer, a: dict) -> dict:
+    """Replace exact text in a note (find and replace; atomic, indexed at once).
+
+    `old` must occur exactly `count` times (count=0: replace all). With `expected_sha` (from read_note) the edit is
+    refused if the note changed since; without it the edit applies to the note's current text.
+    """
+    expected = a.pop("expected_sha", None)
+    a["path"] = vs.note_path(a["path"])
+    eng = vs.engine
+    if expected:
+        with eng.write_lock:  # the app's own writes wait; a change by another program is still caught below
+            cur = vs.job("read", {"path": a["path"]}, eng)
+            if cur["sha"] != expected:
+                raise ToolFailure(f"not written: {cur['path'].rsplit('/', 1)[-1]} changed on disk since it was read")
+            return vs.job("edit", a, eng)
+    return vs.job("edit", a, eng)
+
+
+def _move_note(vs: VaultServer, a: dict) -> dict:
+    """Move or rename a note and rewrite the links that point to it (in every linking note, atomically).
+
+    Refuses an existing destination, folders and layer folders; linking notes changed meanwhile are listed in
+    `conflicts` and left untouched.
+    """
+    a["src"] = vs.note_path(a["src"])
+    if a["src"].lower().endswith(".md"):
+        a["dst"] = vs.note_path(a["dst"], must_exist=False)
+    return vs.job("move", a)
+
+
+def _list_notes(vs: VaultServer, a: dict) -> dict:
+    """List a folder of the vault (notes and sub-folders; hidden entries skipped). path='' is the vault root."""
+    return vs.job("list", a)
+
+
+def _traverse(vs: VaultServer, a: dict) -> dict:
+    """Walk the wikilink graph from a note: the notes it links to (out), that link to it (in), or both, to a depth.
+
+    Nodes carry name, description and depth; edges carry the link's predicate (typed links) and whether it embeds.
+    """
+    eng = vs.indexed_engine()
+    a["path"] = vs.note_path(a["path"])
+    return vs.job("traverse", a, eng)
+
+
+def _today(vs: VaultServer, a: dict) -> dict:
+    """Today's (or a date's) daily page and cards: what the person captured and did that day.
+
+    Returns the day page path (daily/<date>.md, if it exists) and every card under daily/<date>/ with its name,
+    description and kind (session | resource | note). Read a card with read_note.
+    """
+    eng = vs.engine
+    date = a.get("date") or eng.settings.today()
+    cards = vs.job("daily_list", {"date": date}, eng)["result"]
+    page = f"{eng.settings.layers.daily_dir.strip('/')}/{date}.md"
+    exists = (eng.vault / page).is_file()
+    return {"date": date, "page": page if exists else None, "cards": cards}
+
+
+def _agenda(vs: VaultServer, a: dict) -> dict:
+    """The day's proactive topics and agenda (from daily/<date>/interests.yaml): what the person cares about now.
+
+    `answer` is a ready-to-read summary; `topics` and `agenda` the structured items.
+    """
+    return vs.job("proactive_read", a)
+
+
+def _changes(vs: VaultServer, a: dict) -> dict:
+    """The change journal: recent runs that wrote to the vault (auto_dream, auto_memory, captures, remember…), or
+    one run's file changes with run_id. Undo a run with revert."""
+    return vs.job("dream_log", a)
+
+
+def _revert(vs: VaultServer, a: dict) -> dict:
+    """Undo a run from the change journal: restore the files it changed, refusing any changed again since.
+
+    Takes the vault's writer lock: refused while the app or a cron job is running a pipeline.
+    """
+    from reme_engine.lock import LockHeld
+
+    eng = vs.engine
+    lock = eng.writer_lock("mcp:revert")
+    if not lock.acquire(blocking=False):
+        raise ToolFailure(f"revert not run: {LockHeld(lock.holder(wait=True))}")
+    try:
+        return vs.job("revert", a, eng)
+    finally:
+        lock.release()
+
+
+def _remember(vs: VaultServer, a: dict) -> dict:
+    """Remember something the person told you: append it to today's capture card (daily/<date>/capture.md).
+
+    Use it for facts, preferences and decisions the person stated, in their words where possible. The entry is
+    marked as noted by an agent (`agent` names you), never as the person's own writing, and is journaled (see
+    changes / revert). With `conversation` (a list of {role: user|assistant, content}) the exchange is also kept as
+    a chat session record marked as recorded by an agent, so auto_memory can distil it into a card later.
+    """
+    from reme_engine.engine import EngineError
+
+    eng = vs.engine
+    text = (a.get("text") or "").strip()
+    if not text:
+        raise ToolFailure("nothing to remember: text is empty")
+    agent = " ".join((a.get("agent") or "an agent").split())[:80]
+    try:
+        return remember(eng, text, agent=agent, conversation=a.get("conversation"))
+    except (EngineError, ValueError, OSError) as exc:
+        raise ToolFailure(str(exc)) from exc
+
+
+def remember(engine, text: str, *, agent: str, conversation: list | None = None) -> dict:
+    """Append ``text`` to today's capture card as noted by ``agent``; optionally record ``conversation``.
+
+    ``conversation``: ``[{role: "user"|"assistant", content: str}, …]`` stored as session record
+    ``<session_dir>/dialog/agent-<hex>.jsonl`` opened by a system line naming the agent. The capture entry reads
+    ``**HH:MM** · noted by agent <agent>`` (plus a link to that record). The append is journaled (run kind
+    ``capture``), atomic and conflict-checked, and the card is indexed at once. Returns ``{path, created, run_id,
+    session_id, session_path, messages}``. Raises ValueError for malformed messages, EngineError for an unreadable
+    card.
+    """
+    from reme_engine.memory.auto_memory import CAPTURE_KIND, CAPTURE_STEM, _append_block, _capture_head
+    from reme_engine.memory.session import ChatMessage, append_messages, new_session_id, session_rel
+
+    settings = engine.settings
+    tz = settings.tzinfo()
+    sid = srel = None
+    msgs: list = []
+    if conversation:
+        if not isinstance(conversation, list):
+            raise ValueError("conversation must be a list of {role, content} objects")
+        sid = "agent-" + new_session_id()[:16]
+        srel = session_rel(settings.layers, sid)
+        msgs.append(ChatMessage.create("system", f"Conversation recorded by agent {agent} through MCP; the user "
+                                                 "turns are as the agent relayed them.", tz=tz))
+        for i, m in enumerate(conversation):
+            if not isinstance(m, dict) or m.get("role") not in ("user", "assistant") \
+                    or not isinstance(m.get("content"), str):
+                raise ValueError(f"conversation[{i}]: expected {{role: user|assistant, content: text}}")
+            msgs.append(ChatMessage.create(m["role"], m["content"], tz=tz))
+    now = __import__("datetime").datetime.now(tz)
+    date = now.date().isoformat()
+    rel = f"{settings.layers.daily_dir.strip('/')}/{date}/{CAPTURE_STEM}.md"
+    source = f" · [[{srel}|conversation]]" if srel else ""
+    block = f"\n**{now:%H:%M}** · noted by agent {agent}{source}\n\n{text.rstrip()}\n"
+    with engine.write_lock:
+        if msgs:
+            append_messages(engine.vault, settings.layers, sid, msgs)
+        run = engine.journal.start_run(engine.vault, CAPTURE_KIND, {"agent": agent, "session_id": sid})
+        try:
+            created = _append_block(engine, run, rel, _capture_head(date), block, srel or rel)
+        except BaseException:
+            run.finish("failed", {"paths": []})
+            raise
+        run.finish("ok", {"paths": [rel], "created": [rel] if created else [], "agent": agent})
+        if engine.watcher is not None:  # indexed here: the watcher need not process it again
+            engine.watcher.suppress([rel])
+        engine.index_paths([rel])
+        if created:
+            try:
+                engine.daily_reindex(date)
+            except Exception:  # the day page is the person's to fix; the capture is saved
+                pass
+    return {"path": rel, "created": created, "run_id": run.run_id, "session_id": sid, "session_path": srel,
+            "messages": len(msgs)}
+
+
+def tool_specs() -> list[ToolSpec]:
+    """Every tool, readers first. Cheap (no SDK import): ``reme-tui mcp --help`` lists them."""
+    from reme_engine.jobs import Param
+
+    P = Param
+    return [
+        ToolSpec("search", _search, "search", drop=("render",), title="Search notes", extra=(
+            P("layer", "str", help="only this layer: daily | digest | resource | session"),)),
+        ToolSpec("read_note", _read_note, "read", title="Read a note"),
+        ToolSpec("list_notes", _list_notes, "list", title="List a folder"),
+        ToolSpec("traverse", _traverse, "traverse", title="Follow links"),
+        ToolSpec("today", _today, "daily_list", title="Today's page and cards"),
+        ToolSpec("agenda", _agenda, "proactive_read", title="Topics and agenda of a day"),
+        ToolSpec("changes", _changes, "dream_log", title="Change journal"),
+        ToolSpec("write_note", _write_note, "write", writes=True, title="Write a note"),
+        ToolSpec("edit_note", _edit_note, "edit", writes=True, title="Edit a note", extra=(
+            P("expected_sha", "str", help="refuse if the note changed since this hash (from read_note)"),)),
+        ToolSpec("move_note", _move_note, "move", writes=True, title="Move a note"),
+        ToolSpec("remember", _remember, None, writes=True, title="Remember a fact", extra=(
+            P("text", "str", required=True, help="the fact or short note, as the person said it"),
+            P("agent", "str", "", help="your name as an agent (e.g. claude-code), shown with the entry"),
+            P("conversation", "json", help="optional: the exchange as a list of {role: user|assistant, content}"),
+        )),
+        ToolSpec("revert", _revert, "revert", writes=True, title="Undo a run"),
+    ]
+
+
+# ------------------------------------------------------------------------------------------------ schemas
+
+
+def _annotation(p) -> Any:
+    """The Python type of a job parameter, with its description (pydantic turns it into the JSON schema)."""
+    from pydantic import Field
+
+    base = {"str": str, "int": int, "float": float, "bool": bool, "list": list[str], "json": Any}.get(p.type, str)
+    if p.type == "json" and p.name != "conversation":
+        base = dict[str, Any]
+    elif p.name == "conversation":
+        base = list[dict[str, str]]
+    if not p.required and p.default is None:
+        base = base | None
+    desc = p.help or PARAM_HELP.get(p.name, "")
+    return Annotated[base, Field(description=desc)] if desc else base
+
+
+def spec_params(spec: ToolSpec) -> list:
+    """The job's parameters minus ``drop``, plus ``extra``: the tool's inputs, in order."""
+    from reme_engine.jobs import JOBS
+
+    params = list(JOBS[spec.job].params) if spec.job else []
+    params = [p for p in params if p.name not in spec.drop]
+    return params + [p for p in spec.extra if p.name not in {q.name for q in params}]
+
+
+def tool_function(spec: ToolSpec, vs: VaultServer) -> Callable:
+    """A function with the tool's signature (for the SDK's schema derivation) that runs ``spec`` and returns a
+    ``CallToolResult``: JSON text plus structured content, or ``isError`` with the one-line message."""
+    from mcp.types import CallToolResult, TextContent
+
+    def call(**kwargs):
+        try:
+            result = spec.run(vs, dict(kwargs))
+        except ToolFailure as exc:
+            return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+        data = result if isinstance(result, dict) else {"result": result}
+        text = json.dumps(data, ensure_ascii=False, default=str)
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+    params = []
+    for p in spec_params(spec):
+        default = inspect.Parameter.empty if p.required else p.default
+        params.append(inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                        annotation=_annotation(p)))
+    call.__signature__ = inspect.Signature(params, return_annotation=CallToolResult)  # type: ignore[attr-defined]
+    call.__name__ = spec.name
+    call.__doc__ = inspect.getdoc(spec.run)
+    return call
+
+
+# ------------------------------------------------------------------------------------------------ the server
+
+
+def build_server(vs: VaultServer):
+    """The ``MCPServer`` with the tools (writers unless ``vs.read_only``) and the note resource template."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.types import ToolAnnotations
+
+    from reme_engine import __version__
+
+    from mcp.types import Resource
+
+    class VaultMCP(MCPServer):
+        async def list_resources(self) -> list:
+            """The SDK's resources plus one ``reme://note/<path>`` per indexed note (name and description)."""
+            import anyio
+
+            def notes():
+                rows = vs.engine.store.conn.execute("SELECT path, name, description FROM files ORDER BY path")
+                return [Resource(uri=NOTE_URI + quote(p, safe="/"), name=p, title=n or None,
+                                 description=d or None, mime_type="text/markdown")
+                        for p, n, d in rows if p.lower().endswith(".md")]
+
+            from urllib.parse import quote
+
+            try:
+                extra = await anyio.to_thread.run_sync(notes)
+            except ToolFailure:
+                extra = []
+            return [*await super().list_resources(), *extra]
+
+    mode = "read-only" if vs.read_only else "read and write"
+    server = VaultMCP(
+        "reme", title="reme-tui vault", version=__version__,
+        instructions=(f"The person's personal knowledge base (a Markdown vault; {mode}). Start with `search`; "
+                      "read hits with `read_note`; follow links with `traverse`; `today` and `agenda` give the "
+                      "current day. Write only what the person asked for; pass `expected_sha` from read_note when "
+                      "changing a note; record what the person tells you with `remember`."),
+        log_level="WARNING",
+    )
+    for spec in tool_specs():
+        if spec.writes and vs.read_only:
+            continue
+        server.add_tool(tool_function(spec, vs), name=spec.name, title=spec.title,
+                        annotations=ToolAnnotations(read_only_hint=not spec.writes,
+                                                    destructive_hint=spec.name in ("write_note", "move_note",
+                                                                                   "revert"),
+                                                    idempotent_hint=not spec.writes, open_world_hint=False))
+
+    @server.resource(NOTE_URI + "{+path}", name="note", title="A note of the vault", mime_type="text/markdown",
+                     description="The text of a vault note by its vault-relative path.")
+    def note(path: str) -> str:
+        from mcp.server.mcpserver.exceptions import ResourceError
+
+        try:
+            return vs.job("read", {"path": vs.note_path(path)})["text"]
+        except ToolFailure as exc:
+            raise ResourceError(str(exc)) from exc
+
+    return server
+
+
+async def _serve_http(server, port: int) -> None:
+    import socket
+
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))  # loopback only: the vault is never exposed to the network
+    app = server.streamable_http_app(host="127.0.0.1")
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    _log(f"serving on http://127.0.0.1:{sock.getsockname()[1]}/mcp")
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def _interrupt(*_) -> None:
+    raise KeyboardInterrupt
+
+
+def build_parser() -> argparse.ArgumentParser:
+    tools = "\n".join(f"  {s.name:<11} {'(write) ' if s.writes else ''}{s.summary}" for s in tool_specs())
+    p = argparse.ArgumentParser(
+        prog="reme-tui mcp", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Serve the vault to agents over the Model Context Protocol (stdio by default).",
+        epilog=f"tools:\n{tools}\n\nresources: reme://note/<vault-relative path>\n"
+               "--read-only leaves out every (write) tool.")
+    p.add_argument("--vault", help="vault folder (default: REME_VAULT, the config file, else the demo vault)")
+    p.add_argument("--config", help="config file")
+    p.add_argument("--state-dir", help="where the index lives (default: outside the vault, shared with the app)")
+    p.add_argument("--embedder", choices=["offline", "openai", "none"], help="embedder kind")
+    p.add_argument("--read-only", action="store_true", help="expose no writing tool")
+    p.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 instead of stdio")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"--http port (default {DEFAULT_PORT}; 0 = any)")
+    p.add_argument("--no-watch", action="store_true", help="do not watch the vault for edits made elsewhere")
+    return p
+
+
+def main(args: argparse.Namespace, rest: list[str]) -> int:
+    """``reme-tui mcp …``: parse ``rest`` over the top-level ``args``, then serve until the client disconnects."""
+    ns = build_parser().parse_args(rest)
+    for key in ("vault", "config", "state_dir", "embedder"):
+        if getattr(ns, key):
+            setattr(args, key, getattr(ns, key))
+    from reme_tui.cli import load
+
+    settings = load(args)
+    vs = VaultServer(settings, read_only=ns.read_only, watch=not ns.no_watch)
+    server = build_server(vs)
+    vs.start()  # after the SDK's imports: opening the engine meanwhile would only compete for the GIL
+    import signal
+
+    import anyio
+
+    signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop: close the engine cleanly
+    try:
+        if ns.http:
+            anyio.run(_serve_http, server, ns.port)
+        else:
+            anyio.run(server.run_stdio_async)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        vs.close()
+    return 0

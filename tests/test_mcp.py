@@ -1,0 +1,286 @@
+"""``reme-tui mcp`` driven through the official SDK's own clients (stdio subprocess and streamable HTTP).
+
+Every server is the real CLI in a subprocess on a temp copy of the demo vault, keyword mode (no embedding model:
+vectors are not the point here; ``bench/bench_mcp.py`` times hybrid search).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import ClientSession, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+from reme_engine.vault.io import content_hash  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+READERS = {"search", "read_note", "list_notes", "traverse", "today", "agenda", "changes"}
+WRITERS = {"write_note", "edit_note", "move_note", "remember", "revert"}
+NOTE_URI = "reme://note/"
+
+
+def _env() -> dict[str, str]:
+    # the SDK passes only a minimal environment to the server: hand it the test's isolated config/data dirs
+    keep = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "TZ")
+    return {k: os.environ[k] for k in keep if k in os.environ}
+
+
+def _argv(vault: Path, state: Path, *extra: str) -> list[str]:
+    return ["-m", "reme_tui.cli", "mcp", "--vault", str(vault), "--state-dir", str(state), "--embedder", "none",
+            *extra]
+
+
+@asynccontextmanager
+async def stdio_session(vault: Path, state: Path, *extra: str):
+    params = StdioServerParameters(command=sys.executable, args=_argv(vault, state, *extra), env=_env(),
+                                   cwd=str(REPO))
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+async def call(s: ClientSession, tool: str, **args) -> dict:
+    res = await s.call_tool(tool, args)
+    assert not res.is_error, f"{tool}: {res.content[0].text}"
+    assert json.loads(res.content[0].text) == res.structured_content  # text and structured content agree
+    return res.structured_content
+
+
+async def fail(s: ClientSession, tool: str, **args) -> str:
+    res = await s.call_tool(tool, args)
+    assert res.is_error, f"{tool} should have failed: {res.content[0].text[:200]}"
+    return res.content[0].text
+
+
+async def until(pred, timeout: float = 15.0) -> None:
+    """Poll ``pred`` (sync or async) until true; fails the test after ``timeout`` seconds."""
+    with anyio.fail_after(timeout):
+        while True:
+            got = pred()
+            if hasattr(got, "__await__"):
+                got = await got
+            if got:
+                return
+            await anyio.sleep(0.05)
+
+
+def _settings(vault: Path, state: Path):
+    from reme_engine.config import load_settings
+
+    return load_settings({"vault": str(vault), "state_dir": str(state), "embedder": {"kind": "none"}}, env={})
+
+
+async def test_every_tool_on_the_demo_vault(demo_vault, tmp_path):
+    from reme_engine.engine import Engine
+    from reme_engine.jobs import run_job
+
+    v = demo_vault
+    today = _settings(v, tmp_path / "cli").today()
+    async with stdio_session(v, tmp_path / "state") as s:
+        # -- tools: descriptions and schemas -------------------------------------------------------------
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        assert set(tools) == READERS | WRITERS
+        for t in tools.values():
+            assert t.description and len(t.description) > 40, t.name
+            assert t.input_schema["type"] == "object"
+            for name, prop in t.input_schema.get("properties", {}).items():
+                assert prop.get("description"), (t.name, name)
+            assert t.annotations.read_only_hint is (t.name in READERS)
+        assert tools["search"].input_schema["required"] == ["query"]
+        assert {"query", "limit", "mode", "layer", "date_from", "date_to", "frontmatter", "path_prefix"} <= set(
+            tools["search"].input_schema["properties"])
+        assert "expected_sha" in tools["write_note"].input_schema["properties"]
+        assert "expected_sha" in tools["edit_note"].input_schema["properties"]
+
+        # -- search -------------------------------------------------------------------------------------
+        r = await call(s, "search", query="光伏 产业链", mode="keyword", limit=5)
+        hit = next(h for h in r["hits"] if h["path"] == "digest/wiki/光伏产业链.md")
+        assert hit["lines"] == f"{hit['start_line']}-{hit['end_line']}" and hit["heading"] and hit["snippet"]
+        assert hit["why"]["keyword"]["rank"] >= 1 and hit["why"]["vector"]["rank"] is None
+        assert hit["why"]["text"].startswith("kw #")
+        assert "digest/wiki/新能源.md" in {n["path"] for n in hit["neighbors"]["outlinks"]}
+        r = await call(s, "search", query="光伏", mode="keyword", layer="daily")
+        assert r["hits"] and all(h["path"].startswith("daily/") for h in r["hits"])
+        r = await call(s, "search", query="光伏", mode="keyword", date_from="2026-11-26", date_to="2026-11-26")
+        assert r["hits"] and all("2026-11-26" in h["path"] for h in r["hits"])
+        assert "unknown layer" in await fail(s, "search", query="x", layer="nope")
+
+        # -- read_note (with or without .md, line ranges) ------------------------------------------------
+        raw = (v / "digest/wiki/光伏产业链.md").read_bytes()
+        r = await call(s, "read_note", path="digest/wiki/光伏产业链")
+        assert r["path"] == "digest/wiki/光伏产业链.md" and r["text"] == raw.decode()
+        assert r["sha"] == content_hash(raw)
+        r = await call(s, "read_note", path="digest/wiki/光伏产业链.md", start_line=2, end_line=3)
+        assert r["text"] == "".join(raw.decode().splitlines(keepends=True)[1:3])
+
+        # -- errors: the CLI's one-line messages; nothing leaves the vault or enters a dot-folder ----------
+        with Engine.open(_settings(v, tmp_path / "cli")) as eng:
+            for job, args, tool, targs in [
+                ("read", {"path": "digest/nope.md"}, "read_note", {"path": "digest/nope.md"}),
+                ("read", {"path": "../outside.md"}, "read_note", {"path": "../outside.md"}),
+                ("write", {"path": "/tmp/x.md", "content": "x"}, "write_note", {"path": "/tmp/x.md", "content": "x"}),
+            ]:
+                assert await fail(s, tool, **targs) == run_job(eng, job, args)["error"]
+        assert "not allowed" in await fail(s, "write_note", path="../outside.md", content="x")
+        assert not (tmp_path / "outside.md").exists()
+        for bad in (".obsidian/notes.md", ".git/hooks/x.md", "digest/.hidden.md"):
+            assert "dot-files and dot-folders are not writable" in await fail(s, "write_note", path=bad, content="x")
+            assert not (v / bad).exists()
+        assert "not writable" in await fail(s, "move_note", src="digest/wiki/新能源.md", dst=".trash/新能源.md")
+        assert (v / "digest/wiki/新能源.md").is_file()
+
+        # -- write_note / edit_note: indexed at once, conflicts refused ----------------------------------
+        w = await call(s, "write_note", path="digest/wiki/mcp-note", content="# MCP note\n\nzanzibar quokka\n")
+        assert w["path"] == "digest/wiki/mcp-note.md" and w["created"]
+        note = v / w["path"]
+        assert note.read_text() == "# MCP note\n\nzanzibar quokka\n"
+        assert (await call(s, "search", query="quokka", mode="keyword"))["hits"][0]["path"] == w["path"]
+        note.write_text("# MCP note\n\nzanzibar quokka\nthe person's own line\n")  # edited meanwhile
+        msg = await fail(s, "write_note", path=w["path"], content="replaced", expected_sha=w["sha"])
+        assert msg == "not written: mcp-note.md changed on disk since it was read"
+        msg = await fail(s, "edit_note", path=w["path"], old="quokka", new="wombat", expected_sha=w["sha"])
+        assert msg == "not written: mcp-note.md changed on disk since it was read"
+        assert note.read_text() == "# MCP note\n\nzanzibar quokka\nthe person's own line\n"
+        cur = await call(s, "read_note", path=w["path"])
+        await call(s, "edit_note", path=w["path"], old="quokka", new="wombat", expected_sha=cur["sha"])
+        assert note.read_text() == "# MCP note\n\nzanzibar wombat\nthe person's own line\n"
+        assert (await call(s, "search", query="wombat", mode="keyword"))["hits"][0]["path"] == w["path"]
+        assert "already exists" in await fail(s, "write_note", path=w["path"], content="x", overwrite=False)
+        assert "not found" in await fail(s, "edit_note", path=w["path"], old="absent text", new="x")
+
+        # -- move_note rewrites inbound links --------------------------------------------------------------
+        m = await call(s, "move_note", src="digest/wiki/通威股份", dst="digest/wiki/通威")
+        assert m["dst"] == "digest/wiki/通威.md" and (v / m["dst"]).is_file()
+        assert not (v / "digest/wiki/通威股份.md").exists()
+        assert "digest/wiki/光伏产业链.md" in m["rewritten_files"]
+        assert "[[digest/wiki/通威]]" in (v / "digest/wiki/光伏产业链.md").read_text()
+
+        # -- list_notes, traverse, today, agenda --------------------------------------------------------------
+        entries = {e["path"] for e in (await call(s, "list_notes", path="digest/wiki"))["entries"]}
+        assert {"digest/wiki/通威.md", "digest/wiki/mcp-note.md"} <= entries
+        t = await call(s, "traverse", path="digest/wiki/光伏产业链", depth=1, direction="out")
+        assert {"digest/wiki/新能源.md", "digest/wiki/通威.md"} <= {n["path"] for n in t["nodes"]}
+        d = await call(s, "today", date="2026-11-28")
+        assert d["page"] == "daily/2026-11-28.md"
+        assert "daily/2026-11-28/retrieval-eval-plan.md" in {c["path"] for c in d["cards"]}
+        a = await call(s, "agenda", date="2026-11-28")
+        assert a["topics"] and a["path"] == "daily/2026-11-28/interests.yaml"
+
+        # -- remember: today's capture card, an agent-marked session, journaled, revertible ---------------------
+        r = await call(s, "remember", text="Prefers green tea after 3 pm.", agent="test-agent", conversation=[
+            {"role": "user", "content": "I switched to green tea after 3 pm"},
+            {"role": "assistant", "content": "Noted."}])
+        assert r["path"] == f"daily/{today}/capture.md" and r["session_id"].startswith("agent-")
+        card = (v / r["path"]).read_text()
+        assert "noted by agent test-agent" in card and "Prefers green tea after 3 pm." in card
+        assert f"[[{r['session_path']}|conversation]]" in card
+        lines = [json.loads(x) for x in (v / r["session_path"]).read_text().splitlines()]
+        assert lines[0]["role"] == "system" and "agent test-agent" in lines[0]["content"]
+        assert [x["role"] for x in lines[1:]] == ["user", "assistant"]
+        assert (await call(s, "search", query="green tea", mode="keyword"))["hits"][0]["path"] == r["path"]
+        assert r["path"] in {c["path"] for c in (await call(s, "today"))["cards"]}
+        assert "nothing to remember" in await fail(s, "remember", text="  ")
+
+        # -- changes and revert ---------------------------------------------------------------------------------
+        runs = (await call(s, "changes"))["runs"]
+        assert next(x for x in runs if x["run_id"] == r["run_id"])["kind"] == "capture"
+        one = await call(s, "changes", run_id=r["run_id"])
+        assert [c["path"] for c in one["changes"]] == [r["path"]]
+        rv = await call(s, "revert", run_id=r["run_id"])
+        assert rv["restored"] == [r["path"]] and not (v / r["path"]).exists()
+        assert "unknown run" in await fail(s, "revert", run_id="nope")
+
+        # -- resources: one URI per note -----------------------------------------------------------------------
+        uris = {str(x.uri) for x in (await s.list_resources()).resources}
+        uri = NOTE_URI + quote("digest/wiki/新能源.md")
+        assert uri in uris and NOTE_URI + "digest/wiki/mcp-note.md" in uris
+        rr = await s.read_resource(uri)
+        assert rr.contents[0].text == (v / "digest/wiki/新能源.md").read_text()
+
+
+async def test_read_only_exposes_no_writer(demo_vault, tmp_path):
+    before = {p: p.read_bytes() for p in demo_vault.rglob("*") if p.is_file()}
+    async with stdio_session(demo_vault, tmp_path / "state", "--read-only") as s:
+        assert {t.name for t in (await s.list_tools()).tools} == READERS
+        for tool, args in [("write_note", {"path": "x.md", "content": "x"}), ("remember", {"text": "x"}),
+                           ("revert", {"run_id": "x"})]:
+            assert "unknown tool" in (await fail(s, tool, **args)).lower()
+        assert (await call(s, "search", query="光伏", mode="keyword"))["hits"]
+    assert {p: p.read_bytes() for p in demo_vault.rglob("*") if p.is_file()} == before
+
+
+async def test_streamable_http_on_loopback(demo_vault, tmp_path):
+    proc = subprocess.Popen([sys.executable, *_argv(demo_vault, tmp_path / "state", "--http", "--port", "0")],
+                            stderr=subprocess.PIPE, text=True, cwd=str(REPO), env={**os.environ, **_env()})
+    try:
+        with anyio.fail_after(30):
+            line = await anyio.to_thread.run_sync(proc.stderr.readline)
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/mcp", line)
+        assert m, line
+        async with streamable_http_client(m.group(0)) as (read, write):
+            async with ClientSession(read, write) as s:
+                init = await s.initialize()
+                assert init.server_info.name == "reme"
+                assert {t.name for t in (await s.list_tools()).tools} == READERS | WRITERS
+                hits = (await call(s, "search", query="光伏 产业链", mode="keyword"))["hits"]
+                assert hits[0]["path"] == "digest/wiki/光伏产业链.md"
+                w = await call(s, "write_note", path="digest/wiki/over-http.md", content="# Over HTTP\n")
+                assert (demo_vault / w["path"]).read_text() == "# Over HTTP\n"
+                assert await fail(s, "read_note", path="nope.md") == "no such file: nope.md"
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=20) == 0  # SIGTERM: a clean stop (engine closed)
+
+
+async def test_beside_the_app_watcher_on_one_vault(demo_vault, tmp_path):
+    """The app (an Engine with its watcher) and the MCP server share the index, journal and writer lock."""
+    from reme_engine.engine import Engine
+
+    v, state = demo_vault, tmp_path / "state"
+    eng = Engine.open(_settings(v, state))
+    eng.index()
+    batches: list = []
+    eng.start_background(schedule=False, on_indexed=lambda paths, rep: batches.append((paths, rep)))
+    try:
+        async with stdio_session(v, state) as s:
+            # the agent writes: searchable in the app at once, and the app's watcher re-processes nothing
+            w = await call(s, "write_note", path="digest/wiki/from-agent.md", content="# From agent\n\nxylophone\n")
+            assert [h.path for h in eng.search("xylophone", mode="keyword").hits] == [w["path"]]
+            await until(lambda: any(w["path"] in paths for paths, _ in batches))
+            rep = next(rep for paths, rep in batches if w["path"] in paths)
+            assert (rep.added, rep.modified, rep.chunks_added) == (0, 0, 0)
+            # the person writes in the app, or in another editor: the agent finds both
+            eng.write("digest/wiki/from-app.md", "# From app\n\nharpsichord\n")
+            assert (await call(s, "search", query="harpsichord", mode="keyword"))["hits"][0]["path"] == \
+                "digest/wiki/from-app.md"
+            (v / "digest/wiki/elsewhere.md").write_text("# Elsewhere\n\nbassoon\n")
+
+            async def found() -> bool:
+                return bool((await call(s, "search", query="bassoon", mode="keyword"))["hits"])
+
+            await until(found)
+            # one journal: the agent's remember is a run the app lists
+            r = await call(s, "remember", text="Allergic to peanuts.", agent="t")
+            assert r["run_id"] in {x["run_id"] for x in eng.journal.runs()}
+            # one writer lock: while the app runs a pipeline, revert is refused and names the holder
+            with eng.writer_lock("palette:dream"):
+                msg = await fail(s, "revert", run_id=r["run_id"])
+            assert msg.startswith("revert not run: writer lock held by pid") and str(os.getpid()) in msg
+            assert (v / r["path"]).is_file()
+            assert (await call(s, "revert", run_id=r["run_id"]))["restored"] == [r["path"]]
+    finally:
+        eng.close()
