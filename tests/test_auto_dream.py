@@ -17,6 +17,7 @@ from reme_engine.dream.extract import Budget
 from reme_engine.dream.pipeline import run_auto_dream
 from reme_engine.llm.client import LLMNotConfigured, make_client
 from reme_engine.markdown.frontmatter import parse_frontmatter
+from reme_engine.vault import provenance as P
 from wire.server import ScriptedServer, anthropic_message, openai_chat
 
 DATE = "2026-11-28"
@@ -147,26 +148,28 @@ def test_main_scenario_create_corroborate_correct_then_nothing_changed_then_reve
         assert "relates_to:: [[digest/wiki/hybrid-retrieval]]" in text and "does-not-exist" not in text
         assert text.count("## Sources") == 1
 
-        # CORROBORATE: additive — the user's node is kept line for line, evidence + new source appended
+        # CORROBORATE on a node the user wrote: their bytes are a verbatim prefix, no frontmatter key touched;
+        # the evidence and the one new source go into reme's marked block
         tri = (demo_vault / "digest/procedure/retrieval-regression-triage.md").read_text()
         old = before["digest/procedure/retrieval-regression-triage.md"].decode()
-        assert _body(old).split("## Sources")[0].rstrip() in tri
-        assert "(corroborate): The Nov 28 plan adopts the recall@10 gate" in _section(tri, "Evidence")
-        src = _section(tri, "Sources")
-        assert src.count("[[daily/2026-11-28/retrieval-eval-plan]]") == 1  # already listed: not duplicated
-        assert "[[daily/2026-11-25/session_a1f3c9e2]]" in src and "- [[daily/2026-11-28]]" in src
-        tri_fm = parse_frontmatter(tri).meta
-        assert tri_fm["name"] == "Retrieval regression triage" and "runbook" in tri_fm["tags"]
-        assert "[[daily/2026-11-28]]" in tri_fm["derived_from"]
+        assert tri.startswith(old) and P.keeps_user_lines(old, tri)
+        assert parse_frontmatter(tri).meta == parse_frontmatter(old).meta
+        block = P.live_block(tri)
+        assert "(corroborate): The Nov 28 plan adopts the recall@10 gate" in block
+        assert "- [[daily/2026-11-28]]" in block
+        assert "retrieval-eval-plan" not in block  # the user's own Sources list it already
+        assert "hybrid-retrieval" not in block  # the user's relates_to already links it
 
-        # CORRECT on a node the app never wrote: never rewritten, the new material is appended under an Update
+        # CORRECT on a node the app never wrote: never rewritten; the correction is a sourced update in the block
         inv = (demo_vault / "digest/personal/投资原则.md").read_text()
         old_inv = before["digest/personal/投资原则.md"].decode()
-        assert _body(old_inv).split("## Sources")[0].rstrip() in inv
-        assert "REWRITTEN BODY" not in inv
-        assert "## Update 2026-11-28" in inv and "先跟踪多晶硅价格" in _section(inv, "Update 2026-11-28")
-        assert "(correct): 11-28 的对比确认了" in _section(inv, "Evidence")
-        assert parse_frontmatter(inv).meta["name"] == "个人投资原则"
+        assert inv.startswith(old_inv) and "REWRITTEN BODY" not in inv
+        block = P.live_block(inv)
+        assert "### Update 2026-11-28 (correct)" in block and "先跟踪多晶硅价格" in block
+        assert "Sources: [[daily/2026-11-28/session_d29f6b31]]" in block
+        assert "(correct): 11-28 的对比确认了" in block
+        assert not P.note_ownership(inv).app_owned and not P.note_ownership(tri).app_owned
+        assert P.note_ownership(text).app_owned  # the node the run created is the app's
         outcomes = {o["unit"]["name"][:8]: o for o in rep.outcomes}
         assert outcomes["个人投资原则：光"]["merge"] == "append"
 
@@ -350,14 +353,16 @@ def test_refine_rewrites_app_owned_nodes_but_appends_to_user_edited_ones(tmp_pat
     merges = {o["target"]: o["merge"] for o in rep2.outcomes}
     assert merges == {pin_p: "append", cache_p: "rewrite"}
     pin_text = p.read_text()
-    assert _body(user_text).split("## Sources")[0].rstrip() in pin_text  # the user's text, untouched
+    # the user edited the app's node: it is theirs now; every byte of it stays, frontmatter included
+    assert pin_text.startswith(user_text) and P.keeps_user_lines(user_text, pin_text)
+    assert not P.note_ownership(pin_text).app_owned
     assert "TOTAL REWRITE" not in pin_text and "MY OWN NOTE." in pin_text
-    assert "Renovate bump" in _section(pin_text, "Update 2026-12-02")
-    meta = parse_frontmatter(pin_text).meta
-    assert meta["status"] == "evergreen" and meta["derived_from"] == ["[[daily/2026-12-01/notes]]",
-                                                                      "[[daily/2026-12-02/notes]]"]
-    assert _section(pin_text, "Sources").split() == ["-", "[[daily/2026-12-01/notes]]", "-",
-                                                     "[[daily/2026-12-02/notes]]"]
+    assert parse_frontmatter(pin_text).meta == parse_frontmatter(user_text).meta
+    block = P.live_block(pin_text)
+    assert "### Update 2026-12-02 (refine)" in block and "Renovate bump" in block
+    assert "Sources: [[daily/2026-12-02/notes]] · [[daily/2026-12-01/notes]]" in block
+    assert "(refine): weekly bumps" in block
+    assert _section(block, "Sources").split() == ["-", "[[daily/2026-12-02/notes]]"]  # 12-01: listed above it
     cache_text = (v / cache_p).read_text()
     assert "NEW CACHE BODY" in cache_text and "OLD CACHE BODY" not in cache_text
     assert parse_frontmatter(cache_text).meta["description"] == "CI caching keyed by the lockfile"
@@ -365,6 +370,7 @@ def test_refine_rewrites_app_owned_nodes_but_appends_to_user_edited_ones(tmp_pat
     assert "[[daily/2026-12-02/notes]]" in _section(cache_text, "Sources")
     assert "relates_to:: [[digest/procedure/pinning]]" in cache_text
     assert "(refine)" in _section(cache_text, "Evidence")
+    assert P.note_ownership(cache_text).app_owned and "reme:begin" not in cache_text  # still the app's: re-stamped
 
 
 def test_a_node_saved_by_the_user_during_the_llm_call_is_not_overwritten(tmp_path, make_engine):
@@ -387,7 +393,7 @@ def test_a_node_saved_by_the_user_during_the_llm_call_is_not_overwritten(tmp_pat
     assert eng.store.catalog_get("dream") == {}
 
 
-def test_create_never_overwrites_an_existing_node_and_twins_get_suffixes(tmp_path, make_engine):
+def test_create_of_an_existing_name_updates_that_node_and_never_makes_a_twin(tmp_path, make_engine):
     a = "daily/2026-12-01/a.md"
     existing = "---\nname: Probes\n---\n\n# Probes\n\nUSER NODE.\n"
     v = _small_vault(tmp_path, {a: "# Notes\n\nStartup probes protect slow containers.\n",
@@ -396,11 +402,18 @@ def test_create_never_overwrites_an_existing_node_and_twins_get_suffixes(tmp_pat
     units = {"units": [{"name": f"Startup probes {i}", "bucket": "Wiki", "summary": "s", "paths": [a]}
                        for i in range(2)]}
     create = {"action": "CREATE", "target": "digest/wiki/Startup Probes.md", "name": "Startup probes",
-              "body": "Startup probes protect slow containers.", "sources": [a]}
+              "body": "# Startup probes\n\nStartup probes protect slow containers.", "sources": [a]}
     with ScriptedServer([openai_chat(json.dumps(x)) for x in (units, create, create)]) as srv:
         rep = run_auto_dream(eng, date="2026-12-01", llm=_client("openai", srv))
-    assert rep.written == ["digest/wiki/startup-probes-2.md", "digest/wiki/startup-probes-3.md"]
-    assert (v / "digest/wiki/startup-probes.md").read_text() == existing
+    assert rep.status == "ok" and (rep.created, rep.refined) == (0, 2), rep.errors
+    assert rep.written == ["digest/wiki/startup-probes.md"]
+    assert all("existing name" in o["note"] for o in rep.outcomes)
+    assert sorted(p.name for p in (v / "digest/wiki").iterdir()) == ["startup-probes.md"]
+    text = (v / "digest/wiki/startup-probes.md").read_text()
+    assert text.startswith(existing)
+    block = P.live_block(text)
+    assert block.count("Startup probes protect slow containers.") == 1  # the same material twice is one entry
+    assert "# Startup probes" not in block  # the CREATE's title: the node has its own
 
 
 # ------------------------------------------------------------------------------------------------ inputs & budget

@@ -13,21 +13,28 @@ For each :class:`~reme_engine.dream.models.Unit`:
 3. **Check and write** (:func:`plan_write`, :func:`integrate_unit`). Code, not the model, decides what is written:
 
    - update targets must be one of the candidates; a CREATE goes to ``digest/<unit bucket>/<slug>.md`` with the
-     slug sanitised by code (a model's folder is ignored; ``..``/absolute targets are refused) and suffixed
-     ``-2``, ``-3`` … when the name is taken, so an existing node is never overwritten by a CREATE;
+     slug sanitised by code (a model's folder is ignored; ``..``/absolute targets are refused) — unless a node
+     of that name already exists anywhere under ``digest/`` (any bucket; its file stem, an ``aliases`` entry or
+     its ``name``, compared as Obsidian resolves links: case-insensitive after NFC, or as the same slug): then
+     the CREATE becomes an update (REFINE) of that node, appending its material, so no same-named twin appears
+     in another bucket. ``-2``, ``-3`` … suffixes remain only as a last guard against overwriting any file;
    - ``## Sources`` / ``derived_from`` links: only paths that exist and are among the unit's inputs (if the model
      names none, the unit's inputs are used); ``relates_to::`` links: only existing digest nodes; wikilinks in
-     the body pointing at paths that fail these checks are turned into plain text;
-   - updates are additive (:mod:`reme_engine.dream.node`): CORROBORATE adds an evidence line, sources and
-     provenance; REFINE/CORRECT rewrite the body of an **app-owned** node, keeping every frontmatter key, the
-     relates_to links, the evidence log and the sources.
+     the body pointing at paths that fail these checks are turned into plain text.
 
-   **Merge rule for nodes the app does not own.** A node is app-owned only when its current content hash equals
-   the hash of the app's last journaled write of it. Otherwise — the user edited it since the app wrote it
-   (``Run.user_edited_since_app_wrote``), or the app never wrote it (a note the user wrote, or the state dir was
-   rebuilt and the journal is gone) — REFINE/CORRECT never rewrite it: the new material (the reply's ``update``)
-   is appended under ``## Update <date>`` above the evidence/sources tail; sources, provenance, tags and
-   related links are merged; name, description and every existing line stay as they are.
+   **Ownership** (:mod:`reme_engine.vault.provenance`, read from the note itself, never from the journal):
+
+   - a node the app created and nobody edited since (its ``reme_provenance`` stamp matches) is the app's:
+     CORROBORATE adds an evidence line, sources and provenance; REFINE/CORRECT may rewrite its body, keeping
+     every frontmatter key, the relates_to links, the evidence log and the sources. The write re-stamps it;
+   - any other node is the **user's** (they wrote it, or edited it after the app did — forever): its bytes are
+     never changed. Everything the app adds goes into its marked block at the end of the note
+     (``<!-- reme:begin … -->`` … ``<!-- reme:end -->``, rewritten in place while the user leaves it alone):
+     REFINE/CORRECT (and a CREATE on an existing name) append a sourced ``### Update <date> (<action>)`` entry
+     with the new material (the reply's ``update``, else its ``body``) that the user may accept by editing it
+     into their text; CORROBORATE adds its evidence line and sources there. No frontmatter key is touched.
+     Before such a write, code checks that every line of the user's is still there, in order and unchanged
+     (:func:`~reme_engine.vault.provenance.keeps_user_lines`), and refuses the write otherwise.
 
    Every write goes through the journal :class:`~reme_engine.memory.journal.Run` with the ``expected_sha`` of the
    read; a :class:`~reme_engine.vault.io.WriteConflict` (the user saved meanwhile) fails the unit, whose inputs
@@ -43,6 +50,8 @@ from pathlib import Path
 from ..llm.client import LLMError, Message, UsageTally
 from ..llm.structured import StructuredReplyError, parse_reply
 from ..markdown.frontmatter import parse_frontmatter
+from ..markdown.links import normalize_name
+from ..vault import provenance as P
 from ..vault.io import SkipFile, WriteConflict, read_text
 from ..vault.paths import VaultPathError, resolve, to_rel
 from . import node as N
@@ -87,6 +96,7 @@ class IntegrateContext:
         return self.engine.settings.layers.daily_dir.strip("/") or "daily"
 
     _resolver: object = field(default=None, init=False, repr=False)
+    _names: dict | None = field(default=None, init=False, repr=False)
 
     def resolver_for(self, node_path: str):
         """``target → vault path or None`` as Obsidian resolves links written in ``node_path`` (so a short
@@ -102,6 +112,15 @@ class IntegrateContext:
         self.written.append(rel)
         if self._resolver is not None:
             self._resolver.add(rel)
+        if self._names is not None:
+            self._names[rel] = _node_keys(self, rel)
+
+    def digest_names(self) -> dict[str, set[str]]:
+        """``{digest node path: its name keys}`` (:func:`name_keys` of the stem, aliases and ``name``), read from
+        disk once per run and kept current with this run's writes."""
+        if self._names is None:
+            self._names = {p: _node_keys(self, p) for p in digest_files(self.vault, self.digest_dir)}
+        return self._names
 
     def is_file(self, rel: str) -> bool:
         try:
@@ -121,6 +140,7 @@ class WritePlan:
     merge: str
     sources: list[str]
     dropped: list[str]
+    note: str = ""
 
 
 # -- recall ----------------------------------------------------------------------------------------------------
@@ -165,27 +185,87 @@ def find_candidates(ctx: IntegrateContext, unit: Unit) -> list[Candidate]:
     return out
 
 
+def read_candidate(ctx: IntegrateContext, p: str) -> Candidate | None:
+    """The digest node at ``p`` read fresh from disk, its owner decided by its own text
+    (:func:`~reme_engine.vault.provenance.note_ownership`); None when gone, oversized or not UTF-8 (never
+    offered, so never rewritten lossily)."""
+    try:
+        tf = read_text(resolve(ctx.vault, p).abs, ctx.engine.settings.max_file_bytes)
+    except (VaultPathError, SkipFile, OSError):
+        return None
+    if tf.encoding not in ("utf-8", "utf-8-sig"):
+        return None
+    text, sha = tf.text, tf.sha
+    fm = parse_frontmatter(text)
+    meta = fm.meta
+    body = text[fm.body_offset:].strip()
+    excerpt = body if len(body) <= ctx.budget.excerpt_chars else body[: ctx.budget.excerpt_chars] + " …"
+    return Candidate(p, str(meta.get("name") or Path(p).stem), str(meta.get("description") or ""), excerpt, text,
+                     sha, P.note_ownership(text).app_owned, bom=tf.encoding == "utf-8-sig")
+
+
 def _read_candidates(ctx: IntegrateContext, paths: list[str], k: int) -> list[Candidate]:
-    """Up to ``k`` of ``paths`` read fresh from disk as candidates (gone, oversized or non-UTF-8 ones skipped)."""
+    """Up to ``k`` of ``paths`` read fresh from disk as candidates (unreadable ones skipped)."""
     out: list[Candidate] = []
     for p in paths:
         if len(out) >= k:
             break
-        try:
-            tf = read_text(resolve(ctx.vault, p).abs, ctx.engine.settings.max_file_bytes)
-        except (VaultPathError, SkipFile, OSError):
-            continue  # gone, oversized or not UTF-8: never offered, so never rewritten lossily
-        if tf.encoding not in ("utf-8", "utf-8-sig"):
-            continue
-        text, sha = tf.text, tf.sha
-        fm = parse_frontmatter(text)
-        meta = fm.meta
-        body = text[fm.body_offset:].strip()
-        excerpt = body if len(body) <= ctx.budget.excerpt_chars else body[: ctx.budget.excerpt_chars] + " …"
-        owned = ctx.engine.journal.last_written_sha(p) == sha
-        out.append(Candidate(p, str(meta.get("name") or Path(p).stem), str(meta.get("description") or ""),
-                             excerpt, text, sha, owned, bom=tf.encoding == "utf-8-sig"))
+        c = read_candidate(ctx, p)
+        if c is not None:
+            out.append(c)
     return out
+
+
+# -- names ------------------------------------------------------------------------------------------------------
+def name_keys(name: str) -> set[str]:
+    """Comparison keys of a node name or file stem: as Obsidian compares link targets (NFC, casefolded) and as a
+    slug (so ``Work Preferences`` and ``work-preferences`` are one name). ``.md`` is dropped; blank → empty."""
+    s = " ".join(str(name or "").split())
+    if s.lower().endswith(".md"):
+        s = s[:-3].strip()
+    if not s:
+        return set()
+    keys = {normalize_name(s)}
+    slug = slugify(s)
+    if slug != "note" or normalize_name(s) == "note":
+        keys.add(slug)
+    return keys
+
+
+def _node_keys(ctx: IntegrateContext, rel: str) -> set[str]:
+    keys = name_keys(Path(rel).stem)
+    try:
+        tf = read_text(resolve(ctx.vault, rel).abs, ctx.engine.settings.max_file_bytes)
+    except (VaultPathError, SkipFile, OSError):
+        return keys  # its name still exists: a CREATE of it must not make a twin
+    meta = parse_frontmatter(tf.text).meta
+    aliases = meta.get("aliases")
+    for a in [aliases] if isinstance(aliases, str) else (aliases if isinstance(aliases, list) else []):
+        if isinstance(a, str):
+            keys |= name_keys(a)
+    if isinstance(meta.get("name"), str):
+        keys |= name_keys(meta["name"])
+    return keys
+
+
+def existing_node(ctx: IntegrateContext, unit: Unit, reply: IntegrateReply, cands: list[Candidate]) -> str | None:
+    """The digest node a CREATE names already (any bucket; see :func:`name_keys`), or None. Several: one in the
+    unit's bucket first, then the best-ranked candidate, then the shortest path (as Obsidian picks)."""
+    wanted: set[str] = set()
+    if reply.target.strip():
+        try:
+            wanted |= name_keys(checked_llm_path(reply.target, add_md=False).rsplit("/", 1)[-1])
+        except UnsafePath:
+            pass  # refused later by _new_target with its reason
+    wanted |= name_keys(reply.name or unit.name)
+    if not wanted:
+        return None
+    hits = [p for p, keys in ctx.digest_names().items() if keys & wanted]
+    if not hits:
+        return None
+    rank = {c.path: i for i, c in enumerate(cands)}
+    bucket = f"{ctx.digest_dir}/{unit.bucket}/"
+    return min(hits, key=lambda p: (not p.startswith(bucket), rank.get(p, len(rank)), len(p), p))
 
 
 def format_candidates(cands: list[Candidate]) -> str:
@@ -193,7 +273,8 @@ def format_candidates(cands: list[Candidate]) -> str:
         return "(none — CREATE is the only possible action)"
     parts = []
     for c in cands:
-        mode = "editable" if c.app_owned else "append-only: the user owns or edited it"
+        mode = ("editable" if c.app_owned else
+                "append-only: the user owns it; your update is shown to them as a proposal, never rewrites it")
         parts.append(f"=== NODE: {c.path} ({mode}) ===\nname: {c.name}\ndescription: {c.description}\n\n"
                      f"{c.excerpt}\n=== END NODE ===")
     return "\n\n".join(parts)
@@ -312,58 +393,96 @@ def plan_write(ctx: IntegrateContext, unit: Unit, cands: list[Candidate], reply:
     """Validate ``reply`` against the unit and the candidates and build the node text. Raises Refused."""
     action = reply.action
     link_ok = _link_checker(ctx, unit)
+    note = ""
     if action == "CREATE":
-        target = _new_target(ctx, unit, reply)
-        sources, dropped = _sources(ctx, unit, reply)
-        related, dropped_rel = _related(ctx, reply, target)
-        name = " ".join((reply.name or unit.name).split())
-        body = N.sanitize_body(reply.body, link_ok) or N.sanitize_body(unit.summary, link_ok)
-        if not body.strip():
-            raise Refused("CREATE without a body")
-        text = N.render_new_node(name=name, description=" ".join(reply.description.split()) or unit.summary,
-                                 tags=reply.tags, body=body, related=related, sources=sources)
-        return WritePlan(action, target, text, None, "", sources, dropped + dropped_rel)
-
-    try:
-        wanted = checked_llm_path(reply.target)
-    except UnsafePath as exc:
-        raise Refused(f"{action} target refused: {exc}") from exc
-    by_key = {link_key(c.path): c for c in cands}
-    cand = by_key.get(link_key(wanted))
-    if cand is None:
-        raise Refused(f"{action} target {reply.target[:120]!r} is not one of the candidate nodes")
+        hit = existing_node(ctx, unit, reply, cands)
+        if hit is None:
+            target = _new_target(ctx, unit, reply)
+            sources, dropped = _sources(ctx, unit, reply)
+            related, dropped_rel = _related(ctx, reply, target)
+            name = " ".join((reply.name or unit.name).split())
+            body = N.sanitize_body(reply.body, link_ok) or N.sanitize_body(unit.summary, link_ok)
+            if not body.strip():
+                raise Refused("CREATE without a body")
+            text = N.render_new_node(name=name, description=" ".join(reply.description.split()) or unit.summary,
+                                     tags=reply.tags, body=body, related=related, sources=sources)
+            return WritePlan(action, target, P.stamp(text), None, "", sources, dropped + dropped_rel)
+        cand = next((c for c in cands if c.path == hit), None) or read_candidate(ctx, hit)
+        if cand is None:
+            raise Refused(f"CREATE of {reply.name or unit.name!r}: a node of that name exists ({hit}) but cannot be "
+                          "read as UTF-8 text; not creating a twin")
+        note = f"CREATE for an existing name became an update of {hit}"
+        action = "REFINE"
+        material = N.strip_title(reply.update or reply.body or unit.summary)
+        reply = reply.model_copy(update={"action": action, "target": hit, "body": "", "update": material})
+    else:
+        try:
+            wanted = checked_llm_path(reply.target)
+        except UnsafePath as exc:
+            raise Refused(f"{action} target refused: {exc}") from exc
+        by_key = {link_key(c.path): c for c in cands}
+        cand = by_key.get(link_key(wanted))
+        if cand is None:
+            raise Refused(f"{action} target {reply.target[:120]!r} is not one of the candidate nodes")
     target = cand.path
     sources, dropped = _sources(ctx, unit, reply)
     related, dropped_rel = _related(ctx, reply, target)
-    text = cand.text
     res = ctx.resolver_for(target)
-    note = " ".join((reply.evidence or unit.summary or unit.name).split())
+    evidence = " ".join((reply.evidence or unit.summary or unit.name).split())
+    if cand.app_owned:
+        text, merge = _update_app_node(ctx, cand, unit, reply, action, sources, related, evidence, link_ok, res)
+    else:
+        text, merge = _update_user_note(ctx, cand, reply, action, sources, related, evidence, link_ok, res)
+    if cand.bom:
+        text = "\ufeff" + text
+    return WritePlan(action, target, text, cand.sha, merge, sources, dropped + dropped_rel, note)
+
+
+def _update_app_node(ctx, cand: Candidate, unit: Unit, reply: IntegrateReply, action: str, sources, related,
+                     evidence: str, link_ok, res) -> tuple[str, str]:
+    """An update of a node the app owns: additive, or a body rewrite for REFINE/CORRECT; re-stamped."""
+    text = cand.text
     if action == "CORROBORATE":
         merge = "additive"
         text = N.update_meta(text, derived_from=sources, tags=reply.tags, resolve=res)
     else:
         body = N.sanitize_body(reply.body, link_ok)
         material = N.sanitize_body(reply.update, link_ok)
-        if cand.app_owned and body.strip():
+        if body.strip():
             merge = "rewrite"
             meta_name = str(parse_frontmatter(text).meta.get("name") or unit.name)
             text = N.replace_body(text, _ensure_h1(body, reply.name or meta_name), res)
             text = N.update_meta(text, derived_from=sources, tags=reply.tags, name=" ".join(reply.name.split()),
                                  description=" ".join(reply.description.split()), resolve=res)
         else:
-            material = material or body
             if not material.strip():
-                raise Refused(f"{action} of {target} without new material")
+                raise Refused(f"{action} of {cand.path} without new material")
             merge = "append"
             text = N.append_update(text, ctx.date, material)
             text = N.update_meta(text, derived_from=sources, tags=reply.tags, resolve=res)
-    # Nodes the user owns keep their text as a verbatim prefix: new links go above the code-owned tail.
-    text, _ = N.add_relates(text, related, res, at_tail=not cand.app_owned)
-    text = N.add_evidence(text, f"{ctx.date} ({action.lower()}): {note}")
+    text, _ = N.add_relates(text, related, res)
+    text = N.add_evidence(text, f"{ctx.date} ({action.lower()}): {evidence}")
     text, _ = N.add_sources(text, sources, res)
-    if cand.bom:
-        text = "\ufeff" + text
-    return WritePlan(action, target, text, cand.sha, merge, sources, dropped + dropped_rel)
+    return P.stamp(text), merge
+
+
+def _update_user_note(ctx, cand: Candidate, reply: IntegrateReply, action: str, sources, related, evidence: str,
+                      link_ok, res) -> tuple[str, str]:
+    """An update of a note the user owns: only the app's block changes (module doc). Raises Refused when the
+    result would not keep every user line."""
+    text = cand.text
+    material = ""
+    if action != "CORROBORATE":
+        material = N.sanitize_body(reply.update, link_ok) or N.sanitize_body(reply.body, link_ok)
+        if not material.strip():
+            raise Refused(f"{action} of {cand.path} without new material")
+    inner = N.block_update(text, P.live_block(text), date=ctx.date, action=action, material=material,
+                           evidence=evidence, sources=sources, related=related, resolve=res,
+                           language=ctx.language)
+    new = P.set_block(text, inner)
+    if not P.keeps_user_lines(text, new) or P.note_ownership(new).app_owned:
+        raise Refused(f"{action} of {cand.path} would change the user's lines; not written")
+    return new, "append" if material else "additive"
 
 
 # -- run -------------------------------------------------------------------------------------------------------
@@ -391,6 +510,7 @@ def integrate_unit(ctx: IntegrateContext, unit: Unit) -> UnitOutcome:
     except Refused as exc:
         out.error = str(exc)
         return out
+    out.action, out.note = plan.action, plan.note
     out.target, out.merge, out.sources, out.dropped = plan.target, plan.merge, plan.sources, plan.dropped
     if not plan.target.startswith(ctx.digest_dir + "/"):  # defence in depth: dream writes only digest nodes
         out.error = f"refused to write outside {ctx.digest_dir}/: {plan.target}"

@@ -112,8 +112,9 @@ class IntegrateReply(BaseModel):
 @dataclass
 class Candidate:
     """An existing digest node. ``text``/``sha``: the file as read (the sha is the write's ``expected_sha``);
-    ``app_owned``: its current content is exactly what the app last wrote (journal), so its body may be
-    rewritten; otherwise the user wrote or edited it and updates are appended, never rewritten. ``bom``: the file
+    ``app_owned``: the note's own provenance stamp says the app wrote it and nobody edited it since
+    (:mod:`reme_engine.vault.provenance`), so its body may be rewritten; otherwise the user owns it and the app
+    writes only inside its marked block. ``bom``: the file
     starts with a UTF-8 BOM (kept on write)."""
 
     path: str
@@ -128,8 +129,9 @@ class Candidate:
 
 @dataclass
 class UnitOutcome:
-    """Result of integrating one unit. ``status``: ``ok`` | ``failed`` | ``skipped``; ``merge``: how an update
-    was applied (``rewrite`` | ``append`` | ``additive``) or ``""``."""
+    """Result of integrating one unit. ``status``: ``ok`` | ``failed`` | ``skipped``; ``action``: what was done
+    (a CREATE for an existing name is reported as the REFINE it became); ``merge``: how an update was applied
+    (``rewrite`` | ``append`` | ``additive``) or ``""``; ``note``: why the action differs from the reply's."""
 
     unit: Unit
     status: str
@@ -140,6 +142,7 @@ class UnitOutcome:
     sources: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
     candidates: list[str] = field(default_factory=list)
+    note: str = ""
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -21,6 +21,19 @@ Anatomy of a node the app writes (seed 003 §2, §3.3; DESIGN §4)::
     ## Sources
     - [[daily/…]]
 
+That anatomy is for nodes the app owns (:mod:`reme_engine.vault.provenance`: created by the app and not edited
+since; :func:`reme_engine.vault.provenance.stamp` marks them). In a note the **user** owns, the app writes only
+inside its block at the end of the note (:func:`block_update` builds its content)::
+
+    <!-- reme:begin … -->
+    ## Updates proposed by reme
+    *…how to accept or dismiss…*
+    relates_to:: [[digest/…]]
+    ### Update 2026-11-28 (refine)     the new or corrected material, then "Sources: [[daily/…]]"
+    ### Evidence                       one line per action, newest last
+    ### Sources                        every daily note the block cites
+    <!-- reme:end -->
+
 ``## Evidence`` and ``## Sources`` are owned by code and only ever grow. Links written here use the full
 vault-relative path without ``.md`` (:func:`reme_engine.markdown.links.format_link`). Callers validate every path
 before it reaches these functions; :func:`sanitize_body` additionally unlinks daily/digest wikilinks in LLM text
@@ -402,3 +415,87 @@ def update_meta(text: str, *, derived_from: list[str], tags: list[str] | None = 
         return update_frontmatter(text, updates)
     except FrontmatterError:
         return text
+
+
+# -- the app's block in a note the user owns ----------------------------------------------------------------------
+#: Title and hint of the block, by ``settings.language`` (the sub-headings stay English: code reads them back).
+BLOCK_TEXT = {
+    "en": ("Updates proposed by reme",
+           "*Proposed by reme from your daily notes, not part of your note yet. To accept, edit it into your text; "
+           "to dismiss, delete this section.*"),
+    "zh": ("reme 建议的更新",
+           "*reme 根据你的日记提出，尚未并入你的笔记。接受：把它改写进你的正文；不要：删除这一节。*"),
+}
+
+
+def _block_parts(inner: str | None) -> tuple[list[str], list[str], list[str], list[str]]:
+    """``(relates_to lines, update entry lines, evidence lines, source lines)`` of the app's own block text."""
+    if not inner:
+        return [], [], [], []
+    lines = inner.split("\n")
+    mask = _fenced_mask(lines)
+    h3 = [i for i, ln in enumerate(lines) if not mask[i] and (h := _heading(ln)) and h[0] == 3]
+    first = h3[0] if h3 else len(lines)
+    relates = [ln for ln in lines[:first] if ln.lstrip().lower().startswith("relates_to::")]
+    ev = _section(lines, _is_title(EVIDENCE), level=3)
+    src = _section(lines, _is_sources, level=3)
+    tail = min([x[0] for x in (ev, src) if x] or [len(lines)])
+    entries = lines[first : _trim_end(lines, first, tail)] if tail > first else []
+    evidence = [ln for ln in lines[ev[0] + 1 : ev[1]] if ln.strip()] if ev else []
+    sources = [ln for ln in lines[src[0] + 1 : src[1]] if ln.strip()] if src else []
+    return relates, entries, evidence, sources
+
+
+def block_update(note_text: str, inner: str | None, *, date: str, action: str, material: str, evidence: str,
+                 sources: list[str], related: list[str], resolve: Resolve | None = None,
+                 language: str = "en") -> str:
+    """The new content of the app's block in a note the user owns (the text between its markers; see
+    :func:`reme_engine.vault.provenance.set_block`). ``inner``: the block's current content, None for a new block.
+
+    Adds, keeping everything already in the block: ``relates_to::`` lines for ``related`` not linked that way
+    anywhere in ``note_text``; an ``### Update <date> (<action>)`` entry with ``material`` (headings demoted below
+    it) and its ``Sources:`` links, when ``material`` is not blank and not in the block already; an Evidence
+    line; and the ``sources`` neither the block's Sources nor the note's own ``## Sources`` section list yet.
+    Paths must be validated by the caller. ``language`` picks the title and hint (:data:`BLOCK_TEXT`).
+    """
+    relates, entries, ev_lines, src_lines = _block_parts(inner)
+    have_rel = {_key(t, resolve) for t in related_of(note_text)}
+    for p in related:
+        if link_key(p) not in have_rel:
+            have_rel.add(link_key(p))
+            relates += _relates_lines([p])
+    md = demote_headings(material.strip("\n"), top=4).strip("\n") if material.strip() else ""
+    if md and md not in "\n".join(entries):  # the same material twice (two units, one fact) is one entry
+        entry = [f"### {UPDATE} {date} ({action.lower()})", "", *_lines(md)]
+        if sources:
+            entry += ["", "Sources: " + " · ".join(format_link(p) for p in sources)]
+        entries = entries + ([""] if entries else []) + entry
+    if evidence.strip():
+        ev_lines = ev_lines + [f"- {date} ({action.lower()}): " + " ".join(evidence.split())]
+    listed = {_key(t, resolve) for t in sources_of(note_text)}
+    listed |= {_key(lk.target, resolve) for lk in parse_links("\n".join(src_lines)) if lk.target}
+    for p in sources:
+        if link_key(p) not in listed:
+            listed.add(link_key(p))
+            src_lines += _source_lines([p])
+    title, hint = BLOCK_TEXT.get(language, BLOCK_TEXT["en"])
+    out = [f"## {title}", "", hint, ""]
+    if relates:
+        out += relates + [""]
+    if entries:
+        out += entries + [""]
+    if ev_lines:
+        out += [f"### {EVIDENCE}", "", *ev_lines, ""]
+    if src_lines:
+        out += [f"### {SOURCES}", "", *src_lines]
+    return "\n".join(out).rstrip("\n")
+
+
+def strip_title(body: str) -> str:
+    """``body`` without its leading H1 line (a CREATE's title, which a node that exists already has)."""
+    lines = _lines(body.strip("\n"))
+    if lines and (h := _heading(lines[0])) and h[0] == 1:
+        lines = lines[1:]
+        while lines and not lines[0].strip():
+            lines.pop(0)
+    return "\n".join(lines)
