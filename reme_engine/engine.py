@@ -901,6 +901,7 @@ class Engine:
                                         resource_prefix=layers.resource_dir + "/", known_under=self._known_under,
                                         on_error=on_error)
             self.watcher.start()
+            self._start_state_watch(on_event)
         if schedule and self.scheduler is None:
             from .scheduler import Scheduler, jobs_from_settings
 
@@ -928,6 +929,10 @@ class Engine:
         if self.scheduler is not None:
             self.scheduler.stop()
             self.scheduler = None
+        if getattr(self, "_state_watch", None) is not None:
+            self._state_watch[0].set()
+            self._state_watch[1].join(timeout=10)
+            self._state_watch = None
 
     # -- status -------------------------------------------------------------------------------------------
     def status(self) -> dict:
@@ -949,6 +954,32 @@ class Engine:
         }
 
     # -- index consistency ------------------------------------------------------------------------------------
+    #: Seconds between checks that the state dir still exists while the background runs.
+    STATE_WATCH_S = 2.0
+
+    def _start_state_watch(self, on_event: Callable[[dict], None] | None) -> None:
+        """A daemon thread noticing the state dir (the index database) deleted or replaced while the app runs:
+        the index is then rebuilt from the vault at once (the next sync would otherwise write into an unlinked
+        file nobody sees), and ``on_event`` gets ``{"event": "index_repaired", "notice": …}``."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(self.STATE_WATCH_S):
+                if self._closed or not self.store.gone():
+                    continue
+                try:
+                    report = self.index(vectors=False)
+                    if report.chunks_added:
+                        self._embed_soon()
+                    if on_event is not None:
+                        on_event({"event": "index_repaired", "notice": self.repair_notice})
+                except Exception:  # logged; tried again at the next tick
+                    log.exception("rebuilding the deleted index failed")
+
+        t = threading.Thread(target=loop, name="reme-state-watch", daemon=True)
+        t.start()
+        self._state_watch = (stop, t)
+
     @property
     def repair_notice(self) -> str | None:
         """One user-facing line saying what was repaired in the index since this engine opened (a corrupt

@@ -28,11 +28,15 @@ Europe/Berlin datetime yields ``30 2 * * *`` twice on the autumn night — 02:30
 why we do not iterate in aware time.)
 
 *Lock.* With a :class:`~reme_engine.lock.WriterLock`, a job runs only if the lock can be taken without waiting;
-otherwise it is skipped with result ``{"skipped": "writer lock held by pid N (purpose) since …"}`` and tried again at
+otherwise it is skipped with result ``{"skipped": "another run holds the lock: writer lock held by pid N (purpose)
+since …"}`` and tried again at
 its next scheduled time (the skipped slot counts as served). Once it has the lock, a scheduled run re-reads
 ``cron.json`` and is skipped (``{"skipped": "already run at …"}``) when another instance — or a manual run — has
 already run the job for this slot or later, so two instances run a due job once even when the first finishes
 before the second wakes.
+
+A job that returns exactly ``{"skipped": reason}`` (the engine's runners do when the pipeline's own writer lock is
+held or no LLM is configured) is recorded and reported as ``skipped`` too, not ``finished``.
 
 *Errors.* An exception in a job is logged (logger ``reme.scheduler``) and recorded as the run's ``error``; the
 thread keeps running. Events go to ``on_event`` (called on the running thread; exceptions there are logged).
@@ -63,6 +67,8 @@ log = logging.getLogger("reme.scheduler")
 PROACTIVE_REFRESH_CRON = "0 18 * * *"
 #: Default schedule of auto dream (DESIGN §7; settings key ``auto_dream_cron``).
 AUTO_DREAM_CRON = "30 3 * * *"
+#: How a run skipped because another run holds the vault's writer lock starts its ``skipped`` reason.
+LOCK_SKIP = "another run holds the lock"
 #: Marker file in the vault's state dir.
 CRON_FILE = "cron.json"
 #: The thread re-checks the clock at least this often (seconds), so suspend/resume or a clock change is noticed.
@@ -397,7 +403,7 @@ class Scheduler:
     def _execute_locked(self, job: CronJob, slot: datetime, manual: bool) -> dict:
         started = self._now().astimezone(self.tz)
         if self._lock is not None and not self._lock.acquire(blocking=False, purpose=f"cron:{job.name}"):
-            msg = describe_holder(self._lock.holder(wait=True))
+            msg = f"{LOCK_SKIP}: {describe_holder(self._lock.holder(wait=True))}"
             log.info("%s skipped: %s", job.name, msg)
             rec = self._record(started, self._now(), slot, "skipped", {"skipped": msg}, None, manual)
             self._save_record(job.name, rec)
@@ -426,13 +432,22 @@ class Scheduler:
                     result = {}
                 elif not isinstance(result, dict):
                     result = {"value": result}
-                rec = self._record(started, self._now(), slot, "finished", result, None, manual)
+                status = "finished"
+                if set(result) == {"skipped"}:
+                    # the job declined to run (its own writer lock was held, no LLM configured): not a run
+                    status = "skipped"
+                    text = str(result["skipped"])
+                    if "writer lock held" in text and not text.startswith(LOCK_SKIP):
+                        result = {"skipped": f"{LOCK_SKIP}: {text}"}
+                rec = self._record(started, self._now(), slot, status, result, None, manual)
                 self._save_record(job.name, rec)  # before the lock goes, so the next holder sees it
         finally:
             if self._lock is not None:
                 self._lock.release()
         if rec["status"] == "failed":
             self._emit(job.name, "failed", self._now(), slot, error=rec["error"])
+        elif rec["status"] == "skipped":
+            self._emit(job.name, "skipped", self._now(), slot, result=rec["result"])
         else:
             self._emit(job.name, "finished", self._now(), slot, result=rec["result"])
         return rec

@@ -226,6 +226,7 @@ def run_refresh(args: argparse.Namespace) -> int:
         f"skipped {len(report.skipped)}",
         f"chunks     {counts['chunks']} in index  (+{report.chunks_added} / -{report.chunks_removed})",
         f"links      {counts['links']}  ({counts['dangling_links']} dangling)",
+        *([f"repair     {engine.repair_notice}"] if engine.repair_notice else []),
         (f"vectors    embedded {report.embedded}  from cache {report.embed_cached}  "
          f"pending {counts['chunks_without_vectors']}" + (f"  error: {report.embed_error}" if report.embed_error else "")
          if settings.embedder.kind != "none" else "vectors    off (embedder: none; keyword search only)"),

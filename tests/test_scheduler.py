@@ -410,7 +410,7 @@ def test_lock_contention_between_two_processes(tmp_path):
         assert job.slots == []  # not run here
         assert rec["status"] == "skipped"
         msg = rec["result"]["skipped"]
-        assert msg.startswith(f"writer lock held by pid {child.pid} (cron:auto_dream)"), msg
+        assert msg.startswith(f"another run holds the lock: writer lock held by pid {child.pid} (cron:auto_dream)"), msg
         assert events == [{"job": "auto_dream", "event": "skipped", "at": events[0]["at"],
                            "slot": "2026-11-29T03:30:00+01:00", "result": {"skipped": msg}}]
         assert mine.due_now() == []  # retried at the next due time, not immediately

@@ -18,6 +18,8 @@ import os
 import re
 import stat as stat_mod
 import threading
+import logging
+import sqlite3
 import time
 import unicodedata
 from dataclasses import asdict, dataclass, field
@@ -25,9 +27,12 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ..config import Settings
+from ..crashpoints import crash_point
 from ..vault.io import SkipFile, read_text, text_hash
 from ..vault.paths import is_hidden, is_valid_name
 from .store import Store
+
+log = logging.getLogger("reme.indexer")
 
 #: Progress callback: ``(stage, done, total, detail)``; stage is "scan", "index", "links" or "embed".
 Progress = Callable[[str, int, int, str], None]
@@ -36,8 +41,20 @@ MARKDOWN_EXTS = (".md", ".markdown")
 TEXT_EXTS = (".txt", ".json", ".jsonl", ".csv", ".yaml", ".yml", ".html", ".htm")
 #: Files inside the layers' folders with these extensions are indexed; elsewhere only Markdown is.
 _DATE_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
-#: Files committed per transaction during a big sync (each file's rows are still applied atomically).
+#: Files committed per transaction during a big sync (each file's rows are still applied atomically). A sync with
+#: more files than this commits batch by batch (search sees the first notes early) under the ``sync_interrupted``
+#: marker; the links, removals and the path list land with the marker's removal, in the last transaction.
 BATCH_FILES = 256
+#: Meta key set while a multi-transaction sync is under way; found at open with no sync running, it means a sync
+#: was killed: :meth:`Indexer.repair_interrupted` re-resolves every link against the vault's files.
+SYNC_MARKER = "sync_interrupted"
+
+
+#: Crash points of a sync and a vector pass (``REME_CRASH_AT=<name>``, see :mod:`reme_engine.crashpoints`; tests and
+#: ``bench/bench_chaos.py`` only): after the marker of a multi-batch sync, after its first batch, after the keyword
+#: pass, inside the link update, before the last commit, after a vector batch's commit, before the vector save.
+CRASH_POINTS = ("sync.after_marker", "sync.after_batch", "sync.after_keyword", "sync.in_links", "sync.after_links",
+                "embed.after_commit", "embed.before_save")
 EMBED_BATCH = 64
 
 
@@ -71,6 +88,8 @@ class IndexReport:
     seconds_vector: float = 0.0
     changed_paths: list[str] = field(default_factory=list)
     removed_paths: list[str] = field(default_factory=list)
+    #: what this sync repaired first, one user-facing line (interrupted sync, corrupt or deleted index), or None
+    repaired: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -174,6 +193,26 @@ class _index_file_lock:
             self.fd = None  # no flock here: single-process use only
         return self
 
+    def try_enter(self) -> bool:
+        """:meth:`__enter__` without waiting: False (and not entered) when another process holds the lock."""
+        if self.depth > 0:
+            self.depth += 1
+            return True
+        try:
+            import fcntl
+
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except (ImportError, OSError):
+            self.depth += 1
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self.fd, self.depth = fd, 1
+        return True
+
     def __exit__(self, *exc) -> None:
         self.depth -= 1
         if self.depth == 0 and self.fd is not None:
@@ -258,6 +297,8 @@ class Indexer:
         self._paths: set[str] | None = None
         self._paths_gen: str | None = None
         self._resolver = None
+        #: user-facing lines of what syncs of this process repaired (interrupted sync, corrupt/deleted index)
+        self.repairs: list[str] = []
         layers = settings.layers
         self._text_roots = tuple(f"{d}/" for d in (layers.resource_dir, layers.daily_dir, layers.digest_dir))
         self._check_tokenizer()
@@ -509,10 +550,68 @@ class Indexer:
         ``paths``: limit the work to these vault-relative paths (a watcher batch or the app's own writes);
         ``None`` = full scan. Never raises for a bad file: it is skipped with a reason.
         """
+        from .store import is_corruption
+
+        with self.lock, self._file_lock:
+            notice = None
+            if self.store.gone():
+                # the state dir (or the database) was deleted under us: start again, from the vault
+                self.store.reopen()
+                self._reset_derived()
+                notice = "index folder was deleted: rebuilt from the vault"
+                paths = None
+            try:
+                report = self._sync(progress, paths)
+            except sqlite3.DatabaseError as exc:
+                if not is_corruption(exc):
+                    raise
+                log.warning("index database is corrupt (%s): moved aside, rebuilding from the vault", exc)
+                self.store.recover_corrupt(exc)
+                self._reset_derived()
+                notice = f"index was corrupt ({exc}): moved aside and rebuilt from the vault"
+                report = self._sync(progress, None)
+            if notice:
+                report.repaired = notice if not report.repaired else f"{notice}; {report.repaired}"
+            if report.repaired:
+                self.repairs.append(report.repaired)
+            return report
+
+    def clear(self) -> None:
+        """Drop every indexed row (files, chunks, postings, links, skips) and the vector file; the embedding cache
+        stays. A database too damaged to delete from is moved aside instead (:meth:`Store.recover_corrupt`)."""
+        from .store import is_corruption
+
+        with self.lock, self._file_lock:
+            try:
+                with self.store.write() as c:
+                    for t in ("chunks_fts", "links", "chunks", "files", "skipped", "vec_tombstones"):
+                        c.execute(f"DELETE FROM {t}")
+                    c.execute("DELETE FROM meta WHERE key IN (?, ?, ?)", (SYNC_MARKER, "all_paths_cache", "last_sync"))
+            except sqlite3.DatabaseError as exc:
+                if not is_corruption(exc):
+                    raise
+                self.store.recover_corrupt(exc)
+                self.repairs.append(f"index was corrupt ({exc}): moved aside and rebuilt from the vault")
+            self._reset_derived()
+
+    def _reset_derived(self) -> None:
+        """Forget in-memory state derived from a database that was replaced (corrupt, deleted)."""
+        self._paths = self._paths_gen = self._resolver = None
+        self._check_tokenizer()
+        if self.vectors is not None:
+            self.vectors.reset()
+
+    def _sync(self, progress: Progress | None, paths: Iterable[str] | None) -> IndexReport:
+        """:meth:`sync` under the locks. One transaction when the work fits in one batch; otherwise batches
+        under :data:`SYNC_MARKER`, the links and the path list in the last transaction with the marker's removal."""
         t0 = time.perf_counter()
         report = IndexReport()
         prog = progress or (lambda *a: None)
-        with self.lock, self._file_lock:
+        interrupted = self.store.get_meta(SYNC_MARKER)
+        if interrupted is not None:
+            report.repaired = "the last sync was interrupted: finished it, every link re-resolved"
+            paths = None  # the path list may predate the interrupted sync's files: rescan the vault
+        with contextlib.ExitStack() as txn:
             known = self.store.file_rows() if paths is None else None
             if paths is None:
                 entries, all_paths = self.scan(report)
@@ -579,6 +678,14 @@ class Indexer:
             prog("index", 0, total, "")
             done = 0
             batch: list[tuple[ScanEntry, int | None]] = []
+            # One transaction for the whole sync when it fits in one batch (watcher batches, the app's writes,
+            # an incremental refresh): it is opened lazily, after the first batch is parsed, and joined by every
+            # write below. A bigger sync commits per batch, announced by the marker first.
+            single = total <= BATCH_FILES
+            if not single:
+                with self.store.write():
+                    self.store.set_meta(SYNC_MARKER, json.dumps({"pid": os.getpid(), "at": time.time()}))
+                crash_point("sync.after_marker")
 
             def flush(batch) -> None:
                 nonlocal paths_changed
@@ -586,6 +693,8 @@ class Indexer:
                 # Results arrive in order; with a pool, workers keep parsing ahead while this thread writes.
                 for (e, fid), (pf, reason) in zip(batch, outcome_iter):
                     parsed.append((e, fid, pf, reason))
+                if single and not self.store.conn.in_transaction:
+                    txn.enter_context(self.store.write())
                 with self.store.write() as c:
                     for e, fid, pf, reason in parsed:
                         if pf is None:
@@ -635,6 +744,7 @@ class Indexer:
                     batch.append(item)
                     if len(batch) >= BATCH_FILES:
                         flush(batch)
+                        crash_point("sync.after_batch")
                         done += len(batch)
                         batch = []
                         prog("index", done, total, item[0].rel)
@@ -645,6 +755,10 @@ class Indexer:
             finally:
                 if pool is not None:
                     pool.shutdown(cancel_futures=True)
+            crash_point("sync.after_keyword")
+            # The last transaction (the only one of a single-batch sync): removals, skips, links, path list, and
+            # the marker's removal land together.
+            txn.enter_context(self._final_txn())
             if removed:
                 with self.store.write() as c:
                     for rel in removed:
@@ -666,15 +780,96 @@ class Indexer:
                                    if sk["path"] not in entries])
             prog("links", 0, 1, "")
             self.resolve_links(all_paths=all_paths, only_changed=not paths_changed and not aliased,
-                               changed=report.changed_paths, removed=report.removed_paths)
+                               changed=report.changed_paths, removed=report.removed_paths,
+                               rebuild=interrupted is not None)
+            if interrupted is not None or not single:
+                self.store.conn.execute("DELETE FROM meta WHERE key = ?", (SYNC_MARKER,))
+            crash_point("sync.after_links")
+            txn.close()  # commit
             prog("links", 1, 1, "")
-            if self.vectors is not None and (report.chunks_removed or removed):
-                self.vectors.apply_tombstones()
-            counts = self.store.counts()
-            report.chunks_total = counts["chunks"]
-            report.links_total = counts["links"]
+        if self.vectors is not None and self.vectors.ready and (
+                report.chunks_removed or removed
+                or self.store.conn.execute("SELECT 1 FROM vec_tombstones LIMIT 1").fetchone()):
+            # also removals recorded by another process's sync of a file this one then found unchanged
+            self.vectors.apply_tombstones()
+        counts = self.store.counts()
+        report.chunks_total = counts["chunks"]
+        report.links_total = counts["links"]
         report.seconds_keyword = time.perf_counter() - t0
         return report
+
+    @contextlib.contextmanager
+    def _final_txn(self):
+        """The sync's last transaction; on failure the in-memory path set and resolver (updated as the links
+        are resolved) are dropped, so they never describe rows that were rolled back."""
+        try:
+            with self.store.write():
+                yield
+        except BaseException:
+            self._paths = self._paths_gen = self._resolver = None
+            raise
+
+    # -- consistency ----------------------------------------------------------------------------------------
+    def repair_interrupted(self) -> str | None:
+        """When a sync was killed (its :data:`SYNC_MARKER` is set and no sync holds the index lock), bring the
+        links back in step with the vault at once: rescan the file list and re-resolve every link in one
+        transaction that also drops the marker. Files the killed sync had not reached yet stay as they were
+        indexed (the next sync takes them). Returns a user-facing line, or None when nothing was interrupted.
+        Cheap (~0.5 s for 3k notes / 7k links); never blocks on a running sync."""
+        if self.store.get_meta(SYNC_MARKER) is None:
+            return None
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            if not self._file_lock.try_enter():
+                return None  # another process is syncing: its marker is live
+            try:
+                if self.store.get_meta(SYNC_MARKER) is None:
+                    return None
+                _, all_paths = self.scan()
+                with self._final_txn():
+                    n = self.resolve_links(all_paths=all_paths, only_changed=False, changed=[], rebuild=True)
+                    self.store.conn.execute("DELETE FROM meta WHERE key = ?", (SYNC_MARKER,))
+                return f"the last sync was interrupted: links repaired ({n} re-resolved)"
+            finally:
+                self._file_lock.__exit__(None, None, None)
+        finally:
+            self.lock.release()
+
+    def check_links(self, sample: int | None = 200) -> dict:
+        """Link resolution against the path set: links resolved to a path that is not a file of the vault (as of
+        the last sync), and ``sample`` random links (None: all) re-resolved with a fresh resolver.
+
+        Returns ``{"links", "checked", "stale", "mismatched"}`` (counts); both problem counts are 0 when the
+        index is consistent."""
+        c = self.store.conn
+        cached = self.store.get_meta("all_paths_cache")
+        paths = set(json.loads(cached)) if cached else {r[0] for r in c.execute("SELECT path FROM files")}
+        total = c.execute("SELECT count(*) FROM links").fetchone()[0]
+        stale = sum(n for res, n in c.execute(
+            "SELECT resolved, count(*) FROM links WHERE resolved IS NOT NULL GROUP BY resolved") if res not in paths)
+        q = ("SELECT l.target, f.path, l.resolved, l.ambiguous, l.virtual FROM links l JOIN files f ON f.id = l.src_id")
+        rows = c.execute(q + (" ORDER BY random() LIMIT ?" if sample is not None else ""),
+                         (sample,) if sample is not None else ()).fetchall()
+        mismatched = 0
+        if rows:
+            resolver = self.build_resolver(paths)
+            for target, src, res, amb, virt in rows:
+                if not target:
+                    want = (src, 0, src)
+                else:
+                    r = resolver.resolve(target, src)
+                    want = (r.path, int(r.ambiguous), r.path or r.virtual)
+                mismatched += want != (res, amb, virt)
+        return {"links": total, "checked": len(rows), "stale": stale, "mismatched": mismatched}
+
+    def repair_links(self) -> int:
+        """Re-resolve every link against a fresh scan of the vault's files, in one transaction (after
+        :meth:`check_links` found a problem). Returns the number of links updated."""
+        with self.lock, self._file_lock:
+            _, all_paths = self.scan()
+            with self._final_txn():
+                return self.resolve_links(all_paths=all_paths, only_changed=False, changed=[], rebuild=True)
 
     # -- links --------------------------------------------------------------------------------------------
     def _vault_paths(self) -> set[str]:
@@ -719,7 +914,7 @@ class Indexer:
         return LinkResolver(all_paths, self._aliases_of())
 
     def resolve_links(self, *, all_paths: Iterable[str] | None, only_changed: bool, changed: list[str],
-                      removed: list[str] = ()) -> None:
+                      removed: list[str] = (), rebuild: bool = False) -> int:
         """(Re)compute ``links.resolved`` after a sync.
 
         ``all_paths``: the vault's files now (None: unchanged); ``changed``: files (re)written by the sync;
@@ -728,24 +923,29 @@ class Indexer:
         links elsewhere that may resolve differently are too: those resolved to a removed or changed file, and
         those whose target names an added or removed file (its name or stem, compared as the resolver does) or
         one of a changed file's aliases. With no usable in-memory resolver (first sync of this process, or
-        another process changed the vault's names) every link is re-resolved. Caller holds ``self.lock``.
+        another process changed the vault's names) every link is re-resolved. ``rebuild``: re-resolve every link
+        with a fresh resolver and rewrite the path list (after an interrupted sync). Caller holds ``self.lock``;
+        the writes join the caller's transaction when one is open. Returns the number of links updated.
         """
         from ..markdown.links import normalize_name
 
         c = self.store.conn
+        if rebuild:
+            self._resolver = None
+            only_changed = False
         old_paths = self._vault_paths()
         resolver = self._resolver
         new_paths = old_paths if all_paths is None else set(all_paths)
         added, gone = new_paths - old_paths, old_paths - new_paths
         if added or gone or not only_changed:
             with self.store.write():
-                if added or gone:
+                if added or gone or rebuild:
                     self.store.set_meta("all_paths_cache", json.dumps(sorted(new_paths), ensure_ascii=False))
                 gen = os.urandom(8).hex()
                 self.store.set_meta("names_gen", gen)
             self._paths, self._paths_gen = new_paths, gen
         if only_changed and not changed and not added and not gone:
-            return
+            return 0
         full = resolver is None
         if full:
             resolver = self.build_resolver(new_paths)
@@ -812,7 +1012,10 @@ class Indexer:
                 updates.append((r_path, amb, virt, lid))
         if updates:
             with self.store.write() as cw:
-                cw.executemany("UPDATE links SET resolved=?, ambiguous=?, virtual=? WHERE id=?", updates)
+                cw.executemany("UPDATE links SET resolved=?, ambiguous=?, virtual=? WHERE id=?", updates[:1])
+                crash_point("sync.in_links")
+                cw.executemany("UPDATE links SET resolved=?, ambiguous=?, virtual=? WHERE id=?", updates[1:])
+        return len(updates)
 
     # -- the vector pass ----------------------------------------------------------------------------------
     def embed_pending(self, progress: Progress | None = None, report: IndexReport | None = None,
@@ -865,6 +1068,7 @@ class Indexer:
                     cw.executemany("DELETE FROM vec_tombstones WHERE id=?", [(ids[j],) for j in keep])
                 vs.add(np.asarray([ids[j] for j in keep], dtype=np.int64), vecs[keep])
                 dirty = True
+                crash_point("embed.after_commit")
             return len(keep)
 
         # 1) cache hits, in bulk
@@ -909,6 +1113,7 @@ class Indexer:
             done += len(part)
             prog("embed", done, total, "")
         if dirty:
+            crash_point("embed.before_save")
             with guard:
                 vs.save()
         report.seconds_vector = time.perf_counter() - t0

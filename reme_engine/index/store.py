@@ -10,8 +10,10 @@ The embedding cache is a second database (``embeddings.sqlite``) so that deletin
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -85,6 +87,22 @@ CREATE TABLE IF NOT EXISTS embeddings (
 """
 
 
+#: Seconds between scheduled ``PRAGMA quick_check`` runs at open (an unclean shutdown always checks).
+QUICK_CHECK_EVERY_S = 24 * 3600
+#: Databases bigger than this are not checked at open on schedule (~1.5 ms per MB here); health_check does.
+QUICK_CHECK_MAX_BYTES = 256 * 1024 * 1024
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """True for SQLite errors that mean a damaged file (malformed image, not a database), not a busy lock."""
+    if not isinstance(exc, sqlite3.DatabaseError) or isinstance(exc, sqlite3.OperationalError) and \
+            "locked" in str(exc):
+        return False
+    text = str(exc).lower()
+    return any(k in text for k in ("malformed", "not a database", "corrupt", "integrity check failed",
+                                   "file is encrypted", "disk image"))
+
+
 def time_stamp() -> str:
     import time as _t
 
@@ -107,38 +125,142 @@ class Store:
         self._owned: dict[threading.Thread, sqlite3.Connection] = {}
         self._all_lock = threading.Lock()
         self.recovered: list[str] = []  # files moved aside because they were corrupt
+        #: True when the last process to use the index did not close it (killed, crashed); see _claim_open()
+        self.unclean = False
+        #: what the open-time integrity check did: "skipped", "ok" or the problem found (then repaired)
+        self.integrity: str = "skipped"
+        self._open_fd: int | None = None
+        self._claim_open()
         self._open_checked()
         if self.get_meta("schema_version") not in (None, str(SCHEMA_VERSION)):
             # Older schema: the index is derived data, rebuild it from scratch.
-            self.close()
+            self._close_conns()
             for suffix in ("", "-wal", "-shm"):
                 Path(str(self.db_path) + suffix).unlink(missing_ok=True)
         with self.write():
             self.set_meta("schema_version", str(SCHEMA_VERSION))
+        self._inode = self._db_inode()
+
+    def _claim_open(self) -> None:
+        """Hold a shared flock on ``<db>.open`` while this store is open. Whoever gets it exclusively first is the
+        only user; a non-empty ``-wal`` file then means the previous last user never closed the database (SQLite
+        checkpoints and deletes the WAL on the last clean close): an unclean shutdown."""
+        try:
+            import fcntl
+
+            fd = os.open(f"{self.db_path}.open", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except (ImportError, OSError):
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            pass  # another process has the index open: its WAL is live, not left over
+        else:
+            wal = Path(f"{self.db_path}-wal")
+            try:
+                self.unclean = self.db_path.exists() and wal.exists() and wal.stat().st_size > 0
+            except OSError:
+                self.unclean = False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except OSError:
+            pass
+        self._open_fd = fd
+
+    def _db_inode(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.db_path)
+            return st.st_dev, st.st_ino
+        except OSError:
+            return None
 
     def _open_checked(self) -> sqlite3.Connection:
         """This thread's connection, after proving both databases readable. A corrupt file (not a database,
-        malformed) is derived data: it is moved aside as ``<name>.corrupt-<time>`` and recreated empty."""
+        malformed) is derived data: it is moved aside as ``<name>.corrupt-<time>`` and recreated empty.
+
+        ``PRAGMA quick_check`` runs too after an unclean shutdown, and otherwise every ``QUICK_CHECK_EVERY_S``
+        (when the file is at most ``QUICK_CHECK_MAX_BYTES``; bigger ones are checked by ``health_check``)."""
         for attempt in range(3):
             try:
                 conn = self.conn
                 conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
                 conn.execute("SELECT count(*) FROM emb.sqlite_master").fetchone()
                 conn.execute("SELECT count(*) FROM files").fetchone()
+                if attempt == 0 and self._check_due():
+                    problem = self.quick_check()
+                    self.integrity = problem or "ok"
+                    if problem:
+                        raise sqlite3.DatabaseError(f"integrity check failed: {problem}")
+                    with self.write():
+                        self.set_meta("quick_check_at", str(int(time.time())))
                 return conn
             except sqlite3.DatabaseError as exc:
                 if attempt == 2:
                     raise
-                self.close()
-                bad = self._which_corrupt()
-                for path in bad:
-                    stamp = time_stamp()
-                    for suffix in ("", "-wal", "-shm"):
-                        p = Path(str(path) + suffix)
-                        if p.exists():
-                            p.rename(Path(f"{p}.corrupt-{stamp}"))
-                    self.recovered.append(f"{path.name}: {exc}")
+                self._move_aside(str(exc))
         raise AssertionError("unreachable")
+
+    def _check_due(self) -> bool:
+        try:
+            size = self.db_path.stat().st_size
+        except OSError:
+            return False
+        if self.unclean:
+            return True
+        last = self.get_meta("quick_check_at")
+        due = last is None or time.time() - float(last) > QUICK_CHECK_EVERY_S
+        return due and size <= QUICK_CHECK_MAX_BYTES
+
+    def quick_check(self) -> str | None:
+        """``PRAGMA quick_check`` of both databases: None when fine, else the first problem (text)."""
+        for schema in ("main", "emb"):
+            try:
+                rows = self.conn.execute(f"PRAGMA {schema}.quick_check(5)").fetchall()
+            except sqlite3.DatabaseError as exc:
+                return f"{schema}: {exc}"
+            if [r[0] for r in rows] != ["ok"]:
+                return f"{'index.sqlite' if schema == 'main' else 'embeddings.sqlite'}: " + "; ".join(
+                    str(r[0]) for r in rows[:3])
+        return None
+
+    def _move_aside(self, reason: str) -> None:
+        """Move the corrupt database file(s) aside as ``<name>.corrupt-<time>``; the next connection recreates them."""
+        self._close_conns()
+        bad = self._which_corrupt()
+        stamp = time_stamp()
+        for path in bad:
+            for suffix in ("", "-wal", "-shm"):
+                p = Path(str(path) + suffix)
+                if p.exists():
+                    p.rename(Path(f"{p}.corrupt-{stamp}"))
+            self.recovered.append(f"{path.name}: {reason}")
+
+    def recover_corrupt(self, exc: BaseException) -> None:
+        """After a query failed with a corruption error (see :func:`is_corruption`): move the bad file aside and
+        start an empty index (schema, version) in its place. The caller re-indexes from the vault."""
+        self._move_aside(str(exc))
+        with self.write():
+            self.set_meta("schema_version", str(SCHEMA_VERSION))
+        self._inode = self._db_inode()
+
+    def gone(self) -> bool:
+        """True when the database file was deleted or replaced since it was opened (e.g. the state dir removed
+        while the app runs: writes would go on into an unlinked file, invisible to everyone)."""
+        return self._db_inode() != self._inode
+
+    def reopen(self) -> None:
+        """Recreate the state dir and an empty index after :meth:`gone` (the caller re-indexes)."""
+        self.close()
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        for path in (self.db_path, self.emb_path):
+            if not path.exists():  # a leftover -wal of the deleted file must not be replayed into a new one
+                for suffix in ("-wal", "-shm"):
+                    Path(str(path) + suffix).unlink(missing_ok=True)
+        self._claim_open()
+        self.recovered.append(f"{self.db_path.parent}: state folder was deleted")
+        with self.write():
+            self.set_meta("schema_version", str(SCHEMA_VERSION))
+        self._inode = self._db_inode()
 
     def _which_corrupt(self) -> list[Path]:
         out = []
@@ -199,12 +321,22 @@ class Store:
         try:
             yield c
         except BaseException:
-            c.execute("ROLLBACK")
+            try:
+                c.execute("ROLLBACK")
+            except sqlite3.Error:  # a corrupt file may refuse even that; the caller's error says why
+                pass
             raise
         else:
             c.execute("COMMIT")
 
     def close(self) -> None:
+        """Close every connection and give up the ``.open`` flock."""
+        self._close_conns()
+        if self._open_fd is not None:
+            os.close(self._open_fd)
+            self._open_fd = None
+
+    def _close_conns(self) -> None:
         with self._all_lock:
             conns, self._owned = list(self._owned.values()), {}
         for c in conns:

@@ -269,6 +269,7 @@ class VectorIndex:
             meta = path.with_suffix(".json")
             tmpm = meta.with_suffix(".json.tmp")
             tmpm.write_text(json.dumps({**stamp, "count": len(self._ids), "kind": self.kind,
+                                        "ntotal": int(self._index.ntotal),
                                         "trained_for": self.trained_for, "tombstones": sorted(self._tomb)}),
                             encoding="utf-8")
             os.replace(tmpm, meta)
@@ -286,6 +287,8 @@ class VectorIndex:
             return None
         if index.d != dim:
             return None
+        if "ntotal" in stamp and int(stamp["ntotal"]) != int(index.ntotal):
+            return None  # killed between writing the index and its stamp: the pair does not belong together
         vi = cls(dim, ann_threshold)
         vi._index = index
         vi.kind = stamp.get("kind", "flat")
@@ -342,14 +345,37 @@ class VectorState:
                     and loaded[1].get("space") == self.embedder.space:
                 self.index = loaded[0]
                 self.apply_tombstones()
-                # chunks marked as vectorised but absent from the file (crash between commit and save)
-                ids = [r[0] for r in self.store.conn.execute("SELECT id FROM chunks WHERE has_vec=1")]
-                missing = [i for i in ids if i not in self.index]
-                if missing:
-                    with self.store.write() as c:
-                        c.executemany("UPDATE chunks SET has_vec=0 WHERE id=?", [(i,) for i in missing])
+                self.reconcile()
                 return
             self._rebuild()
+
+    def reconcile(self) -> dict:
+        """Make the loaded index hold exactly the vectors of the chunks marked ``has_vec = 1``: chunks marked but
+        absent (killed between commit and save) go back to ``has_vec = 0`` (re-added from the cache by the next
+        pass); vectors whose chunk no longer exists or no longer wants one (changed by another process while this
+        one had the index loaded) are removed. Returns ``{"missing": n, "orphans": n}``; saves when it removed any."""
+        import numpy as np
+        with self._lock:
+            if self.index is None:
+                return {"missing": 0, "orphans": 0}
+            marked = {r[0] for r in self.store.conn.execute("SELECT id FROM chunks WHERE has_vec=1")}
+            missing = [i for i in marked if i not in self.index]
+            orphans = [i for i in list(self.index._ids) if i not in marked]
+            if missing:
+                with self.store.write() as c:
+                    c.executemany("UPDATE chunks SET has_vec=0 WHERE id=?", [(i,) for i in missing])
+            if orphans:
+                self.index.remove(np.asarray(orphans, dtype=np.int64))
+                self.save()
+            return {"missing": len(missing), "orphans": len(orphans)}
+
+    def reset(self) -> None:
+        """Forget the loaded index and its file (the store under it was replaced: corrupt or deleted)."""
+        with self._lock:
+            self.index = None
+            self.error = None
+            for p in (self.path, self.path.with_suffix(".json")):
+                p.unlink(missing_ok=True)
 
     def _rebuild(self) -> None:
         """Recreate the index from the cache for every chunk; chunks without a cached vector get has_vec=0."""
@@ -411,6 +437,12 @@ class VectorState:
             key = f"vec_generation:{self.embedder.space}"
             gen = int(self.store.get_meta(key) or 0) + 1
             tomb = [r[0] for r in self.store.conn.execute("SELECT id FROM vec_tombstones")]
+            if tomb:
+                # removals recorded by another process's sync (or ours, not applied yet) must be in the file
+                # before their records go: otherwise those vectors would stay in it for good (orphans)
+                import numpy as np
+
+                self.index.remove(np.asarray(tomb, dtype=np.int64))
             self.index.save(self.path, {"space": self.embedder.space, "generation": gen})
             with self.store.write() as c:
                 self.store.set_meta(key, str(gen))
