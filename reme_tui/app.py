@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from textual.app import App
+from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 
 from .cjk import enable_cjk_line_breaking
@@ -54,13 +55,40 @@ class ReMeApp(App[int]):
         if keymap:
             self.set_keymap(keymap)
         self.main_screen = MainScreen(self.engine, self.settings)
-        self.push_screen(self.main_screen)
+        # installed: a main screen that somehow leaves the stack is kept alive and pushed back (_keep_main)
+        self.install_screen(self.main_screen, "main")
+        self.push_screen("main")
+        self.screen_change_signal.subscribe(self, self._keep_main)
         if keymap:
             known = self.binding_ids()
             self.unknown_keymap_ids = sorted(k for k in keymap if k not in known)
             if self.unknown_keymap_ids:
                 self.notify("keymap: unknown binding ids " + ", ".join(self.unknown_keymap_ids)
                             + " (press ? to see the ids)", severity="warning", timeout=8)
+
+    # -- the main screen never leaves ---------------------------------------------------------------------
+    def pop_screen(self) -> AwaitComplete:
+        """Pop the top screen, but never the main screen: a late second dismissal of a dialog (two quick Enter
+        presses) would otherwise leave only the blank default screen."""
+        if self.main_screen is not None and self.screen is self.main_screen:
+            self.log.warning("refused to pop the main screen")
+            return AwaitComplete()
+        return super().pop_screen()
+
+    def _keep_main(self, _screen) -> None:
+        """Recovery: whenever the active screen changes and the main screen is no longer on the stack (a
+        switch_screen, a bug), push it back."""
+        m = self.main_screen
+        if m is None or self._exit or not self.is_running:
+            return
+        if m not in self.screen_stack:
+            self.log.warning("main screen left the stack; pushing it back")
+            self.call_later(self._restore_main)
+
+    def _restore_main(self) -> None:
+        m = self.main_screen
+        if m is not None and m not in self.screen_stack and not self._exit:
+            self.push_screen("main")
 
     @staticmethod
     def binding_ids() -> set[str]:

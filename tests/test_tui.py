@@ -271,15 +271,20 @@ async def test_follow_wikilink_then_back_and_forward(app_for):
         # Esc leaves everything as it was, Enter creates the note and the link resolves to it
         from reme_tui.screens.dialogs import NewNoteScreen
 
+        def offer_ready() -> bool:  # the dialog is on top and its input mounted and focused (not just pushed)
+            s = pilot.app.screen
+            return isinstance(s, NewNoteScreen) and s.input.is_mounted and s.input.has_focus
+
         block, href = link_href(m.note.markdown, "钙钛矿电池")
         await block.action_link(href)
-        await wait_for(pilot, lambda: isinstance(pilot.app.screen, NewNoteScreen), what="create offer")
-        assert pilot.app.screen.query_one("#new-note-input").value == "digest/wiki/钙钛矿电池"  # where it points
+        await wait_for(pilot, offer_ready, what="create offer")
+        assert pilot.app.screen.input.value == "digest/wiki/钙钛矿电池"  # where it points
         await pilot.press("escape")
+        await wait_for(pilot, lambda: pilot.app.screen is m, what="offer closed")
         await settle(pilot)
         assert m.note.path == GUANGFU and not (app.engine.vault / "digest/wiki/钙钛矿电池.md").exists()
         await block.action_link(href)
-        await wait_for(pilot, lambda: isinstance(pilot.app.screen, NewNoteScreen), what="create offer")
+        await wait_for(pilot, offer_ready, what="create offer")
         await pilot.press("enter")
         await wait_for(pilot, lambda: m.note.path == "digest/wiki/钙钛矿电池.md", what="new note opened")
         assert (app.engine.vault / "digest/wiki/钙钛矿电池.md").exists()

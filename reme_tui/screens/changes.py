@@ -16,7 +16,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
-from textual.screen import ModalScreen
+from .modal import Dialog
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
@@ -30,7 +30,7 @@ def change_diff(change: dict, context: int = 2) -> str:
     return "".join(lines) or "(no textual change)"
 
 
-class ChangesScreen(ModalScreen[list]):
+class ChangesScreen(Dialog[list]):
     """Runs on the left (newest first), the selected run's diffs on the right."""
 
     BINDINGS = [
@@ -49,6 +49,9 @@ class ChangesScreen(ModalScreen[list]):
         self.engine = engine
         self.runs: list[dict] = []
         self.reverted_paths: list[str] = []
+        # attributes, not queries: a result may arrive after the dialog was closed (its children removed)
+        self.runs_list = OptionList(id="changes-runs")
+        self.diff_view = Static("Select a run to see its changes.", id="changes-diff", markup=False)
 
     def compose(self) -> ComposeResult:
         box = Vertical(id="changes-box")
@@ -56,12 +59,12 @@ class ChangesScreen(ModalScreen[list]):
         box.border_subtitle = "u revert run · Esc close"
         with box:
             with Horizontal():
-                yield OptionList(id="changes-runs")
+                yield self.runs_list
                 with VerticalScroll(id="changes-diff-scroll"):
-                    yield Static("Select a run to see its changes.", id="changes-diff", markup=False)
+                    yield self.diff_view
 
     def on_mount(self) -> None:
-        self.query_one("#changes-runs", OptionList).focus()
+        self.runs_list.focus()
         self.load_runs()
 
     @work(thread=True, group="changes", exit_on_error=False)
@@ -86,13 +89,13 @@ class ChangesScreen(ModalScreen[list]):
             self.post_message(self.Loaded(error=f"{type(exc).__name__}: {exc}"))
 
     def on_changes_screen_loaded(self, message: Loaded) -> None:
-        diff_view = self.query_one("#changes-diff", Static)
+        diff_view = self.diff_view
         if message.error:
             self.notify(message.error, title="Changes", severity="error")
             return
         if message.runs is not None:
             self.runs = message.runs
-            ol = self.query_one("#changes-runs", OptionList)
+            ol = self.runs_list
             ol.clear_options()
             if not self.runs:
                 diff_view.update("No pipeline has changed the vault yet.")
@@ -128,7 +131,7 @@ class ChangesScreen(ModalScreen[list]):
             self.load_detail(event.option.id)
 
     def action_revert(self) -> None:
-        ol = self.query_one("#changes-runs", OptionList)
+        ol = self.runs_list
         if ol.highlighted is None or not self.runs:
             return
         self.do_revert(self.runs[ol.highlighted]["run_id"])

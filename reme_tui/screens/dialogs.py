@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
-from textual.screen import ModalScreen
+from .modal import Dialog
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
@@ -34,7 +34,7 @@ def note_path_for(text: str, folder: str = "") -> str | None:
     return raw
 
 
-class NewNoteScreen(ModalScreen[str | None]):
+class NewNoteScreen(Dialog[str | None]):
     """Ask for a new note's title or path. ``folder``: where a bare title goes."""
 
     BINDINGS = [Binding("escape", "close", "Cancel", id="new_note.close")]
@@ -44,6 +44,8 @@ class NewNoteScreen(ModalScreen[str | None]):
         self.folder = folder
         self.initial = initial  # prefilled title or path (a dangling link's target)
         self.reason = reason  # a line above the prompt saying why the dialog opened
+        # an attribute, not a query: keys may arrive before the nested input is mounted
+        self.input = Input(value=initial, placeholder="Title or path", id="new-note-input")
 
     def compose(self) -> ComposeResult:
         box = Vertical(id="dialog-box")
@@ -55,10 +57,10 @@ class NewNoteScreen(ModalScreen[str | None]):
                 yield Static(self.reason, classes="dialog-help", markup=False)
             yield Static(f"Title (a bare title goes {where}; or type a path like digest/wiki/Name):",
                          classes="dialog-help", markup=False)
-            yield Input(value=self.initial, placeholder="Title or path", id="new-note-input")
+            yield self.input
 
     def on_mount(self) -> None:
-        self.query_one(Input).focus()
+        self.input.focus()
 
     @on(Input.Submitted, "#new-note-input")
     def _submitted(self, event: Input.Submitted) -> None:
@@ -72,7 +74,7 @@ class NewNoteScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class LinkPickerScreen(ModalScreen[tuple[str, str | None] | None]):
+class LinkPickerScreen(Dialog[tuple[str, str | None] | None]):
     """Choose one of ``links`` — ``(shown text, target, anchor)`` — to follow."""
 
     BINDINGS = [Binding("escape", "close", "Close", id="links_picker.close")]
@@ -95,11 +97,12 @@ class LinkPickerScreen(ModalScreen[tuple[str, str | None] | None]):
             opts.append(Option(fit_text(t, 100), id=str(i)))
         if not opts:
             opts.append(Option(Text("This note has no links.", style="dim italic"), disabled=True))
+        self.options = OptionList(*opts, id="link-picker")
         with box:
-            yield OptionList(*opts, id="link-picker")
+            yield self.options
 
     def on_mount(self) -> None:
-        self.query_one(OptionList).focus()
+        self.options.focus()
 
     @on(OptionList.OptionSelected, "#link-picker")
     def _chosen(self, event: OptionList.OptionSelected) -> None:
@@ -123,7 +126,7 @@ class StatusRead(Message):
         self.error = error
 
 
-class IndexStatusScreen(ModalScreen[None]):
+class IndexStatusScreen(Dialog[None]):
     """Index figures, embedder and LLM state, skipped files, scheduled jobs. ``schedule_fn`` (worker thread) →
     ``[(job, next run, last run)]``."""
 

@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
+from .modal import Dialog
 from textual.widgets import Static
 
 #: Keys that are not bindings of ours but worth knowing.
@@ -21,7 +21,7 @@ EXTRA_KEYS = [
 ]
 
 
-class HelpScreen(ModalScreen):
+class HelpScreen(Dialog):
     """``rows``: ``(keys, description, binding id)`` collected from the screen underneath when help was asked for."""
 
     BINDINGS = [

@@ -19,7 +19,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
+from .modal import Dialog
 from textual.timer import Timer
 from textual.widgets import Footer, Input, OptionList, Select, Static
 from textual.widgets.option_list import Option
@@ -51,7 +51,7 @@ class SearchResults(OptionList):
     """The result rows; posts ``OptionList.OptionSelected`` (handled by the screen)."""
 
 
-class SearchScreen(ModalScreen):
+class SearchScreen(Dialog):
     """Search the vault. ``initial``: text to start with; ``mode``: hybrid or keyword."""
 
     BINDINGS = [

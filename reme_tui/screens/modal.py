@@ -1,0 +1,34 @@
+"""The base of every modal of the app: a dialog that can be dismissed once, and only while it is on top.
+
+Textual's ``Screen.dismiss`` pops whatever screen is on top. Two quick Enter presses post two ``Submitted``
+messages to the dialog; the first dismisses it, the second would pop the screen *underneath* (the main screen),
+leaving a dead app. :class:`Dialog` makes every later call a no-op.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+from textual.await_complete import AwaitComplete
+from textual.screen import ModalScreen
+
+R = TypeVar("R")
+
+
+class Dialog(ModalScreen[R], Generic[R]):
+    """A modal screen whose :meth:`dismiss` runs at most once, and only while the dialog is the active screen."""
+
+    _dismissed = False
+
+    @property
+    def dismissed(self) -> bool:
+        """True once :meth:`dismiss` has taken effect (the result went to the caller)."""
+        return self._dismissed
+
+    def dismiss(self, result: R | None = None) -> AwaitComplete:
+        """Close the dialog with ``result`` (see ``Screen.dismiss``); ignored after the first call or when the
+        dialog is not on top (a key or message queued before the first dismissal arrived late)."""
+        if self._dismissed or not self.is_attached or self.app.screen is not self:
+            return AwaitComplete()
+        self._dismissed = True
+        return super().dismiss(result)
