@@ -48,6 +48,7 @@ vault, state, stop_file = sys.argv[1], sys.argv[2], sys.argv[3]
 ok = conflicts = other = 0
 with Engine.open(load_settings({"vault": vault, "state_dir": state, "embedder": {"kind": "none"}}, env={})) as eng:
     import os
+    open(stop_file + ".ready", "w").close()
     while not os.path.exists(stop_file):
         try:
             text = eng.read("race.md").text
@@ -101,7 +102,11 @@ def run_kind(kind: str, saves: int, serve: bool, seed: int, args_gap: float, src
         stop = root / "stop"
         eng = subprocess.Popen([sys.executable, "-c", ENGINE_LOOP, str(vault), str(state), str(stop)], env=env,
                                stdout=subprocess.PIPE, text=True)
-        time.sleep(1.0)  # let the engine loop start editing before the first save
+        deadline = time.monotonic() + 60
+        while not (root / "stop.ready").exists():  # the engine is open and editing
+            if eng.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the engine loop did not start")
+            time.sleep(0.01)
         lost: set[int] = set()
         truncated = 0
         checks = 0

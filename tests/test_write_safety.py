@@ -189,3 +189,18 @@ def test_sweep_removes_only_the_apps_old_temp_files(tmp_path):
     removed = sweep_temp_files(tmp_path)
     assert sorted(removed) == sorted([old_tmp, legacy_tmp])
     assert fresh_tmp.exists() and inside_hidden.exists() and all(p.exists() for p in users)
+
+
+def test_racing_saves_against_app_edits_lose_nothing():
+    """A small run of ``bench/bench_race.py``: a user process saving (atomic and in-place, mixed) while another
+    process edits the same note through the engine. No user save is lost, no note is left truncated, and the
+    app's edits did land in between (the race was real)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("bench_race", Path(__file__).parents[1] / "bench" / "bench_race.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    r = bench.run_kind("mixed", 120, False, 11, 0.06)
+    assert r["lost"] == 0 and r["truncated"] == 0, r
+    assert r["edits_applied"] > 0, r
