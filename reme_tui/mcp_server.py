@@ -161,6 +161,18 @@ class VaultServer:
                               "try again in a moment")
         return eng
 
+    def runs_inline(self, spec: ToolSpec, args: dict) -> bool:
+        """True for calls known to take a few milliseconds (reads of an open, indexed vault; searches that load
+        no model), which run on the event loop; writes and anything that may load or wait run on a worker."""
+        if os.environ.get("REME_MCP_INLINE") == "0":
+            return False
+        if spec.writes or self._engine is None or not self._indexed.is_set():
+            return False
+        if spec.name == "search":
+            vectors = self._engine.vectors
+            return args.get("mode") == "keyword" or vectors is None or vectors.ready
+        return spec.name in ("read_note", "list_notes", "traverse", "today", "changes")
+
     def close(self) -> None:
         self._closing.set()
         if self._thread is not None:
@@ -209,9 +221,9 @@ def _log(msg: str) -> None:
 def _search(vs: VaultServer, a: dict) -> dict:
     """Search the person's notes (hybrid BM25 + vectors; Chinese and English). Call this first.
 
-    Each hit gives its path and line range (read more with read_note), the heading breadcrumb, a snippet, why it
-    ranked (each leg's rank and score) and the note's hop-2 neighbours (the notes it links to and that link to
-    it, with their names and descriptions). Filters: layer (daily | digest | resource | session), path_prefix,
+    Each hit gives its path and line range (read more with read_note), the heading breadcrumb, a snippet and why it
+    ranked (each leg's rank and score); the first hit of each note also lists the note's hop-2 neighbours (the
+    notes it links to and that link to it, with their names and descriptions). Filters: layer (daily | digest | resource | session), path_prefix,
     paths, date_from/date_to, frontmatter values. mode=keyword skips the embedding model.
     """
     from reme_tui.render import why_line
@@ -230,10 +242,11 @@ def _search(vs: VaultServer, a: dict) -> dict:
         a["path_prefix"] = a.get("path_prefix") or prefix
     res = vs.job("search", a, eng)
     neighbors = res.pop("neighbors", {}) or {}
-    hits = []
+    hits, shown = [], set()
     for h in res.pop("hits", []):
         text = h["text"]
-        nb = neighbors.get(h["path"]) or {}
+        nb = neighbors.get(h["path"]) if h["path"] not in shown else None
+        shown.add(h["path"])
         hits.append({
             "path": h["path"], "lines": f"{h['start_line']}-{h['end_line']}", "start_line": h["start_line"],
             "end_line": h["end_line"], "heading": " > ".join(h.get("headings") or []), "name": h["name"],
@@ -244,9 +257,20 @@ def _search(vs: VaultServer, a: dict) -> dict:
                     "keyword": {"rank": h["keyword_rank"], "bm25": h["keyword_score"]},
                     "vector": {"rank": h["vector_rank"], "cosine": h["vector_score"],
                                "imputed": h.get("vector_imputed", False)}},
-            "neighbors": {k: nb[k] for k in ("outlinks", "inlinks", "outlinks_total", "inlinks_total") if k in nb},
         })
+        if nb:  # once per file, with its first hit (a file's later hits share it)
+            hits[-1]["neighbors"] = {"outlinks": [_neighbor(n) for n in nb.get("outlinks", ())],
+                                     "inlinks": [_neighbor(n) for n in nb.get("inlinks", ())],
+                                     "outlinks_total": nb.get("outlinks_total"),
+                                     "inlinks_total": nb.get("inlinks_total")}
     return {**res, "hits": hits}
+
+
+def _neighbor(n: dict) -> dict:
+    """A neighbour without its false/empty flags (responses stay small: their size is most of a call's cost)."""
+    out = {"path": n["path"], "name": n.get("name", ""), "description": n.get("description", "")}
+    out.update({k: n[k] for k in ("predicate", "embed", "dangling", "anchor", "ambiguous") if n.get(k)})
+    return out
 
 
 class _Obj:
@@ -503,14 +527,21 @@ def tool_function(spec: ToolSpec, vs: VaultServer) -> Callable:
     ``CallToolResult``: JSON text plus structured content, or ``isError`` with the one-line message."""
     from mcp.types import CallToolResult, TextContent
 
-    def call(**kwargs):
+    def run(kwargs: dict) -> CallToolResult:
         try:
-            result = spec.run(vs, dict(kwargs))
+            result = spec.run(vs, kwargs)
         except ToolFailure as exc:
             return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
         data = result if isinstance(result, dict) else {"result": result}
         text = json.dumps(data, ensure_ascii=False, default=str)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+    async def call(**kwargs):
+        if vs.runs_inline(spec, kwargs):
+            return run(kwargs)  # a few ms: a worker-thread round trip would cost as much as the call itself
+        import anyio
+
+        return await anyio.to_thread.run_sync(run, kwargs)
 
     params = []
     for p in spec_params(spec):
