@@ -255,6 +255,13 @@ def test_a_note_the_app_created_becomes_the_users_once_they_edit_it(tmp_path, ma
         dream("2026-12-02", {"action": "REFINE", "target": node, "body": "# Pinning\n\nPin versions; bump weekly."})
         text = (v / node).read_text()
         assert "bump weekly" in text and "in lockfiles" not in text and P.note_ownership(text).app_owned
+        # a CREATE of its name appends to it (no pinning-2.md); still the app's
+        rep = dream("2026-12-02", {"action": "CREATE", "target": "Pinning", "name": "pinning",
+                                   "body": "# Pinning\n\nLockfiles are committed."})
+        assert rep.outcomes[0]["action"] == "REFINE" and rep.written == [node]
+        text = (v / node).read_text()
+        assert "bump weekly" in text and "## Update 2026-12-02\n\nLockfiles are committed." in text
+        assert P.note_ownership(text).app_owned and sorted(os.listdir(v / "digest/procedure")) == ["pinning.md"]
 
         # the user edits one word: the note is theirs from now on
         (v / node).write_text(text.replace("bump weekly", "bump monthly (my call)"))
