@@ -550,7 +550,7 @@ class Indexer:
         ``paths``: limit the work to these vault-relative paths (a watcher batch or the app's own writes);
         ``None`` = full scan. Never raises for a bad file: it is skipped with a reason.
         """
-        from .store import is_corruption
+        from .store import brief, is_corruption
 
         with self.lock, self._file_lock:
             notice = None
@@ -565,10 +565,10 @@ class Indexer:
             except sqlite3.DatabaseError as exc:
                 if not is_corruption(exc):
                     raise
-                log.warning("index database is corrupt (%s): moved aside, rebuilding from the vault", exc)
+                log.warning("index database is corrupt (%s): moved aside, rebuilding from the vault", brief(exc))
                 self.store.recover_corrupt(exc)
                 self._reset_derived()
-                notice = f"index was corrupt ({exc}): moved aside and rebuilt from the vault"
+                notice = f"index was corrupt ({brief(exc)}): moved aside and rebuilt from the vault"
                 report = self._sync(progress, None)
             if notice:
                 report.repaired = notice if not report.repaired else f"{notice}; {report.repaired}"
@@ -579,7 +579,7 @@ class Indexer:
     def clear(self) -> None:
         """Drop every indexed row (files, chunks, postings, links, skips) and the vector file; the embedding cache
         stays. A database too damaged to delete from is moved aside instead (:meth:`Store.recover_corrupt`)."""
-        from .store import is_corruption
+        from .store import brief, is_corruption
 
         with self.lock, self._file_lock:
             try:
@@ -591,7 +591,7 @@ class Indexer:
                 if not is_corruption(exc):
                     raise
                 self.store.recover_corrupt(exc)
-                self.repairs.append(f"index was corrupt ({exc}): moved aside and rebuilt from the vault")
+                self.repairs.append(f"index was corrupt ({brief(exc)}): moved aside and rebuilt from the vault")
             self._reset_derived()
 
     def _reset_derived(self) -> None:

@@ -100,7 +100,13 @@ def is_corruption(exc: BaseException) -> bool:
         return False
     text = str(exc).lower()
     return any(k in text for k in ("malformed", "not a database", "corrupt", "integrity check failed",
-                                   "file is encrypted", "disk image"))
+                                   "file is encrypted", "disk image", "could not decode"))
+
+
+def brief(exc: BaseException | str, limit: int = 100) -> str:
+    """An error as one short line (a decode error quotes the whole damaged value)."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def time_stamp() -> str:
@@ -158,7 +164,10 @@ class Store:
         else:
             wal = Path(f"{self.db_path}-wal")
             try:
-                self.unclean = self.db_path.exists() and wal.exists() and wal.stat().st_size > 0
+                if self.db_path.exists():
+                    # killed (WAL left over), or the file changed since the last clean close (another program
+                    # wrote into it, a restored backup): worth a quick_check
+                    self.unclean = (wal.exists() and wal.stat().st_size > 0) or self._stamp() != self._read_stamp()
             except OSError:
                 self.unclean = False
         try:
@@ -233,7 +242,7 @@ class Store:
                 p = Path(str(path) + suffix)
                 if p.exists():
                     p.rename(Path(f"{p}.corrupt-{stamp}"))
-            self.recovered.append(f"{path.name}: {reason}")
+            self.recovered.append(f"{path.name}: {brief(reason)}")
 
     def recover_corrupt(self, exc: BaseException) -> None:
         """After a query failed with a corruption error (see :func:`is_corruption`): move the bad file aside and
@@ -330,11 +339,42 @@ class Store:
             c.execute("COMMIT")
 
     def close(self) -> None:
-        """Close every connection and give up the ``.open`` flock."""
+        """Close every connection and give up the ``.open`` flock. The last user to close records the files'
+        size and mtime (``<db>.clean``): a mismatch at the next open means an unclean shutdown or an outside write."""
         self._close_conns()
         if self._open_fd is not None:
+            try:
+                import fcntl
+
+                fcntl.flock(self._open_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                last = True
+            except (ImportError, OSError):
+                last = False
+            if last and self.db_path.exists():
+                try:
+                    tmp = Path(f"{self.db_path}.clean.tmp")
+                    tmp.write_text(json.dumps(self._stamp()), encoding="utf-8")
+                    os.replace(tmp, f"{self.db_path}.clean")
+                except OSError:
+                    pass
             os.close(self._open_fd)
             self._open_fd = None
+
+    def _stamp(self) -> list:
+        out = []
+        for path in (self.db_path, self.emb_path):
+            try:
+                st = os.stat(path)
+                out.append([st.st_size, st.st_mtime_ns])
+            except OSError:
+                out.append(None)
+        return out
+
+    def _read_stamp(self):
+        try:
+            return json.loads(Path(f"{self.db_path}.clean").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
 
     def _close_conns(self) -> None:
         with self._all_lock:
