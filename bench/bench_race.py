@@ -17,6 +17,9 @@ The *app* is a second process that edits the same note in a loop through the eng
 third runs ``reme-tui --serve`` on the vault (watcher, re-indexing on every save). Its edits that find the note
 changed under them are refused (conflicts); the figure that matters is that none of them lands over a user save.
 
+``--app core`` replaces the engine loop by the write primitive alone (``read_text`` then ``atomic_write`` with the
+read's hash, no index work), which races many times more often.
+
 Target: 0 lost and 0 truncated in at least 500 saves of each kind. Prints one JSON object.
 Run: ``python bench/bench_race.py --saves 500`` (``--serve`` adds the running service).
 """
@@ -68,6 +71,31 @@ print(json.dumps({"edits_applied": ok, "conflicts": conflicts, "other_refusals":
 """
 
 
+CORE_LOOP = r"""
+import json, os, re, sys
+from pathlib import Path
+from reme_engine.vault.io import SkipFile, WriteConflict, atomic_write, read_text
+import reme_engine
+vault, state, stop_file = sys.argv[1], sys.argv[2], sys.argv[3]
+note = Path(vault) / "race.md"
+ok = conflicts = other = 0
+open(stop_file + ".ready", "w").close()
+while not os.path.exists(stop_file):
+    try:
+        tf = read_text(note, 1 << 24)
+        m = re.search(r"^engine: (\d+)$", tf.text, re.M)
+        if not m:
+            other += 1
+            continue
+        atomic_write(note, tf.text.replace(m.group(0), f"engine: {int(m.group(1)) + 1}"), expected_sha=tf.sha)
+        ok += 1
+    except (WriteConflict, SkipFile, FileNotFoundError):
+        conflicts += 1
+print(json.dumps({"edits_applied": ok, "conflicts": conflicts, "other_refusals": other,
+                  "engine_at": reme_engine.__file__}))
+"""
+
+
 def _save(path: Path, text: str, kind: str) -> None:
     if kind == "atomic":
         tmp = path.with_name(".race.md.swp")
@@ -83,16 +111,19 @@ def _save(path: Path, text: str, kind: str) -> None:
             fh.write(text[half:])
 
 
-def run_kind(kind: str, saves: int, serve: bool, seed: int, args_gap: float, src: Path = REPO) -> dict:
+def run_kind(kind: str, saves: int, serve: bool, seed: int, args_gap: float, src: Path = REPO,
+             app: str = "engine", tmp_root: str | None = None) -> dict:
     rng = random.Random(seed)
-    with tempfile.TemporaryDirectory(prefix="reme-race-") as td:
+    with tempfile.TemporaryDirectory(prefix="reme-race-", dir=tmp_root) as td:
         root = Path(td)
         vault, state = root / "vault", root / "state"
         vault.mkdir()
         note = vault / "race.md"
         user_lines: list[str] = []
         note.write_text(HEADER + FOOTER)
-        env = dict(os.environ, PYTHONPATH=str(src), REME_EMBEDDER="none", REME_STATE_DIR=str(state),
+        # ``-S`` and an explicit path: the editable install's import hook would otherwise win over PYTHONPATH
+        site_dirs = [p for p in sys.path if p.endswith("site-packages")]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(src), *site_dirs]), REME_EMBEDDER="none", REME_STATE_DIR=str(state),
                    XDG_CONFIG_HOME=str(root / "cfg"), XDG_DATA_HOME=str(root / "data"))
         serve_proc = None
         if serve:
@@ -100,7 +131,7 @@ def run_kind(kind: str, saves: int, serve: bool, seed: int, args_gap: float, src
                                           env=dict(env, REME_STATE_DIR=str(root / "serve-state")),
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         stop = root / "stop"
-        eng = subprocess.Popen([sys.executable, "-c", ENGINE_LOOP, str(vault), str(state), str(stop)], env=env,
+        eng = subprocess.Popen([sys.executable, "-S", "-c", ENGINE_LOOP if app == "engine" else CORE_LOOP, str(vault), str(state), str(stop)], env=env, cwd=root,
                                stdout=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
         while not (root / "stop.ready").exists():  # the engine is open and editing
@@ -135,7 +166,7 @@ def run_kind(kind: str, saves: int, serve: bool, seed: int, args_gap: float, src
             serve_proc.terminate()
             serve_proc.wait(timeout=30)
         stats = json.loads(out.strip().splitlines()[-1])
-        return {"kind": kind, "saves": saves, "gap_ms": round(args_gap * 1000), "lost": len(lost), "truncated": truncated, "checks": checks,
+        return {"kind": kind, "saves": saves, "app": app, "tmpfs": tmp_root is not None, "gap_ms": round(args_gap * 1000), "lost": len(lost), "truncated": truncated, "checks": checks,
                 "seconds": round(elapsed, 2), **stats}
 
 
@@ -145,6 +176,11 @@ def main() -> None:
     ap.add_argument("--kinds", default="atomic,inplace,mixed")
     ap.add_argument("--serve", action="store_true", help="also run `reme-tui --serve` on the vault")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--tmpfs", action="store_true",
+                    help="vault in /dev/shm: fsync costs nothing there, so both sides run many more cycles")
+    ap.add_argument("--app", choices=["engine", "core"], default="engine",
+                    help="engine: Engine.edit in a loop (as `job edit`); core: the write primitive alone "
+                         "(read_text + atomic_write with the read's hash, thousands of races a second)")
     ap.add_argument("--engine-src", default=str(REPO),
                     help="checkout whose engine runs the app side (e.g. a worktree of an older commit, to compare)")
     ap.add_argument("--gap-ms", type=float, default=100.0,
@@ -153,7 +189,8 @@ def main() -> None:
     result = {"bench": "race", "machine": machine(), "serve": args.serve, "engine_src": args.engine_src != str(REPO),
               "runs": []}
     for kind in args.kinds.split(","):
-        r = run_kind(kind, args.saves, args.serve, args.seed, args.gap_ms / 1000, Path(args.engine_src))
+        r = run_kind(kind, args.saves, args.serve, args.seed, args.gap_ms / 1000, Path(args.engine_src), args.app,
+                     "/dev/shm" if args.tmpfs else None)
         log(json.dumps(r))
         result["runs"].append(r)
     result["lost_total"] = sum(r["lost"] for r in result["runs"])
