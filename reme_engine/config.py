@@ -97,6 +97,27 @@ class ProactiveSettings:
 
 
 @dataclass
+class SearchSettings:
+    """How search fuses its two legs and ranks (DESIGN §5 "Fusion"; figures: bench/RESULTS.md, bench_quality).
+
+    ``fusion``: ``convex`` (default: ``keyword_share·min(1, bm25/Σidf) + (1−keyword_share)·clip((cos −
+    cosine_lo)/(cosine_hi − cosine_lo))``), ``rrf`` (weighted reciprocal rank fusion with ``search_vector_weight``,
+    ``search_keyword_weight``, ``rrf_k``), ``interleave``, ``tmm`` or ``choose``. ``relative_floor``: hits scoring
+    below this share of the best one are hidden (0 shows everything). ``title_boost``: share of the best score
+    added to a note whose name, file stem or alias is the query. ``demote_day_index``: generated day-index pages
+    rank below the cards they list.
+    """
+
+    fusion: str = "convex"
+    keyword_share: float = 0.5
+    cosine_lo: float = 0.1
+    cosine_hi: float = 0.6
+    relative_floor: float = 0.2
+    title_boost: float = 0.5
+    demote_day_index: bool = True
+
+
+@dataclass
 class Settings:
     """All settings of one run. Paths are absolute after :func:`load_settings`."""
 
@@ -112,6 +133,7 @@ class Settings:
     search_vector_weight: float = 0.7
     search_keyword_weight: float = 0.3
     rrf_k: int = 60
+    search: SearchSettings = field(default_factory=SearchSettings)
     ann_threshold: int = 200_000
     keymap: dict[str, str] = field(default_factory=dict)
     theme: str = "textual-dark"
@@ -317,6 +339,17 @@ def _validate(s: Settings) -> None:
         v = getattr(s, key)
         if not math.isfinite(v) or v < 0:
             raise ConfigError(f"{key} must be a finite number >= 0 (got {v})")
+    if s.search.fusion not in ("convex", "rrf", "interleave", "tmm", "choose"):
+        raise ConfigError(f"search.fusion must be convex, rrf, interleave, tmm or choose (got {s.search.fusion!r})")
+    for key in ("keyword_share", "relative_floor"):
+        v = getattr(s.search, key)
+        if not (math.isfinite(v) and 0 <= v <= 1):
+            raise ConfigError(f"search.{key} must be between 0 and 1 (got {v})")
+    if not (math.isfinite(s.search.title_boost) and s.search.title_boost >= 0):
+        raise ConfigError(f"search.title_boost must be a finite number >= 0 (got {s.search.title_boost})")
+    if not (math.isfinite(s.search.cosine_lo) and math.isfinite(s.search.cosine_hi)
+            and s.search.cosine_lo < s.search.cosine_hi):
+        raise ConfigError("search.cosine_lo must be below search.cosine_hi")
     if s.max_file_bytes < 1:
         raise ConfigError(f"max_file_bytes must be positive (got {s.max_file_bytes})")
     if s.ann_threshold < 1:

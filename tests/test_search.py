@@ -1,5 +1,7 @@
 """Hybrid search on real vaults: quality (expected note in the top 5), fusion details, filters, rendering."""
 
+import dataclasses
+
 import pytest
 
 from reme_engine.search.hybrid import SearchFilters, rrf
@@ -32,9 +34,11 @@ def test_hits_explain_themselves(zh_vault_index):
     res = zh_vault_index.search("同形异义字 网址欺骗", limit=5)
     h = res.hits[0]
     assert h.keyword_rank is not None and h.vector_rank is not None
-    assert h.score == pytest.approx(h.keyword_rrf + h.vector_rrf)
-    assert h.keyword_rrf == pytest.approx(0.3 / (60 + h.keyword_rank))
-    assert h.vector_rrf == pytest.approx(0.7 / (60 + h.vector_rank))
+    assert h.score == pytest.approx(h.keyword_rrf + h.vector_rrf + h.field_boost)
+    cfg = zh_vault_index.searcher.fusion  # convex: each leg's share of the score, from its raw score
+    assert 0 < h.keyword_rrf <= cfg.keyword_share
+    assert h.vector_rrf == pytest.approx((1 - cfg.keyword_share) * min(1.0, max(0.0, (h.vector_score - cfg.cosine_lo)
+                                                                                 / (cfg.cosine_hi - cfg.cosine_lo))))
     assert 1 <= h.start_line <= h.end_line
     lines = (zh_vault_index.vault / h.path).read_text(encoding="utf-8").splitlines()
     assert h.text.strip().splitlines()[0] in lines[h.start_line - 1 : h.end_line]
@@ -185,3 +189,106 @@ def test_chunks_that_never_get_a_vector_are_not_imputed(make_engine, tmp_path):
     assert e.store.conn.execute("SELECT count(*) FROM chunks WHERE has_vec = 2").fetchone()[0] >= 1
     hits = e.search("卡片笔记", limit=5).hits
     assert not any(h.vector_imputed for h in hits)
+
+
+# -- fusion and field-aware ranking (issue 11; figures in bench/RESULTS.md, bench/bench_quality.py) ---------------
+
+def test_convex_fusion_never_ranks_zero_scores_and_cuts_noise_vectors():
+    """Pure: a keyword row scoring 0 and a vector hit below the cosine floor of the scale add nothing and are not
+    ranked; a full keyword match outranks a vector hit at noise cosine."""
+    from reme_engine.search.hybrid import FusionConfig, fuse
+
+    cfg = FusionConfig()  # convex, α 0.5, cosine scale 0.1..0.6
+    legs = {"keyword": [(1, 4.0), (2, 0.0)], "vector": [(3, 0.15), (4, 0.05), (1, 0.12)]}
+    fused = fuse(legs, cfg, idf_sum=4.0)
+    assert 2 not in fused and 4 not in fused
+    assert fused[1]["keyword_rrf"] == pytest.approx(0.5)  # bm25 = Σidf: the whole query matched
+    assert fused[3]["score"] == pytest.approx(0.5 * 0.05 / 0.5)
+    assert max(fused, key=lambda d: fused[d]["score"]) == 1
+    # a cross-lingual query: no query term in the vault (Σidf large, bm25 tiny) → the vector hit wins
+    fused = fuse({"keyword": [(1, 0.8)], "vector": [(3, 0.55), (1, 0.2)]}, cfg, idf_sum=30.0)
+    assert max(fused, key=lambda d: fused[d]["score"]) == 3
+    # the seed's RRF is still available and unchanged
+    fused = fuse(legs, FusionConfig(method="rrf"))
+    assert fused[3]["score"] == pytest.approx(0.7 / 61)
+
+
+def test_day_index_chunks_are_recognised():
+    from reme_engine.search.hybrid import is_day_index_chunk
+
+    page = "# 2026-11-26\n\n<!-- reme:day-index:start -->\n- [[daily/2026-11-26/a|A]] — x\n<!-- reme:day-index:end -->"
+    assert is_day_index_chunk("daily/2026-11-26.md", page)
+    assert is_day_index_chunk("Calendar/2023-01-02.md", "- [[光伏产业链]]\n- [[新能源]]\nsome words")
+    assert not is_day_index_chunk("daily/2026-11-26.md", "Went running.\nRead about [[光伏产业链]] today.\nTired.")
+    assert not is_day_index_chunk("digest/wiki/x.md", page)
+
+
+@pytest.fixture(scope="module")
+def demo_engine(tmp_path_factory, embedder):
+    """The demo vault copied and indexed with vectors once for this module (read-only use)."""
+    from conftest import copy_vault
+
+    from reme_engine.config import load_settings
+    from reme_engine.demo import demo_vault_source
+    from reme_engine.engine import Engine
+
+    base = tmp_path_factory.mktemp("demo-ranked")
+    vault = copy_vault(demo_vault_source(), base / "vault")
+    eng = Engine.open(load_settings({"vault": str(vault), "state_dir": str(base / "state")}, env={}),
+                      embedder=embedder)
+    eng.index()
+    yield eng
+    eng.close()
+
+
+def test_cards_outrank_the_day_page_that_lists_them(demo_engine):
+    """光伏产业: the wiki note and the cards are the answers; the generated day page (a list of those cards) came
+    first before and the wiki note 6th."""
+    paths = [h.path for h in demo_engine.search("光伏产业", limit=10, neighbors=False).hits]
+    assert "digest/wiki/光伏产业链.md" in paths[:3], paths
+    day = paths.index("daily/2026-11-26.md") if "daily/2026-11-26.md" in paths else len(paths)
+    for card in ("daily/2026-11-26/光伏产业链入门.md", "daily/2026-11-26/session_b7d402fe.md"):
+        assert card in paths and paths.index(card) < day, paths
+
+
+def test_a_note_named_like_the_query_comes_first(make_engine, tmp_path):
+    v = tmp_path / "v"
+    (v / "notes").mkdir(parents=True)
+    (v / "notes/Zettelkasten.md").write_text("---\naliases: [卡片盒笔记法]\n---\n\nA way to keep notes: one idea per card.\n")
+    for i in range(4):
+        (v / f"notes/other{i}.md").write_text(
+            f"# Reading log {i}\n\nZettelkasten, zettelkasten, Zettelkasten: I keep reading about the zettelkasten "
+            f"method and the zettelkasten of Luhmann in book {i}.\n")
+    e = make_engine(v)
+    e.index()
+    for q in ("Zettelkasten", "zettelkasten", "卡片盒笔记法"):
+        hit = e.search(q, limit=5, neighbors=False).hits[0]
+        assert hit.path == "notes/Zettelkasten.md" and hit.field_boost > 0, q
+
+
+def test_weak_vector_hits_are_cut_and_hidden_counted(demo_engine):
+    """红烧肉 is in three notes; the vector leg's neighbours of a dish name (a running plan, team notes at cosine
+    0.04–0.07) are noise and must not be listed after them."""
+    res = demo_engine.search("红烧肉", limit=20, neighbors=False)
+    assert res.hits and all(h.keyword_rank is not None for h in res.hits), [(h.path, h.vector_score) for h in res.hits]
+    assert res.hits[0].path in ("digest/procedure/红烧肉做法.md", "daily/2026-11-27/红烧肉.md")
+    shown = demo_engine.searcher.search("红烧肉", limit=20, neighbors=False,
+                                        fusion=dataclasses.replace(demo_engine.searcher.fusion, relative_floor=0.0))
+    assert len(shown.hits) == len(res.hits) + res.hidden
+
+
+def test_cross_lingual_hit_survives_incidental_keyword_matches(make_engine, tmp_path):
+    """A Chinese question about an English note: the English twin is found although another note shares the
+    question's only Latin words (nums, target) and the vector leg alone is what knows the answer."""
+    v = tmp_path / "v"
+    v.mkdir()
+    (v / "two-sum.md").write_text("# Two Sum\n\nGiven an array of integers nums and an integer target, return the "
+                                  "indices of the two numbers such that they add up to target.\n")
+    (v / "rotate.md").write_text("# Rotate\n\nRotate the list in place.\n\n```python\ndef rotate(nums, target):\n"
+                                 "    nums[:] = nums[-target:] + nums[:-target]\n    return nums, target\n```\n")
+    (v / "bread.md").write_text("# Sourdough\n\nFeed the starter the night before, then bake at 250 degrees.\n")
+    e = make_engine(v)
+    e.index()
+    hits = e.search("给定一个整数数组 nums 和一个整数目标值 target，找出和为目标值的那两个整数的下标", limit=5,
+                    neighbors=False).hits
+    assert hits[0].path == "two-sum.md", [(h.path, h.score) for h in hits]

@@ -1,0 +1,538 @@
+#!/usr/bin/env python
+"""Retrieval quality: per leg (keyword, vector) and fused, on sets the team did not write. Prints one JSON object.
+
+Sets (built from ``../shared/data`` into a cache dir; the data itself is never copied into the repository):
+
+* ``crossling`` — doocs-leetcode zh/en twins. 150 solution folders (every k-th, sorted); each README becomes a
+  note ``<lang>/<number>.md`` = its tags + title + problem statement (the lines that name the twin — the
+  "English Version" link, the leetcode URL, ``edit_url`` — are left out, or the keyword leg would match the
+  other language's title through them). Vault ``en`` is queried with the Chinese title and first sentence,
+  vault ``zh`` with the English ones; the target is the twin. Kinds: ``title zh→en``, ``sentence zh→en``,
+  ``title en→zh``, ``sentence en→zh``.
+* ``locomo`` — LoCoMo (CC BY-NC 4.0, evaluation only; Maharana et al. 2024, arXiv:2402.17753). Each conversation
+  is its own vault; each session a daily card ``daily/<date>/<sample>-s<n>.md`` (one paragraph per turn:
+  ``**Speaker**: text``, a shared photo as ``[shares a photo: caption]``). Questions of categories 1–4; an
+  evidence turn counts as found when its whole text lies inside a returned chunk. Kinds: ``cat1 multi-hop``,
+  ``cat2 temporal``, ``cat3 open-domain``, ``cat4 single-hop``. Also recall within a 2,000-character budget.
+* ``words`` — short Chinese words on knowledge-garden-zh: 瓶颈 (quoted in the issue) + two-character words jieba
+  knows, found in 5–40 notes, picked by hash; relevant = a top-5 note that contains the word (R@k here is the
+  share of the top-k distinct notes that contain it).
+* ``known`` — known-item queries: a note's file name (leading emoji/symbols dropped) or frontmatter alias → that
+  note, on knowledge-garden-zh (``title zh``, ``alias zh``) and obsidian-tasks-docs-en (``title en``); names
+  shared by two notes and date-like names are skipped.
+
+Every query has a stable id; a third of them (crc32 % 3 == 0) is held out: the fusion is chosen on the rest and
+the chosen one is reported on the held-out part too.
+
+Per method: R@1/5/10, MRR, nDCG@10, characters in the top 10, hits returned. The legs are each leg's own
+order (no field rules); fused methods are :class:`reme_engine.search.hybrid.FusionConfig` variants, ranked from the
+same leg output (each query's legs are fetched once). Latency: warm ``engine.search(q, limit=10,
+neighbors=False)`` with the default settings.
+
+Usage: ``python bench/bench_quality.py [--quick] [--sets crossling,locomo,words,known] [--write-results]``.
+``--quick``: 40 pairs, one conversation, 5 words, 60 known items (a few minutes once the caches exist).
+Caches: ``REME_BENCH_CACHE`` (default ``<tmp>/reme-bench-cache``)/``quality-<set>-…``: the built vault and one
+state dir per set (index + embedding cache), reused between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import html
+import json
+import math
+import re
+import sys
+import time
+import zlib
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (REPO, SHARED_DATA, cache_root, emit, loadavg, log, machine, open_engine,  # noqa: E402
+                     stats)
+
+BUILD_VERSION = "1"  # bump when a builder's output changes
+RESULTS_MD = REPO / "bench" / "RESULTS.md"
+SECTION_START = "<!-- bench_quality:start -->"
+SECTION_END = "<!-- bench_quality:end -->"
+
+
+def held_out(qid: str) -> bool:
+    return zlib.crc32(qid.encode()) % 3 == 0
+
+
+def _cached_dir(label: str, key: str) -> Path:
+    h = hashlib.sha256(f"{BUILD_VERSION}|{key}".encode()).hexdigest()[:12]
+    d = cache_root() / f"quality-{label}-{h}"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------------------------ crossling
+_TITLE_RE = re.compile(r"^#\s*\[(?:[\w.]+\.\s*)?(.+?)\]\(", re.M)
+_TAG_RE = re.compile(r"<[^>]+>")
+
+
+def _doocs_parts(text: str) -> dict | None:
+    m = _TITLE_RE.search(text)
+    if not m:
+        return None
+    title = m.group(1).strip()
+    a, b = text.find("<!-- description:start -->"), text.find("<!-- description:end -->")
+    if a < 0 or b < 0:
+        return None
+    desc = text[a + len("<!-- description:start -->"):b].strip()
+    tags = []
+    fm = text.split("---", 2)
+    if text.startswith("---") and len(fm) == 3:
+        tags = [ln.strip()[2:].strip() for ln in fm[1].splitlines() if ln.strip().startswith("- ")]
+    plain = " ".join(html.unescape(_TAG_RE.sub(" ", desc)).split())
+    cut = re.search(r"[。！？]|\.\s", plain)
+    first = plain[: cut.end()].strip() if cut else plain[:200]
+    return {"title": title, "desc": desc, "tags": tags, "first": first[:240]}
+
+
+def build_crossling(quick: bool) -> tuple[dict[str, Path], list[dict]]:
+    root = SHARED_DATA / "corpus" / "doocs-leetcode-md" / "solution"
+    folders = sorted(p for p in root.glob("*/*") if (p / "README.md").is_file() and (p / "README_EN.md").is_file())
+    n = 40 if quick else 150
+    step = max(1, len(folders) // n)
+    picked = folders[::step][:n]
+    base = _cached_dir("crossling", f"{'quick' if quick else 'full'}|{n}|{len(folders)}")
+    queries: list[dict] = []
+    for f in picked:
+        num = f.name.split(".", 1)[0]
+        zh = _doocs_parts((f / "README.md").read_text(encoding="utf-8"))
+        en = _doocs_parts((f / "README_EN.md").read_text(encoding="utf-8"))
+        if not zh or not en:
+            continue
+        for lang, parts in (("zh", zh), ("en", en)):
+            tags = "".join(f"  - {t}\n" for t in parts["tags"])
+            _write(base / lang / "vault" / lang / f"{num}.md",
+                   f"---\ntags:\n{tags}---\n\n# {parts['title']}\n\n{parts['desc']}\n")
+        for vault_lang, q_parts, src in (("en", zh, "zh"), ("zh", en, "en")):
+            target = f"{vault_lang}/{num}.md"
+            for kind, text in (("title", q_parts["title"]), ("sentence", q_parts["first"])):
+                qid = f"xl:{kind}:{src}:{num}"
+                queries.append({"id": qid, "vault": vault_lang, "kind": f"{kind} {src}→{vault_lang}",
+                                "text": text, "target": target})
+    return {"en": base / "en", "zh": base / "zh"}, queries
+
+
+# --------------------------------------------------------------------------------------------------- locomo
+_EVID_RE = re.compile(r"D(\d+):(\d+)")
+CATEGORIES = {1: "cat1 multi-hop", 2: "cat2 temporal", 3: "cat3 open-domain", 4: "cat4 single-hop"}
+
+
+def _locomo_date(s: str) -> datetime | None:
+    try:
+        return datetime.strptime(s.strip(), "%I:%M %p on %d %B, %Y")
+    except ValueError:
+        return None
+
+
+def build_locomo(quick: bool) -> tuple[dict[str, Path], list[dict]]:
+    data = json.loads((SHARED_DATA / "locomo-dev" / "locomo-dev5.json").read_text(encoding="utf-8"))
+    if quick:
+        data = data[:1]
+    roots, queries = {}, []
+    for sample in data:
+        sid = sample["sample_id"]
+        base = _cached_dir("locomo", sid)
+        conv = sample["conversation"]
+        turns: dict[str, str] = {}
+        for key, value in conv.items():
+            if not (key.startswith("session_") and isinstance(value, list)):
+                continue
+            n = key.split("_")[1]
+            when = _locomo_date(conv.get(f"session_{n}_date_time", "")) or datetime(2023, 1, 1)
+            lines = [f"---\nname: \"{conv['speaker_a']} & {conv['speaker_b']}, session {n}\"\n"
+                     f"date: {when.date().isoformat()}\n---\n",
+                     f"# {conv['speaker_a']} & {conv['speaker_b']} — {conv.get(f'session_{n}_date_time', '')}\n"]
+            for t in value:
+                text = str(t.get("text", ""))
+                turns[t["dia_id"]] = text
+                photo = f" [shares a photo: {t['blip_caption']}]" if t.get("blip_caption") else ""
+                lines.append(f"**{t['speaker']}**: {text}{photo}\n")
+            _write(base / "vault" / "daily" / when.date().isoformat() / f"{sid}-s{int(n):02d}.md", "\n".join(lines))
+        for i, qa in enumerate(sample["qa"]):
+            cat = qa.get("category")
+            if cat not in CATEGORIES:
+                continue
+            ev = []
+            for e in qa.get("evidence") or []:
+                for m in _EVID_RE.finditer(str(e)):
+                    did = f"D{m.group(1)}:{m.group(2)}"
+                    if did in turns and turns[did].strip() and did not in ev:
+                        ev.append(did)
+            if not ev:
+                continue
+            qid = f"lc:{sid}:{i}"
+            if quick and i % 2:
+                continue
+            queries.append({"id": qid, "vault": sid, "kind": CATEGORIES[cat], "text": str(qa["question"]),
+                            "evidence": [" ".join(turns[d].split()) for d in ev]})
+        roots[sid] = base
+    return roots, queries
+
+
+# ----------------------------------------------------------------------------------------- words and known
+_DATE_NAME = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
+_LEAD = re.compile(r"^[\W_]+", re.UNICODE)
+
+
+def _vault_copy(label: str, src: Path) -> Path:
+    files = sorted(p for p in src.rglob("*") if p.is_file())
+    key = hashlib.sha256("\n".join(f"{p.relative_to(src)}:{p.stat().st_size}" for p in files).encode()).hexdigest()
+    base = _cached_dir(label, key)
+    if not (base / "vault").is_dir():
+        import shutil
+
+        shutil.copytree(src, base / "tmp-vault", symlinks=True)
+        (base / "tmp-vault").rename(base / "vault")
+    return base
+
+
+def _notes(vault: Path) -> dict[str, str]:
+    out = {}
+    for p in sorted(vault.rglob("*.md")):
+        rel = p.relative_to(vault).as_posix()
+        if any(part.startswith(".") for part in rel.split("/")):
+            continue
+        try:
+            out[rel] = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            pass
+    return out
+
+
+def build_words(quick: bool) -> tuple[dict[str, Path], list[dict]]:
+    from reme_engine.index.tokenizer import default_tokenizer
+
+    base = _vault_copy("kgzh", SHARED_DATA / "vaults" / "knowledge-garden-zh")
+    notes = _notes(base / "vault")
+    tok = default_tokenizer()
+    df: dict[str, int] = {}
+    for text in notes.values():
+        for w in set(tok.tokenize(text[:20000])):
+            if len(w) == 2 and all("\u4e00" <= ch <= "\u9fff" for ch in w):
+                df[w] = df.get(w, 0) + 1
+    # jieba's own words (not just bigrams): a word jieba cuts from itself
+    cands = sorted(w for w, n in df.items() if 5 <= n <= 40 and tok.tokenize(w)[:1] == [w])
+    cands.sort(key=lambda w: zlib.crc32(w.encode()))
+    words = ["瓶颈"] + [w for w in cands if w != "瓶颈"][: (4 if quick else 19)]
+    queries = []
+    for w in words:
+        rel = {p for p, t in notes.items() if w in t}
+        queries.append({"id": f"w:{w}", "vault": "kgzh", "kind": "word zh", "text": w, "relevant": sorted(rel)})
+    return {"kgzh": base}, queries
+
+
+def build_known(quick: bool) -> tuple[dict[str, Path], list[dict]]:
+    from reme_engine.markdown.frontmatter import parse_frontmatter
+
+    roots, queries = {}, []
+    for label, src, lang in (("kgzh", "knowledge-garden-zh", "zh"), ("tasks", "obsidian-tasks-docs-en", "en")):
+        base = _vault_copy(label, SHARED_DATA / "vaults" / src)
+        roots[label] = base
+        notes = _notes(base / "vault")
+        names: dict[str, list[tuple[str, str]]] = {}
+        for rel, text in notes.items():
+            stem = rel.rsplit("/", 1)[-1][:-3]
+            fm = parse_frontmatter(text).meta or {}
+            al = fm.get("aliases") or fm.get("alias") or []
+            al = [al] if isinstance(al, str) else [str(a) for a in al if a] if isinstance(al, list) else []
+            for kind, value in [("title", stem)] + [("alias", a) for a in al]:
+                q = _LEAD.sub("", str(value)).strip()
+                if len(q) >= 2 and not _DATE_NAME.match(q):
+                    names.setdefault(q.casefold(), []).append((kind, rel, q))
+        items = [v[0] for v in names.values() if len({r for _, r, _ in v}) == 1]
+        items.sort(key=lambda x: zlib.crc32(f"{x[0]}{x[1]}{x[2]}".encode()))
+        per_kind = {"title": 20 if quick else 120, "alias": 10 if quick else 60}
+        taken: dict[str, int] = {}
+        for kind, rel, q in items:
+            if lang == "en" and kind == "alias":
+                continue
+            if taken.get(kind, 0) >= per_kind[kind]:
+                continue
+            taken[kind] = taken.get(kind, 0) + 1
+            queries.append({"id": f"k:{label}:{kind}:{rel}:{q}", "vault": label, "kind": f"{kind} {lang}",
+                            "text": q, "target": rel})
+    return roots, queries
+
+
+BUILDERS = {"crossling": build_crossling, "locomo": build_locomo, "words": build_words, "known": build_known}
+
+
+# ---------------------------------------------------------------------------------------------------- scoring
+def _norm(s: str) -> str:
+    return " ".join(s.split())
+
+
+def score_hits(q: dict, hits: list) -> dict:
+    """Metrics of one query's hits (best first): r1/r5/r10, mrr, ndcg10, chars10, n, and for LoCoMo r_budget."""
+    out: dict[str, float] = {"chars10": float(sum(len(h.text) for h in hits[:10])), "n": float(len(hits))}
+    if "target" in q:
+        rank = next((i for i, h in enumerate(hits[:10], 1) if h.path == q["target"]), None)
+        for k in (1, 5, 10):
+            out[f"r{k}"] = 1.0 if rank is not None and rank <= k else 0.0
+        out["mrr"] = 1.0 / rank if rank else 0.0
+        out["ndcg10"] = 1.0 / math.log2(rank + 1) if rank else 0.0
+        return out
+    if "relevant" in q:
+        rel = set(q["relevant"])
+        notes: list[str] = []
+        for h in hits:
+            if h.path not in notes:
+                notes.append(h.path)
+        gains = [1.0 if p in rel else 0.0 for p in notes[:10]]
+        for k in (1, 5, 10):
+            out[f"r{k}"] = sum(gains[:k]) / max(1, min(k, len(rel)))
+        first = next((i for i, g in enumerate(gains, 1) if g), None)
+        out["mrr"] = 1.0 / first if first else 0.0
+        ideal = sum(1.0 / math.log2(i + 1) for i in range(1, min(10, len(rel)) + 1))
+        out["ndcg10"] = sum(g / math.log2(i + 1) for i, g in enumerate(gains, 1)) / ideal if ideal else 0.0
+        return out
+    ev = q["evidence"]
+    texts = [_norm(h.text) for h in hits[:10]]
+    found_at: dict[int, int] = {}
+    for j, e in enumerate(ev):
+        for i, t in enumerate(texts, 1):
+            if e in t:
+                found_at[j] = i
+                break
+    for k in (1, 5, 10):
+        out[f"r{k}"] = sum(1 for r in found_at.values() if r <= k) / len(ev)
+    first = min(found_at.values(), default=None)
+    out["mrr"] = 1.0 / first if first else 0.0
+    gains = [0.0] * len(texts)
+    for r in found_at.values():
+        gains[r - 1] += 1.0
+    ideal = sum(1.0 / math.log2(i + 1) for i in range(1, min(10, len(ev)) + 1))
+    out["ndcg10"] = sum(g / math.log2(i + 1) for i, g in enumerate(gains, 1)) / ideal
+    budget, left = [], 2000
+    for h in hits:
+        if left <= 0:
+            break
+        budget.append(_norm(h.text[:left]))
+        left -= len(h.text)
+    out["r_budget"] = sum(1 for e in ev if any(e in b for b in budget)) / len(ev)
+    return out
+
+
+def mean_metrics(rows: list[dict]) -> dict:
+    if not rows:
+        return {"n_queries": 0}
+    keys = rows[0].keys()
+    out = {k: round(sum(r[k] for r in rows) / len(rows), 3) for k in keys}
+    out["n_queries"] = len(rows)
+    return out
+
+
+# -------------------------------------------------------------------------------------------------- candidates
+def candidates(FusionConfig) -> dict:
+    """name → (mode, FusionConfig). ``legacy`` = the seed's RRF, no field rules (the default before this)."""
+    plain = dict(title_boost=0.0, demote_day_index=False, relative_floor=0.0)
+    c = {
+        "keyword": ("keyword", FusionConfig(**plain)),
+        "vector": ("vector", FusionConfig(**plain)),
+        "legacy rrf 0.7/0.3 k60": ("hybrid", FusionConfig(method="rrf", **plain)),
+        "rrf 0.5/0.5 k60": ("hybrid", FusionConfig(method="rrf", vector_weight=0.5, keyword_weight=0.5, **plain)),
+        "rrf 0.5/0.5 k10": ("hybrid", FusionConfig(method="rrf", vector_weight=0.5, keyword_weight=0.5, rrf_k=10,
+                                                   **plain)),
+        "rrf 0.7/0.3 k60 cos≥0.2": ("hybrid", FusionConfig(method="rrf", cosine_floor=0.2, **plain)),
+        "interleave": ("hybrid", FusionConfig(method="interleave", **plain)),
+        "tmm α0.3": ("hybrid", FusionConfig(method="tmm", keyword_share=0.3, **plain)),
+        "tmm α0.5": ("hybrid", FusionConfig(method="tmm", keyword_share=0.5, **plain)),
+        "choose τ0.5": ("hybrid", FusionConfig(method="choose", choose_threshold=0.5, **plain)),
+    }
+    for a in (0.3, 0.4, 0.5, 0.6, 0.7):
+        c[f"convex α{a}"] = ("hybrid", FusionConfig(method="convex", keyword_share=a, **plain))
+    for lo, hi in ((0.05, 0.5), (0.15, 0.6), (0.1, 0.8), (0.2, 0.7)):
+        c[f"convex α0.5 cos {lo}–{hi}"] = ("hybrid", FusionConfig(method="convex", cosine_lo=lo, cosine_hi=hi,
+                                                                 **plain))
+    return c
+
+
+def rule_variants(base) -> dict:
+    """The field rules and floors on top of the chosen fusion, measured one at a time and together."""
+    return {
+        "+title boost 0.5": replace(base, title_boost=0.5),
+        "+day-index demotion": replace(base, demote_day_index=True),
+        "+floor 0.2": replace(base, relative_floor=0.2),
+        "+floor 0.3": replace(base, relative_floor=0.3),
+        "+floor 0.4": replace(base, relative_floor=0.4),
+    }
+
+
+# ------------------------------------------------------------------------------------------------------- main
+def run_set(name: str, quick: bool, emb, cands: dict, extra: dict, lat_n: int) -> dict:
+    from reme_engine.search.hybrid import FusionConfig
+
+    t0 = time.perf_counter()
+    roots, queries = BUILDERS[name](quick)
+    log(f"{name}: {len(queries)} queries, built in {time.perf_counter() - t0:.1f}s")
+    engines, index_info = {}, {}
+    for key, root in roots.items():
+        t = time.perf_counter()
+        eng = open_engine(root / "vault", root / "state", emb)
+        eng.index()
+        index_info[key] = {"seconds": round(time.perf_counter() - t, 1),
+                           "chunks": eng.store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]}
+        engines[key] = eng
+
+    def engine_for(q):
+        return engines[q["vault"]]
+
+    per: dict[str, list[tuple[dict, dict]]] = {m: [] for m in list(cands) + list(extra)}
+    for i, q in enumerate(queries):
+        eng = engine_for(q)
+        s = eng.searcher
+        if s.vectors is not None and not s.vectors.ready:
+            s.vectors.open()
+        run = s.run_legs(q["text"].strip(), 50, mode="hybrid")
+        for m, (mode, cfg) in list(cands.items()) + [(k, ("hybrid", v)) for k, v in extra.items()]:
+            hits, _hidden = s.rank(q["text"].strip(), run, limit=10, mode=mode, fusion=cfg)
+            per[m].append((q, score_hits(q, hits)))
+        if i % 100 == 0:
+            log(f"{name}: {i}/{len(queries)}")
+    # latency of the engine's default settings (warm), on the first lat_n queries
+    lat = []
+    for q in queries[:lat_n]:
+        eng = engine_for(q)
+        ts = time.perf_counter()
+        eng.search(q["text"], limit=10, neighbors=False)
+        lat.append((time.perf_counter() - ts) * 1000)
+    out = {"queries": len(queries), "index": index_info, "latency_ms_default": stats(lat), "methods": {}}
+    for m, rows in per.items():
+        kinds = sorted({q["kind"] for q, _ in rows})
+        out["methods"][m] = {
+            "all": mean_metrics([r for _, r in rows]),
+            "dev": mean_metrics([r for q, r in rows if not held_out(q["id"])]),
+            "held_out": mean_metrics([r for q, r in rows if held_out(q["id"])]),
+            "kinds": {k: mean_metrics([r for q, r in rows if q["kind"] == k]) for k in kinds},
+        }
+    for e in engines.values():
+        e.close()
+    return out
+
+
+def choose(results: dict, names: list[str]) -> dict:
+    """The fused method with the best worst-case margin ``min over sets (R@5 − better leg's R@5)`` on the dev
+    split (ties: higher mean R@5)."""
+    table = {}
+    for m in names:
+        margins, r5s = [], []
+        for sname, res in results.items():
+            meth = res["methods"]
+            best_leg = max(meth["keyword"]["dev"].get("r5", 0), meth["vector"]["dev"].get("r5", 0))
+            r5 = meth[m]["dev"].get("r5", 0)
+            margins.append(r5 - best_leg)
+            r5s.append(r5)
+        table[m] = {"worst_margin": round(min(margins), 3), "mean_r5": round(sum(r5s) / len(r5s), 3)}
+    best = max(table, key=lambda m: (table[m]["worst_margin"], table[m]["mean_r5"]))
+    return {"chosen": best, "table": table}
+
+
+def write_results_md(out: dict, cmd: str) -> None:
+    m = out["machine"]
+    lines = [SECTION_START, "## Retrieval quality — `" + cmd + "`", "",
+             f"CPU {m.get('cpu')}, {m.get('cores')} cores; load {m.get('loadavg_start')} → {out.get('loadavg_end')}; "
+             f"engine source `{m['engine_source'].get('hash', '?')}`; {out['started_at']}. "
+             "R@k/MRR/nDCG@10 over the top 10 hits (words: share of the top-k distinct notes that contain the word); "
+             "chars = characters of the top 10 hits. Held-out = the third of each set not used to choose.", ""]
+    sets = list(out["sets"])
+    head = "| method | " + " | ".join(f"{s} R@1 / R@5 / R@10 / MRR / nDCG" for s in sets) + " |"
+    lines += [head, "|---|" + "---|" * len(sets)]
+    shown = ["keyword", "vector", "legacy rrf 0.7/0.3 k60", "interleave", "tmm α0.5", "choose τ0.5",
+             out["choice"]["chosen"], "default (chosen + field rules)"]
+    for meth in dict.fromkeys(shown):
+        cells = []
+        for s in sets:
+            a = out["sets"][s]["methods"].get(meth, {}).get("all", {})
+            cells.append(" / ".join(f"{a.get(k, float('nan')):.2f}" for k in ("r1", "r5", "r10", "mrr", "ndcg10")))
+        label = f"**{meth}**" if meth in (out["choice"]["chosen"], "default (chosen + field rules)") else meth
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", "R@5 on the held-out third, and what the default returns:", "",
+              "| set | keyword | vector | legacy | default | default chars (top 10) | hits | p50 ms (warm, default) |",
+              "|---|---|---|---|---|---|---|---|"]
+    for s in sets:
+        mm = out["sets"][s]["methods"]
+        d = mm["default (chosen + field rules)"]["all"]
+        lines.append(f"| {s} | {mm['keyword']['held_out'].get('r5', 0):.2f} | {mm['vector']['held_out'].get('r5', 0):.2f}"
+                     f" | {mm['legacy rrf 0.7/0.3 k60']['held_out'].get('r5', 0):.2f}"
+                     f" | **{mm['default (chosen + field rules)']['held_out'].get('r5', 0):.2f}**"
+                     f" | {d.get('chars10', 0):.0f} | {d.get('n', 0):.1f}"
+                     f" | {out['sets'][s]['latency_ms_default'].get('p50', float('nan'))} |")
+    lines += ["", "Per kind, R@5 (keyword / vector / legacy / default):", ""]
+    for s in sets:
+        mm = out["sets"][s]["methods"]
+        parts = []
+        for k in mm["keyword"]["kinds"]:
+            vals = [mm[x]["kinds"][k].get("r5", 0) for x in ("keyword", "vector", "legacy rrf 0.7/0.3 k60",
+                                                               "default (chosen + field rules)")]
+            parts.append(f"{k} ({mm['keyword']['kinds'][k]['n_queries']}): " + " / ".join(f"{v:.2f}" for v in vals))
+        lines.append(f"- **{s}**: " + "; ".join(parts))
+    if "locomo" in out["sets"]:
+        mm = out["sets"]["locomo"]["methods"]
+        lines += ["", "LoCoMo evidence recall within 2,000 characters returned: " + ", ".join(
+            f"{x} {mm[x]['all'].get('r_budget', 0):.2f}" for x in ("keyword", "vector", "legacy rrf 0.7/0.3 k60",
+                                                                   "default (chosen + field rules)")) + "."]
+    lines += ["", "Fusion choice (dev split; worst margin = min over sets of R@5 − the better leg's R@5):", "",
+              "| method | worst margin | mean R@5 |", "|---|---|---|"]
+    for meth, row in sorted(out["choice"]["table"].items(), key=lambda kv: -kv[1]["worst_margin"]):
+        lines.append(f"| {meth} | {row['worst_margin']:+.3f} | {row['mean_r5']:.3f} |")
+    lines += ["", SECTION_END]
+    text = RESULTS_MD.read_text(encoding="utf-8")
+    block = "\n".join(lines)
+    if SECTION_START in text and SECTION_END in text:
+        a, b = text.index(SECTION_START), text.index(SECTION_END) + len(SECTION_END)
+        text = text[:a] + block + text[b:]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    RESULTS_MD.write_text(text, encoding="utf-8")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sets", default="crossling,locomo,words,known")
+    ap.add_argument("--write-results", action="store_true", help="replace the quality section of bench/RESULTS.md")
+    ap.add_argument("--latency-queries", type=int, default=50)
+    args = ap.parse_args()
+    from reme_engine.search.hybrid import FusionConfig
+    from _common import loaded_embedder
+
+    out = {"machine": machine(), "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "quick": args.quick,
+           "sets": {}}
+    emb, load_s = loaded_embedder()
+    out["embedder_load_s"] = round(load_s, 2)
+    cands = candidates(FusionConfig)
+    default = FusionConfig()
+    extra = {"default (chosen + field rules)": default}
+    extra.update({k: v for k, v in rule_variants(replace(default, title_boost=0.0, demote_day_index=False,
+                                                          relative_floor=0.0)).items()})
+    for name in args.sets.split(","):
+        out["sets"][name] = run_set(name, args.quick, emb, cands, extra, args.latency_queries)
+        out["sets"][name]["loadavg"] = loadavg()
+    fused = [m for m in cands if m not in ("keyword", "vector")]
+    out["choice"] = choose(out["sets"], fused)
+    out["loadavg_end"] = loadavg()
+    if args.write_results:
+        cmd = "$PY bench/bench_quality.py" + (" --quick" if args.quick else "") + \
+              (f" --sets {args.sets}" if args.sets != "crossling,locomo,words,known" else "") + " --write-results"
+        write_results_md(out, cmd)
+    emit(out)
+
+
+if __name__ == "__main__":
+    main()
