@@ -289,12 +289,13 @@ class Engine:
     @property
     def searcher(self):
         if self._searcher is None:
-            from .search.hybrid import HybridSearcher
+            from .search.hybrid import HybridSearcher, fusion_from_settings
 
             s = self.settings
             self._searcher = HybridSearcher(self.store, self.tokenizer, self.vectors,
                                             vector_weight=s.search_vector_weight,
-                                            keyword_weight=s.search_keyword_weight, rrf_k=s.rrf_k)
+                                            keyword_weight=s.search_keyword_weight, rrf_k=s.rrf_k,
+                                            fusion=fusion_from_settings(s))
         return self._searcher
 
     def search(self, query: str, *, limit: int = 10, mode: str = "hybrid", filters=None, neighbors: bool = True):
