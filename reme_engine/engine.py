@@ -88,6 +88,17 @@ class StatResult:
     skipped_reason: str | None = None
 
 
+@dataclass(frozen=True)
+class NoteTitle:
+    """One indexed Markdown note as a quick switcher lists it: ``title`` is the frontmatter name/title or the
+    file stem; ``aliases`` the frontmatter aliases; ``mtime`` seconds since the epoch."""
+
+    path: str
+    title: str
+    aliases: tuple[str, ...]
+    mtime: float
+
+
 class Engine:
     """One open vault. Create with :meth:`open`; call :meth:`close` when done."""
 
@@ -323,6 +334,22 @@ class Engine:
         except ValueError as exc:
             raise EngineError(str(exc)) from exc
 
+    def note_titles(self) -> list[NoteTitle]:
+        """(Read-only.) Every indexed Markdown note's path, title and aliases, newest first (by mtime); one SQL
+        query on the index (about 10 ms for 3,000 notes). Empty before the first index pass."""
+        import json
+
+        rows = self.store.conn.execute(
+            "SELECT path, name, aliases, mtime FROM files WHERE kind = 'markdown' ORDER BY mtime DESC").fetchall()
+        out: list[NoteTitle] = []
+        for path, name, aliases, mtime in rows:
+            try:
+                al = tuple(str(a) for a in json.loads(aliases) if a) if aliases else ()
+            except (ValueError, TypeError):
+                al = ()
+            out.append(NoteTitle(path, name or path.rsplit("/", 1)[-1].removesuffix(".md"), al, float(mtime)))
+        return out
+
     # -- file jobs ----------------------------------------------------------------------------------------
     def read(self, path: str, start_line: int = 1, end_line: int | None = None) -> ReadResult:
         """Lines ``start_line``..``end_line`` (1-based, inclusive) of a text file; at most MAX_READ_LINES."""
@@ -464,7 +491,7 @@ class Engine:
             with MoveIntent.begin(self.state_dir, s.rel, d.rel, sources, moved_aliases) as intent:
                 d.abs.parent.mkdir(parents=True, exist_ok=True)
                 _rename_noreplace(s.abs, d.abs)
-                crash_point("move_after_rename")
+                crash_point("move.after_rename")
                 rewritten, total, conflicts = self._rewrite_inbound(intent, resolver)
                 intent.done()
         return MoveResult(s.rel, d.rel, rewritten, total, conflicts)
@@ -510,7 +537,7 @@ class Engine:
             self._own_write(cur_path, sha)
             rewritten.append(cur_path)
             total += n
-            crash_point(f"move_after_rewrite_{k}")
+            crash_point(f"move.after_rewrite_{k}")
         if self.watcher is not None:
             self.watcher.suppress([src, dst, *rewritten])
         self.index_paths([src, dst, *rewritten])
@@ -1012,8 +1039,8 @@ class Engine:
                 n = self.indexer.repair_links()
                 out.append(f"links out of step with the vault ({chk['stale']} stale, {chk['mismatched']} of "
                            f"{chk['checked']} sampled wrong): {n} re-resolved")
-        except sqlite3.DatabaseError as exc:
-            if not is_corruption(exc):
+        except (sqlite3.DatabaseError, ValueError) as exc:  # ValueError: a damaged JSON value
+            if isinstance(exc, sqlite3.DatabaseError) and not is_corruption(exc):
                 raise
             self.store.recover_corrupt(exc)
             self.indexer._reset_derived()
@@ -1046,8 +1073,8 @@ class Engine:
             with self.write_lock, self.store.write() as c:  # the keyword index's own structure (~0.5 s per 4k notes)
                 c.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES('integrity-check', 0)")
             checks["store"] = "ok (quick_check of index and embedding cache, keyword index integrity-check)"
-        except (sqlite3.DatabaseError, ValueError) as exc:  # ValueError: a damaged JSON value
-            if isinstance(exc, sqlite3.DatabaseError) and not is_corruption(exc):
+        except sqlite3.DatabaseError as exc:
+            if not is_corruption(exc):
                 checks["store"] = f"error: {exc}"
                 ok = False
             else:

@@ -48,7 +48,7 @@ def clean_move(tmp_path_factory):
     return _targets(v)
 
 
-@pytest.mark.parametrize("point", ["move_after_rename", "move_after_rewrite_0", "move_after_rewrite_5"])
+@pytest.mark.parametrize("point", ["move.after_rename", "move.after_rewrite_0", "move.after_rewrite_5"])
 def test_move_killed_midway_is_finished_by_the_next_start(tmp_path, clean_move, point):
     v = _vault(tmp_path)
     state = tmp_path / "state"
