@@ -268,6 +268,7 @@ def fusion_from_settings(settings) -> FusionConfig:
 
 def bm25_idf(df: int, n_rows: int) -> float:
     """FTS5's IDF of a term in ``df`` of ``n_rows`` rows: ``log((N − df + 0.5)/(df + 0.5))``, floored at 1e-6."""
+    n_rows = max(n_rows, df)  # the row count may be a cached, older count: never log a negative
     v = math.log((n_rows - df + 0.5) / (df + 0.5)) if n_rows > 0 else 0.0
     return v if v > 0 else _BM25_FLOOR_IDF
 
