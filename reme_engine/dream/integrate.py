@@ -227,7 +227,7 @@ def name_keys(name: str) -> set[str]:
         return set()
     keys = {normalize_name(s)}
     slug = slugify(s)
-    if slug != "note" or normalize_name(s) == "note":
+    if len(slug) >= 2 and (slug != "note" or normalize_name(s) == "note"):  # "C++" → "c" names nothing
         keys.add(slug)
     return keys
 

@@ -446,6 +446,12 @@ def _block_parts(inner: str | None) -> tuple[list[str], list[str], list[str], li
     return relates, entries, evidence, sources
 
 
+def _has_run(lines: list[str], run: list[str]) -> bool:
+    """``run`` occurs in ``lines`` as consecutive whole lines."""
+    n = len(run)
+    return any(lines[i : i + n] == run for i in range(len(lines) - n + 1)) if n else True
+
+
 def block_update(note_text: str, inner: str | None, *, date: str, action: str, material: str, evidence: str,
                  sources: list[str], related: list[str], resolve: Resolve | None = None,
                  language: str = "en") -> str:
@@ -465,7 +471,7 @@ def block_update(note_text: str, inner: str | None, *, date: str, action: str, m
             have_rel.add(link_key(p))
             relates += _relates_lines([p])
     md = demote_headings(material.strip("\n"), top=4).strip("\n") if material.strip() else ""
-    if md and md not in "\n".join(entries):  # the same material twice (two units, one fact) is one entry
+    if md and not _has_run(entries, _lines(md)):  # the same material twice (two units, one fact): one entry
         entry = [f"### {UPDATE} {date} ({action.lower()})", "", *_lines(md)]
         if sources:
             entry += ["", "Sources: " + " · ".join(format_link(p) for p in sources)]
