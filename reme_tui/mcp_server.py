@@ -11,7 +11,8 @@ Transports: stdio (what desktop clients launch) or, with ``--http``, streamable 
 Start-up is kept short: the SDK (≈1 s of imports, mostly its pydantic protocol models) is imported only when
 serving, the engine opens on a background thread while the client initialises, and the embedding model loads on
 the first hybrid/vector query. After opening, a keyword + graph catch-up pass runs, then the vault watcher (no
-cron: dreaming stays with the app or ``--serve``). Beside the TUI or ``--serve`` the server shares the vault's
+cron: dreaming stays with the app or ``--serve``); a ``--read-only`` server writes nothing into the vault, so it
+runs no watcher (which also regenerates day pages) and re-syncs its index every ``RESYNC_S`` seconds instead. Beside the TUI or ``--serve`` the server shares the vault's
 index, journal and cross-process writer lock (``revert`` takes it); its writes are conflict-checked, atomic, and
 indexed at once, so the other process's watcher finds them already indexed.
 """
@@ -29,10 +30,12 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable
 
 #: Characters of a hit's chunk text returned as its snippet (read_note gives the rest).
-SNIPPET_CHARS = 700
+SNIPPET_CHARS = 400
 #: Seconds a tool waits for the engine to open / the first index pass of a never-indexed vault.
 OPEN_TIMEOUT_S = 60.0
 FIRST_INDEX_WAIT_S = 20.0
+#: Seconds between index catch-up passes of a read-only server (which runs no watcher).
+RESYNC_S = 30.0
 #: URI prefix of a note resource (``reme://note/digest/wiki/x.md``).
 NOTE_URI = "reme://note/"
 #: Default port of ``--http``.
@@ -93,7 +96,9 @@ class ToolSpec:
 class VaultServer:
     """The open vault behind the tools: the engine opens on a background thread (:meth:`start`); tools wait for it.
 
-    ``settings``: :class:`reme_engine.config.Settings`; ``watch``: run the vault watcher once open.
+    ``settings``: :class:`reme_engine.config.Settings`; ``watch``: keep the index current once open (the vault
+    watcher; read-only: a keyword catch-up pass every ``RESYNC_S`` seconds instead, as the watcher also writes
+    day pages).
     """
 
     def __init__(self, settings, *, read_only: bool = False, watch: bool = True, embedder=None) -> None:
@@ -127,17 +132,20 @@ class VaultServer:
             self._indexed.set()  # search the existing index while the catch-up pass runs
         self._opened.set()
         try:
-            if not self.read_only or not self._indexed.is_set():
-                # keyword + graph only; a no-op pass is ~50 ms on 3,000 notes. Read-only with an index: left as
-                # it is (the app or the watcher below keeps it current).
-                eng.index(vectors=False)
+            eng.index(vectors=False)  # keyword + graph catch-up (the index only); a no-op pass is ~50 ms
             self._indexed.set()
             eng.search("warm up", limit=1, mode="keyword", neighbors=False)  # loads the tokenizer's dictionary
-            if self.watch and not self._closing.is_set():
+            if self.watch and not self.read_only:
                 eng.start_background(watch=True, schedule=False, on_event=self._log_event)
         except Exception as exc:  # logged; tools keep working on what is indexed
             _log(f"index catch-up failed: {exc}")
             self._indexed.set()
+        # Read-only: no watcher (it also regenerates day pages, a vault write); the index is caught up now and then.
+        while self.watch and self.read_only and not self._closing.wait(RESYNC_S):
+            try:
+                eng.index(vectors=False)
+            except Exception as exc:
+                _log(f"index catch-up failed: {exc}")
 
     @staticmethod
     def _log_event(ev: dict) -> None:
@@ -176,7 +184,7 @@ class VaultServer:
     def close(self) -> None:
         self._closing.set()
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=30)  # an index pass in progress finishes its batch
         if self._engine is not None:
             self._engine.close()
 
@@ -293,12 +301,22 @@ def _read_note(vs: VaultServer, a: dict) -> dict:
 def _write_note(vs: VaultServer, a: dict) -> dict:
     """Create or replace a note (atomic write, indexed at once).
 
-    To replace an existing note pass `expected_sha` from read_note: the write is refused if the note changed since
-    (the person may have edited it). overwrite=false refuses an existing note. A path without a suffix gets
+    Replacing an existing note needs `expected_sha` from read_note, and is refused if the note changed since (the
+    person may have edited it). overwrite=false refuses an existing note outright. A path without a suffix gets
     '.md'. Dot-folders (.obsidian/, .git/) and paths outside the vault are refused.
     """
+    from reme_engine.vault.paths import VaultPathError, resolve
+
     a["path"] = vs.note_path(a["path"], must_exist=False)
-    return vs.job("write", a)
+    eng = vs.engine
+    if not a.get("expected_sha") and a.get("overwrite", True):
+        try:
+            exists = resolve(eng.vault, a["path"]).abs.is_file()
+        except VaultPathError:
+            exists = False  # the job refuses the path with its own message
+        if exists:  # an agent never replaces a note it has not read: the person may have just written it
+            raise ToolFailure(f"{a['path']} already exists: pass expected_sha (from read_note) to replace it")
+    return vs.job("write", a, eng)
 
 
 def _edit_note(vs: VaultServer, a: dict) -> dict:
@@ -405,7 +423,8 @@ def _remember(vs: VaultServer, a: dict) -> dict:
     text = (a.get("text") or "").strip()
     if not text:
         raise ToolFailure("nothing to remember: text is empty")
-    agent = " ".join((a.get("agent") or "an agent").split())[:80]
+    # one short line; no Markdown/link syntax from the client ends up in the entry's header
+    agent = " ".join("".join(c for c in (a.get("agent") or "") if c not in "[]|*_`#<>").split())[:80]
     try:
         return remember(eng, text, agent=agent, conversation=a.get("conversation"))
     except (EngineError, ValueError, OSError) as exc:
@@ -417,35 +436,39 @@ def remember(engine, text: str, *, agent: str, conversation: list | None = None)
 
     ``conversation``: ``[{role: "user"|"assistant", content: str}, …]`` stored as session record
     ``<session_dir>/dialog/agent-<hex>.jsonl`` opened by a system line naming the agent. The capture entry reads
-    ``**HH:MM** · noted by agent <agent>`` (plus a link to that record). The append is journaled (run kind
+    ``**HH:MM** · noted by agent <agent>`` (``noted by an agent`` when ``agent`` is empty) plus a link to that
+    record. The append is journaled (run kind
     ``capture``), atomic and conflict-checked, and the card is indexed at once. Returns ``{path, created, run_id,
     session_id, session_path, messages}``. Raises ValueError for malformed messages, EngineError for an unreadable
     card.
     """
+    from datetime import datetime
+
     from reme_engine.memory.auto_memory import CAPTURE_KIND, CAPTURE_STEM, _append_block, _capture_head
     from reme_engine.memory.session import ChatMessage, append_messages, new_session_id, session_rel
 
     settings = engine.settings
     tz = settings.tzinfo()
     sid = srel = None
+    who = f"agent {agent}" if agent else "an agent"
     msgs: list = []
     if conversation:
         if not isinstance(conversation, list):
             raise ValueError("conversation must be a list of {role, content} objects")
         sid = "agent-" + new_session_id()[:16]
         srel = session_rel(settings.layers, sid)
-        msgs.append(ChatMessage.create("system", f"Conversation recorded by agent {agent} through MCP; the user "
+        msgs.append(ChatMessage.create("system", f"Conversation recorded by {who} through MCP; the user "
                                                  "turns are as the agent relayed them.", tz=tz))
         for i, m in enumerate(conversation):
             if not isinstance(m, dict) or m.get("role") not in ("user", "assistant") \
                     or not isinstance(m.get("content"), str):
                 raise ValueError(f"conversation[{i}]: expected {{role: user|assistant, content: text}}")
             msgs.append(ChatMessage.create(m["role"], m["content"], tz=tz))
-    now = __import__("datetime").datetime.now(tz)
+    now = datetime.now(tz)
     date = now.date().isoformat()
     rel = f"{settings.layers.daily_dir.strip('/')}/{date}/{CAPTURE_STEM}.md"
     source = f" · [[{srel}|conversation]]" if srel else ""
-    block = f"\n**{now:%H:%M}** · noted by agent {agent}{source}\n\n{text.rstrip()}\n"
+    block = f"\n**{now:%H:%M}** · noted by {who}{source}\n\n{text.rstrip()}\n"
     with engine.write_lock:
         if msgs:
             append_messages(engine.vault, settings.layers, sid, msgs)

@@ -160,6 +160,9 @@ async def test_every_tool_on_the_demo_vault(demo_vault, tmp_path):
         assert note.read_text() == "# MCP note\n\nzanzibar wombat\nthe person's own line\n"
         assert (await call(s, "search", query="wombat", mode="keyword"))["hits"][0]["path"] == w["path"]
         assert "already exists" in await fail(s, "write_note", path=w["path"], content="x", overwrite=False)
+        msg = await fail(s, "write_note", path=w["path"], content="blind replace")  # never without a read
+        assert msg == f"{w['path']} already exists: pass expected_sha (from read_note) to replace it"
+        assert "wombat" in note.read_text()
         assert "not found" in await fail(s, "edit_note", path=w["path"], old="absent text", new="x")
 
         # -- move_note rewrites inbound links --------------------------------------------------------------
@@ -210,6 +213,16 @@ async def test_every_tool_on_the_demo_vault(demo_vault, tmp_path):
         assert uri in uris and NOTE_URI + "digest/wiki/mcp-note.md" in uris
         rr = await s.read_resource(uri)
         assert rr.contents[0].text == (v / "digest/wiki/新能源.md").read_text()
+
+
+def test_help_lists_the_tools():
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "reme_tui.cli", "mcp", "--help"],
+                       capture_output=True, text=True, cwd=str(REPO), timeout=60)
+    assert p.returncode == 0
+    for name in READERS | WRITERS:
+        assert re.search(rf"^  {name} ", p.stdout, re.M), name
+    assert "--read-only" in p.stdout and "--http" in p.stdout
+    assert " mcp_types" not in p.stderr and " textual" not in p.stderr  # the SDK loads only to serve
 
 
 async def test_read_only_exposes_no_writer(demo_vault, tmp_path):
