@@ -505,6 +505,7 @@ class Engine:
         a conflict and keeps its bytes.
         """
         from .markdown.links import rewrite_links
+        from .vault.provenance import APP, note_ownership, stamp
 
         src, dst = intent.src, intent.dst
         after = self.indexer.build_resolver()  # the vault as it will be: links that still work stay as written
@@ -527,6 +528,8 @@ class Engine:
             new_text, n = rewrite_links(tf.text, src_path, resolver, src, dst, after, cur_path)
             if n == 0:
                 continue
+            if note_ownership(tf.text).owner == APP:
+                new_text = stamp(new_text)  # the app's own link rewrite keeps an app-owned note the app's
             if tf.encoding == "utf-8-sig":
                 new_text = "\ufeff" + new_text
             try:

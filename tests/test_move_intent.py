@@ -100,3 +100,21 @@ def test_a_running_move_is_left_alone(tmp_path, make_engine):
     assert [i.src for i in found] == ["notes/alpha.md"]
     for i in found:
         i.release()
+
+
+def test_link_rewrites_keep_an_app_note_the_apps_and_a_user_note_the_users(tmp_path, make_engine):
+    """A move rewrites links inside an app-created digest node and inside a user's note; the first stays the
+    app's (re-stamped), the second stays the user's (never stamped)."""
+    from reme_engine.vault.provenance import note_ownership, stamp
+
+    v = _vault(tmp_path)
+    (v / "notes" / "node.md").write_text(stamp("---\nname: node\n---\n# Node\n\nsee [[alpha]]\n"))
+    assert note_ownership((v / "notes" / "node.md").read_text()).owner == "app"
+    eng = make_engine(v, embed=False)
+    eng.index(vectors=False)
+    res = eng.move("notes/alpha.md", "notes/gamma.md")
+    assert "notes/node.md" in res.rewritten_files and "notes/l00.md" in res.rewritten_files
+    node = (v / "notes" / "node.md").read_text()
+    assert "[[gamma]]" in node and note_ownership(node).owner == "app"
+    linker = (v / "notes" / "l00.md").read_text()
+    assert "[[gamma]]" in linker and note_ownership(linker).owner == "user" and "reme_provenance" not in linker
