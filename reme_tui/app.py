@@ -17,7 +17,7 @@ from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 
 from .cjk import enable_cjk_line_breaking
-from .commands import ReMeCommands
+from .commands import NoteCommands, ReMeCommands
 from .screens.help import HelpScreen, collect_rows
 from .screens.main import MainScreen
 
@@ -29,7 +29,7 @@ class ReMeApp(App[int]):
 
     CSS_PATH = "app.tcss"
     TITLE = "reme-tui"
-    COMMANDS = App.COMMANDS | {ReMeCommands}
+    COMMANDS = App.COMMANDS | {ReMeCommands, NoteCommands}
     BINDINGS = [
         Binding("q", "quit", "Quit", id="quit"),
         Binding("question_mark", "help", "Help", id="help"),
@@ -96,13 +96,14 @@ class ReMeApp(App[int]):
         from .screens.dialogs import IndexStatusScreen, LinkPickerScreen, NewNoteScreen
         from .screens.help import HelpScreen
         from .screens.search import SearchScreen
+        from .screens.switcher import QuickSwitcherScreen
         from .widgets.agenda import AgendaList
         from .widgets.neighbours import NeighboursList
         from .widgets.vault_tree import VaultTree
 
         ids = set()
         for cls in (ReMeApp, MainScreen, SearchScreen, HelpScreen, VaultTree, NeighboursList, AgendaList,
-                    NewNoteScreen, LinkPickerScreen, IndexStatusScreen):
+                    NewNoteScreen, LinkPickerScreen, IndexStatusScreen, QuickSwitcherScreen):
             for b in cls.BINDINGS:
                 if isinstance(b, Binding) and b.id:
                     ids.add(b.id)
@@ -128,6 +129,13 @@ class ReMeApp(App[int]):
                 while self.screen is not m and len(self.screen_stack) > 1:
                     self.pop_screen()
             getattr(m, f"action_{name}")()
+
+    def open_path(self, path: str) -> None:
+        """Open the note at vault path ``path`` in the main screen (the palette's note hits)."""
+        if (m := self._main()) is not None:
+            while self.screen is not m and len(self.screen_stack) > 1:
+                self.pop_screen()
+            m.open_note(path)
 
     def action_open_search(self) -> None:
         if (m := self._main()) is not None:

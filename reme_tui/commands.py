@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from functools import partial
 
+from rich.text import Text
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 #: ``(name, action of ReMeApp, help)``; ``main('x')`` runs the main screen's ``action_x``.
 COMMANDS: list[tuple[str, str, str]] = [
     ("Open today", "main('today')", "Today's daily page (created on first use) and its cards"),
     ("New note", "main('new_note')", "Create a note and open it"),
+    ("Open note by name… (quick switcher)", "main('quick_switch')", "Ctrl+O: fuzzy over titles, aliases and paths"),
     ("Search notes", "open_search", "Search the vault (keyword + semantic, filters for layer and dates)"),
     ("Re-index now", "reindex", "Bring the index up to date with the vault"),
     ("Refresh now", "main('refresh')", "Run today's proactive refresh (agenda) now"),
@@ -46,3 +49,35 @@ class ReMeCommands(Provider):
             score = matcher.match(name)
             if score > 0:
                 yield Hit(score, matcher.highlight(name), partial(self.app.run_action, action), help=help_text)
+
+
+class NoteCommands(Provider):
+    """Notes by name in the palette: typing a title, alias or path lists the best matching notes (the quick
+    switcher's matcher); choosing one opens it. The note list is read once per palette opening, off the UI
+    thread (``engine.note_titles()``)."""
+
+    _matcher = None
+
+    async def startup(self) -> None:
+        from .switcher import NoteIndex, NoteMatcher
+
+        engine = getattr(self.app, "engine", None)
+        m = getattr(self.app, "main_screen", None)
+        if engine is None or m is None:
+            return
+        index = m.note_index  # the quick switcher's, when it is still current
+        if index is None:
+            try:
+                index = await asyncio.to_thread(lambda: NoteIndex(engine.note_titles()))
+            except Exception:  # a closed store: the palette still lists the commands
+                return
+            m.note_index = index
+        self._matcher = NoteMatcher(index, m.recent_paths())
+
+    async def search(self, query: str) -> Hits:
+        if self._matcher is None or not query.strip():
+            return
+        for m in self._matcher.match(query, 8):
+            path = m.note.path
+            yield Hit(min(1.0, m.score / 150), Text.assemble((m.note.title, "bold"), "  ", (path, "dim")),
+                      partial(self.app.open_path, path), text=m.note.title, help=f"open {path}")

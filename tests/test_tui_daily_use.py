@@ -158,3 +158,87 @@ async def test_main_screen_that_leaves_the_stack_is_pushed_back(app_for):
         await wait_for(pilot, lambda: pilot.app.screen is m, what="main screen back")
         assert m.is_attached and m.note.path is not None
         await app_alive(pilot, m)
+
+
+# -- 2. quick switcher ------------------------------------------------------------------------------------------
+
+
+def test_switcher_matcher_cjk_aliases_paths_and_recency():
+    from reme_engine.engine import NoteTitle
+    from reme_tui.switcher import NoteMatcher
+
+    notes = [NoteTitle("digest/wiki/光伏产业链.md", "光伏产业链", ("PV value chain", "光伏"), 3.0),
+             NoteTitle("digest/wiki/hybrid-retrieval.md", "Hybrid retrieval", ("混合检索",), 2.0),
+             NoteTitle("digest/wiki/新能源.md", "新能源", ("New energy",), 1.0),
+             NoteTitle("daily/2026-11-27/光伏周报.md", "光伏周报", (), 0.5)]
+    m = NoteMatcher(notes, recent=["digest/wiki/新能源.md"])
+
+    def top(q):
+        return [x.note.path for x in m.match(q)]
+
+    assert top("")[0] == "digest/wiki/新能源.md"  # recently opened first
+    assert top("光链") == ["digest/wiki/光伏产业链.md"]  # ordered characters of a Chinese title
+    assert top("产业")[0] == "digest/wiki/光伏产业链.md"  # substring
+    assert set(top("光伏")) == {"digest/wiki/光伏产业链.md", "daily/2026-11-27/光伏周报.md"}
+    assert top("hyret") == ["digest/wiki/hybrid-retrieval.md"]
+    assert top("检索") == ["digest/wiki/hybrid-retrieval.md"] and m.match("检索")[0].field == "alias"
+    assert top("ＰＶ value")[0] == "digest/wiki/光伏产业链.md"  # full-width folded, terms anywhere
+    assert top("daily 周报") == ["daily/2026-11-27/光伏周报.md"]  # a path term and a title term
+    assert top("zzz") == []
+    assert m.exact("新能源") and m.exact("new energy") and not m.exact("新能")
+
+
+async def test_ctrl_o_opens_a_note_by_name_and_offers_to_create_a_missing_one(app_for):
+    from reme_tui.screens.switcher import QuickSwitcherScreen
+
+    app = app_for()
+    async with app.run_test(size=(100, 30)) as pilot:
+        m = await started(pilot)
+        await open_and_wait(pilot, "digest/wiki/新能源.md")
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, QuickSwitcherScreen), what="switcher")
+        s = pilot.app.screen
+        await wait_for(pilot, lambda: s.matcher is not None and s.list.option_count > 0, what="note list")
+        assert s.matches[0].note.path == "digest/wiki/新能源.md"  # the recent note first
+        assert len(s.matcher) == len(app.engine.note_titles()) > 20
+        await pilot.press(*"光链")
+        await wait_for(pilot, lambda: s.input.value == "光链", what="typed")
+        assert s.matches[0].note.path == GUANGFU
+        assert option_texts(s.list)[-1].startswith("+ Create 光链.md")  # no note is called that
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: m.note.path == GUANGFU, what="opened")
+        assert pilot.app.screen is m
+        # an alias finds its note; a missing name is created at the vault root and opened
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, QuickSwitcherScreen), what="switcher")
+        s = pilot.app.screen
+        await pilot.press(*"混合检索")
+        await wait_for(pilot, lambda: s.matcher is not None and s.input.value == "混合检索" and s.matches,
+                       what="alias match")
+        assert s.matches[0].note.path == "digest/wiki/hybrid-retrieval.md" and s.create_path is None
+        s.input.value = "全新的想法"
+        await wait_for(pilot, lambda: s.create_path == "全新的想法.md" and not s.matches, what="create row")
+        assert "no note matches" in str(s.info.render())
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: m.note.path == "全新的想法.md", what="created")
+        assert "# 全新的想法" in (Path(app.engine.vault) / "全新的想法.md").read_text(encoding="utf-8")
+
+
+async def test_palette_finds_notes_by_title(app_for):
+    from textual.command import CommandPalette
+
+    app = app_for()
+    async with app.run_test(size=(100, 30)) as pilot:
+        m = await started(pilot)
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, CommandPalette), what="palette")
+        palette = pilot.app.screen
+        await pilot.press(*"光伏产业")
+        from textual.command import CommandList
+
+        hits = palette.query_one(CommandList)
+        await wait_for(pilot, lambda: any(GUANGFU in t for t in option_texts(hits)), what="note hit")
+        idx = next(i for i, t in enumerate(option_texts(hits)) if GUANGFU in t)
+        hits.highlighted = idx
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: m.note.path == GUANGFU and pilot.app.screen is m, what="opened from palette")

@@ -137,6 +137,7 @@ class MainScreen(Screen):
 
     BINDINGS = [
         Binding("slash", "search", "Search", id="search", tooltip="Search the vault as you type (filters: layer, dates)"),
+        Binding("ctrl+o", "quick_switch", "Open", id="quick_switch", tooltip="Quick switcher: open a note by title, alias or path"),
         Binding("t", "today", "Today", id="today", tooltip="Today's day page and cards (created on first use)"),
         Binding("a", "agenda", "Agenda", id="agenda", tooltip="Today's proactive agenda and topics"),
         Binding("g", "neighbours", "Links", id="neighbours", tooltip="Links pane: the graph around the note"),
@@ -172,6 +173,7 @@ class MainScreen(Screen):
         self.startup_opened = False  # the first note was opened (or the user opened something first)
         self.refresh_running = False
         self.neighbour_depth = 1
+        self.note_index = None  # the quick switcher's NoteIndex, kept until the vault changes
         self.session_id: str | None = None  # the chat session of this run (created with the first message)
         self._announce = False  # say what a re-index did (only when the user asked for it)
         self._tree_loaded = False
@@ -889,6 +891,7 @@ class MainScreen(Screen):
 
     def on_vault_changed(self, message: VaultChanged) -> None:
         rep = message.report
+        self.note_index = None
         if rep.added or rep.removed or rep.renamed:
             self.load_tree_root()
         self.load_days()
@@ -1089,6 +1092,7 @@ class MainScreen(Screen):
         self.post_message(NoteReindexed(path, rep))
 
     def on_note_reindexed(self, message: NoteReindexed) -> None:
+        self.note_index = None
         if not self.index_running:
             self.status.set_work("")
         if message.error:
@@ -1123,6 +1127,7 @@ class MainScreen(Screen):
         self.post_message(NoteCreated(res.path))
 
     def on_note_created(self, message: NoteCreated) -> None:
+        self.note_index = None
         if message.error or not message.path:
             self.notify(message.error or "not created", title="New note", severity="error")
             return
@@ -1169,6 +1174,33 @@ class MainScreen(Screen):
                 self.post_message(OpenNote(hit.path, hit.start_line, end_line=hit.end_line))
 
         self.app.push_screen(SearchScreen(self.engine, initial=initial, layers=self.settings.layers), done)
+
+    # -- quick switcher -------------------------------------------------------------------------------------
+    def recent_paths(self) -> list[str]:
+        """Notes opened in this session, most recent first (the switcher lists them first)."""
+        seen = [p for p, _line in reversed(self.history)]
+        if self.note.path:
+            seen.insert(0, self.note.path)
+        return list(dict.fromkeys(seen))
+
+    def action_quick_switch(self, initial: str = "") -> None:
+        """Open a note by name (Ctrl+O); a name no note has can be created from there."""
+        from .switcher import QuickSwitcherScreen
+
+        def done(choice) -> None:
+            if choice is None:
+                return
+            kind, path = choice
+            if kind == "create":
+                self.create_note(path)
+            else:
+                self.post_message(OpenNote(path))
+
+        def keep(index) -> None:
+            self.note_index = index
+
+        self.app.push_screen(QuickSwitcherScreen(self.engine, self.recent_paths(), initial=initial,
+                                                 index=self.note_index, keep_index=keep), done)
 
     # -- indexing -------------------------------------------------------------------------------------------
     def action_reindex(self) -> None:
@@ -1237,6 +1269,7 @@ class MainScreen(Screen):
 
     def on_index_finished(self, message: IndexFinished) -> None:
         rep = message.report
+        self.note_index = None  # titles may have changed
         if message.error:
             self.notify(message.error, title=f"Indexing failed ({message.phase})", severity="error", timeout=10)
         if message.phase == "keyword":
