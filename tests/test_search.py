@@ -292,3 +292,22 @@ def test_cross_lingual_hit_survives_incidental_keyword_matches(make_engine, tmp_
     hits = e.search("给定一个整数数组 nums 和一个整数目标值 target，找出和为目标值的那两个整数的下标", limit=5,
                     neighbors=False).hits
     assert hits[0].path == "two-sum.md", [(h.path, h.score) for h in hits]
+
+
+def test_chat_records_are_searchable_with_their_turns_marked(demo_engine):
+    """session/dialog/*.jsonl: one readable line per message (assistant turns marked), dated by the first
+    message so date filters find them; the line numbers point at the message's line in the record."""
+    res = demo_engine.search("recall dropped after the index rebuild, mixed Chinese English queries", limit=10,
+                             neighbors=False, filters=SearchFilters(path_prefix="session/"))
+    assert res.hits and res.hits[0].path == "session/dialog/a1f3c9e2.jsonl", [h.path for h in res.hits]
+    h = res.hits[0]
+    lines = (demo_engine.vault / h.path).read_text(encoding="utf-8").splitlines()
+    first = h.text.splitlines()[0]
+    assert first.startswith(("user · 2026-11-25", "assistant · 2026-11-25"))
+    assert first.split(": ", 1)[1][:40] in lines[h.start_line - 1]
+    assert any(t.startswith("assistant · ") for t in h.text.splitlines())
+    info = demo_engine.store.file_info(h.path)
+    assert info["date"] == "2026-11-25"
+    dated = demo_engine.search("index rebuild", limit=10, mode="keyword", neighbors=False,
+                               filters=SearchFilters(date_from="2026-11-25", date_to="2026-11-25"))
+    assert "session/dialog/a1f3c9e2.jsonl" in [x.path for x in dated.hits]

@@ -301,6 +301,7 @@ class Indexer:
         self.repairs: list[str] = []
         layers = settings.layers
         self._text_roots = tuple(f"{d}/" for d in (layers.resource_dir, layers.daily_dir, layers.digest_dir))
+        self._dialog_root = f"{layers.session_dir}/dialog/"  # chat records (reme_engine.search.chats)
         self._check_tokenizer()
 
     # -- scanning -----------------------------------------------------------------------------------------
@@ -316,6 +317,8 @@ class Indexer:
     def is_indexable(self, rel: str) -> bool:
         low = rel.lower()
         if low.endswith(MARKDOWN_EXTS):
+            return True
+        if low.endswith(".jsonl") and rel.startswith(self._dialog_root):
             return True
         return low.endswith(TEXT_EXTS) and rel.startswith(self._text_roots)
 
@@ -388,6 +391,7 @@ class Indexer:
         meta: dict = {}
         warning = None
         links: list = []
+        chat_date = None
         if rel.lower().endswith(MARKDOWN_EXTS):
             from ..markdown.frontmatter import parse_frontmatter
             from ..markdown.links import frontmatter_links, parse_links
@@ -403,6 +407,13 @@ class Indexer:
             links = parse_links(body, start_line=start_line, start_offset=offset)
             links.extend(frontmatter_links(meta))
             kind = "markdown"
+        elif rel.startswith(self._dialog_root) and rel.lower().endswith(".jsonl"):
+            # a chat record: one readable line per message, line i <-> file line i; dated by its first message
+            from ..search.chats import dialog_text
+
+            body, chat_date, _first = dialog_text(text)
+            chunks = chunk_plain(body, max_bytes=budget)
+            kind = "text"
         else:
             body = text
             chunks = chunk_plain(text, max_bytes=budget)
@@ -432,7 +443,7 @@ class Indexer:
         chunk_tokens = [" ".join(self.tokenizer.tokenize(ch.embed_text())) for ch in chunks]
         return ParsedFile(
             rel=rel, sha=tf.sha, size=tf.size, mtime=tf.mtime, kind=kind, meta=meta, name=name,
-            description=description[:300], date=path_date(rel), aliases=aliases, warning=warning,
+            description=description[:300], date=path_date(rel) or chat_date, aliases=aliases, warning=warning,
             chunks=chunks, links=links, title_tokens=title_tokens, chunk_tokens=chunk_tokens,
         )
 
