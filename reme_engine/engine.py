@@ -817,8 +817,10 @@ class Engine:
         llm = llm or self.llm_client("auto_resource")
         return self._pipeline("auto_resource", lambda: run_auto_resource(self, llm=llm))
 
-    def proactive_refresh(self, date: str = "", llm=None, use_llm: bool = True):
-        """Daily notes → ``daily/<date>/interests.yaml`` (seeds 000/001); without an LLM, the keyword fallback."""
+    def proactive_refresh(self, date: str = "", llm=None, use_llm: bool = True, carry_forward: bool = False):
+        """Daily notes → ``daily/<date>/interests.yaml`` (seeds 000/001); without an LLM, the keyword fallback.
+        ``carry_forward``: on a day without an interests file, write it from the open topics even when no daily
+        note changed (see ``run_proactive_refresh``)."""
         from .llm.client import LLMNotConfigured
         from .proactive.refresh import run_proactive_refresh
 
@@ -828,7 +830,8 @@ class Engine:
                 llm = self.llm_client("proactive_refresh")
             except LLMNotConfigured:
                 llm = None
-        return self._pipeline("proactive_refresh", lambda: run_proactive_refresh(self, date=date, llm=llm))
+        return self._pipeline("proactive_refresh", lambda: run_proactive_refresh(self, date=date, llm=llm,
+                                                                                  carry_forward=carry_forward))
 
     def dream_log(self, limit: int = 20, run_id: str = "", with_text: bool = False) -> dict:
         """Recent pipeline runs, or one run's changes (``run_id``)."""

@@ -319,11 +319,13 @@ class AgendaRequested(Message):
 
 class AgendaLoaded(Message):
     """``engine.proactive_read`` of ``date`` (a ``ProactiveReadResult``), the next scheduled refresh (aware
-    datetime or None) and ``error`` when the read itself raised."""
+    datetime or None) and ``error`` when the read itself raised. ``carried``: on a day without a refresh, the
+    open topics carried forward from earlier days (a ``ProactiveReadResult`` over the truth source), or None."""
 
     def __init__(self, date: str, today: str, result: Any, next_refresh: Any = None,
-                 error: str | None = None) -> None:
+                 error: str | None = None, carried: Any = None) -> None:
         super().__init__()
+        self.carried = carried
         self.date = date
         self.today = today
         self.result = result

@@ -242,3 +242,65 @@ async def test_palette_finds_notes_by_title(app_for):
         hits.highlighted = idx
         await pilot.press("enter")
         await wait_for(pilot, lambda: m.note.path == GUANGFU and pilot.app.screen is m, what="opened from palette")
+
+
+# -- 3. the agenda on a day without a refresh -------------------------------------------------------------------
+
+
+async def test_fresh_day_shows_carried_topics_and_r_re_evaluates_them(app_for, demo_vault):
+    """A refresh on the demo's last day leaves open topics in the truth source; two days later (no daily note
+    since) the agenda lists them as carried forward, and ``r`` writes that day's file from them — never the
+    "no daily notes changed" dead end."""
+    app = app_for(today="2026-11-30")
+    app.engine.proactive_refresh(DEMO_DAY)  # keyword fallback: the truth source now holds open topics
+    assert (demo_vault / "daily" / "_proactive.yaml").exists()
+    async with app.run_test(size=(160, 48)) as pilot:
+        m = await started(pilot)
+        await wait_for(pilot, lambda: m.agenda.carried is not None, what="carried topics")
+        assert m.agenda.result.skipped
+        rows = option_texts(m.agenda.list)
+        assert rows[0] == "No proactive refresh yet today."
+        assert "Press r to refresh (re-evaluates the open topics)." in rows
+        n = len(m.agenda.carried.topics)
+        assert f"Carried forward ({n})" in rows and "carried" in str(m.agenda.border_subtitle)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: not m.refresh_running, timeout=60, what="refresh")
+        await wait_for(pilot, lambda: m.agenda.result is not None and not m.agenda.result.skipped, what="agenda")
+        assert (demo_vault / "daily" / "2026-11-30" / "interests.yaml").exists()
+        assert m.agenda.result.topics
+        assert any("carried forward" in n.message for n in pilot.app._notifications)
+        assert not any("No daily notes changed" in n.message for n in pilot.app._notifications)
+
+
+# -- 4. the note after $EDITOR ----------------------------------------------------------------------------------
+
+
+async def test_note_shows_the_edited_text_before_the_reindex_finishes(app_for, demo_vault, tmp_path, monkeypatch):
+    import stat
+    import threading
+
+    editor = tmp_path / "fake-editor.sh"
+    editor.write_text("#!/bin/sh\nprintf '\\n## 编辑过\\n\\n独角兽词 zebracorn\\n' >> \"$1\"\n", encoding="utf-8")
+    editor.chmod(editor.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("EDITOR", str(editor))
+    monkeypatch.delenv("VISUAL", raising=False)
+    app = app_for()
+    release = threading.Event()
+    real = app.engine.index_paths
+
+    def slow_index_paths(paths, **kw):  # the re-index is held until the test has seen the new text
+        release.wait(30)
+        return real(paths, **kw)
+
+    async with app.run_test(size=(120, 36)) as pilot:
+        m = await started(pilot)
+        await open_and_wait(pilot, GUANGFU)
+        monkeypatch.setattr(app.engine, "index_paths", slow_index_paths)
+        await pilot.press("e")
+        try:
+            await wait_for(pilot, lambda: "zebracorn" in m.note.markdown.source, what="new text while re-indexing")
+            assert "re-indexing" in m.status.work
+        finally:
+            release.set()
+        await wait_for(pilot, lambda: m.status.work == "", what="re-index done")
+        assert [h.path for h in app.engine.search("zebracorn", mode="keyword", neighbors=False).hits] == [GUANGFU]

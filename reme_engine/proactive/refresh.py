@@ -86,7 +86,7 @@ class ProactiveRefreshReport:
 
 
 def run_proactive_refresh(engine, *, date: str, llm=None, params: ProactiveParams | None = None,
-                          now: _dt.datetime | None = None) -> ProactiveRefreshReport:
+                          now: _dt.datetime | None = None, carry_forward: bool = False) -> ProactiveRefreshReport:
     """Refresh the proactive topics of ``date`` (YYYY-MM-DD) from the vault's daily notes.
 
     ``llm``: an :class:`~reme_engine.llm.client.LLMClient`, or None for the keyword fallback. ``params``: from
@@ -94,6 +94,10 @@ def run_proactive_refresh(engine, *, date: str, llm=None, params: ProactiveParam
     taken as app-local). Raises ValueError for an invalid ``date`` or ``params``. LLM failures, unusable replies and
     write conflicts are reported in the result (``status: failed``); unexpected exceptions propagate after the
     journal run is marked failed.
+
+    ``carry_forward``: when no daily note changed but ``date`` has no interests file yet (a fresh day), write it
+    anyway from the truth source's open topics (the carry-forward rule re-evaluates them; no extract call) instead
+    of answering ``no_change`` — what "refresh now" in the app asks for.
     """
     if params is None:
         space = engine.embedder.space if getattr(engine, "embedder", None) is not None else ""
@@ -119,11 +123,12 @@ def run_proactive_refresh(engine, *, date: str, llm=None, params: ProactiveParam
     catalog = engine.store.catalog_get(CATALOG)
     changed = changed_files(scan.files, catalog, keyword_mode=keyword_mode)
     mark = (lambda sha: KEYWORD_MARK + sha) if keyword_mode else (lambda sha: sha)
-    if not changed:
+    carry = carry_forward and not (engine.vault / interests_path(daily_dir, date)).exists()
+    if not changed and not carry:
         return close(NO_CHANGE)
     blank = [f for f in changed if is_blank(f)]
     material = [f for f in changed if not is_blank(f)]
-    if not material:
+    if not material and not carry:
         # nothing to read: checkpoint so the next run does not look again; no LLM call, no file (seed)
         with engine.write_lock:
             engine.store.catalog_set(CATALOG, {f.path: mark(f.sha) for f in blank})
@@ -150,6 +155,8 @@ def run_proactive_refresh(engine, *, date: str, llm=None, params: ProactiveParam
                                            engine.state_dir, params.max_topics))
             rep.warnings += kw.warnings
             candidates = kw.candidates
+        elif not budget.shown:
+            candidates = []  # carry-forward only: nothing new to extract from
         else:
             known = sorted((t for t in truth.topics if t.status == OPEN),
                            key=lambda t: t.last_evidence_at or t.first_seen, reverse=True)

@@ -832,10 +832,21 @@ class MainScreen(Screen):
             self.post_message(AgendaLoaded(day, today, None, error=_err(exc)))
             return
         nxt = self.next_refresh_time() if res.skipped and day == today else None
-        self.post_message(AgendaLoaded(day, today, res, nxt))
+        carried = None
+        if res.skipped:
+            # no refresh that day: the open topics of the carry-forward window are still worth seeing
+            try:
+                days = int(getattr(self.settings.proactive, "carry_forward_days", 14)) + 1
+                carried = self.engine.proactive_read(day, include_content=False, horizon_days=days)
+                if not carried.success or carried.skipped or not carried.topics:
+                    carried = None
+            except Exception:
+                carried = None
+        self.post_message(AgendaLoaded(day, today, res, nxt, carried=carried))
 
     def on_agenda_loaded(self, message: AgendaLoaded) -> None:
-        self.agenda.show(message.date, message.today, message.result, message.next_refresh, message.error)
+        self.agenda.show(message.date, message.today, message.result, message.next_refresh, message.error,
+                         carried=message.carried)
 
     def action_refresh(self) -> None:
         """Run the proactive refresh for today now (keyword fallback without an LLM)."""
@@ -849,7 +860,8 @@ class MainScreen(Screen):
     @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
     def run_refresh(self, date: str) -> None:
         try:
-            res = self.engine.proactive_refresh(date)
+            # carry_forward: a fresh day gets its file from the open topics even when no daily note changed
+            res = self.engine.proactive_refresh(date, carry_forward=True)
         except Exception as exc:
             self.post_message(RefreshFinished(date, error=_err(exc)))
             return
@@ -872,7 +884,15 @@ class MainScreen(Screen):
             self.notify("; ".join(errors) or "the refresh failed", title="Refresh failed", severity="error",
                         timeout=8)
         elif status == "no_change":
-            self.notify("No daily notes changed since the last refresh.", title="Refresh", timeout=4)
+            self.notify("Nothing new in the daily notes since the last refresh: the agenda shown is current.",
+                        title="Refresh", timeout=4)
+        elif not getattr(res, "changed", None):  # a fresh day: nothing new, the open topics re-evaluated
+            if topics:
+                self.notify(f"Nothing new in the daily notes: {topics} open topics carried forward · via {how}",
+                            title="Refreshed", timeout=5)
+            else:
+                self.notify("No recent daily notes and no open topics to carry forward: write in today's page "
+                            "(t), then refresh again.", title="Refreshed", timeout=6)
         else:
             self.notify(f"{topics} topics · {items} agenda items · via {how}", title="Refreshed", timeout=5)
         self.load_agenda(message.date)  # the day just refreshed, even if another day was on screen
@@ -1079,6 +1099,8 @@ class MainScreen(Screen):
             return
         if rc:
             self.notify(f"{editor} exited with status {rc}", title="Editor", severity="warning", timeout=4)
+        # the new text at once, read from the file; the index (and with it the links pane) follows
+        self.post_message(OpenNote(path, history=False))
         self.status.set_work(f"re-indexing {path}…")
         self.reindex_note(path)
 
@@ -1099,7 +1121,7 @@ class MainScreen(Screen):
             self.notify(message.error, title="Re-index after edit failed", severity="error")
             return
         if self.note.path == message.path:
-            self.post_message(OpenNote(message.path, history=False))
+            self.load_neighbours(message.path, list(self.note.doc.sources) if self.note.doc else None)
         self.load_status()
         self.load_days()
         if self.daily.date:

@@ -140,6 +140,7 @@ class AgendaPane(Vertical):
         self.today: str | None = None
         self.result = None
         self.next_refresh = None
+        self.carried = None  # open topics carried forward, shown on a day without a refresh
         self.error: str | None = None
         self.items: dict[str, dict] = {}  # option id → agenda item / topic
         self.topics_by_id: dict[str, dict] = {}
@@ -192,10 +193,13 @@ class AgendaPane(Vertical):
         self.items = {}
         self.list.set_options([Option(Text(text, style="dim italic"), disabled=True)])
 
-    def show(self, date: str, today: str, result, next_refresh=None, error: str | None = None) -> None:
+    def show(self, date: str, today: str, result, next_refresh=None, error: str | None = None,
+             carried=None) -> None:
         """Show ``result`` (a ``ProactiveReadResult``) for ``date``; ``next_refresh``: when the next scheduled
-        refresh runs (aware datetime), shown in the empty state."""
+        refresh runs (aware datetime), shown in the empty state; ``carried``: on a day without a refresh, the
+        open topics carried forward (a ``ProactiveReadResult`` of the truth source), listed under the notice."""
         self.date, self.today, self.result, self.next_refresh, self.error = date, today, result, next_refresh, error
+        self.carried = carried
         with self.date_input.prevent(Input.Changed):
             self.date_input.value = date
         self.border_title = "Agenda · today" if date == today else f"Agenda · {date}"
@@ -218,9 +222,18 @@ class AgendaPane(Vertical):
             if date == today:
                 nxt = next_refresh_text(next_refresh)
                 note(f"Next scheduled refresh: {nxt}." if nxt else "No refresh is scheduled.")
-                note("Press r to refresh now.")
+                note("Press r to refresh (re-evaluates the open topics)." if carried is not None
+                     else "Press r to refresh now.")
             else:
                 note("←/→ steps days · type a date above.")
+            topics = list(getattr(carried, "topics", None) or [])
+            if topics:
+                self.topics_by_id = {str(t.get("id")): t for t in topics if t.get("id") is not None}
+                opts.append(Option(Text(f"Carried forward ({len(topics)})", style="bold underline"), disabled=True))
+                for i, t in enumerate(topics):
+                    oid = f"topic-{i}"
+                    self.items[oid] = t
+                    opts.append(Option(topic_prompt(t, width), id=oid))
         else:
             topics = result.topics or []
             self.topics_by_id = {str(t.get("id")): t for t in topics if t.get("id") is not None}
@@ -242,8 +255,12 @@ class AgendaPane(Vertical):
                 opts.append(Option(topic_prompt(t, width), id=oid))
         if opts:
             self.list.set_options(opts)
-        self.border_subtitle = (f"{len(result.agenda or [])} items · {len(result.topics)} topics"
-                                if result is not None and result.success and not result.skipped else "←/→ days")
+        if result is not None and result.success and not result.skipped:
+            self.border_subtitle = f"{len(result.agenda or [])} items · {len(result.topics)} topics"
+        elif carried is not None and getattr(carried, "topics", None):
+            self.border_subtitle = f"{len(carried.topics)} carried · ←/→ days"
+        else:
+            self.border_subtitle = "←/→ days"
         for idx, opt in enumerate(self.list.options):
             if not opt.disabled:
                 self.list.highlighted = idx
@@ -256,7 +273,7 @@ class AgendaPane(Vertical):
         """Re-cut the rows when the pane's width changed (resized, or shown after being hidden)."""
         if self.date is not None and self._row_width() != self._width:
             keep = self.list.highlighted
-            self.show(self.date, self.today or "", self.result, self.next_refresh, self.error)
+            self.show(self.date, self.today or "", self.result, self.next_refresh, self.error, self.carried)
             if keep is not None and keep < self.list.option_count:
                 self.list.highlighted = keep
 
