@@ -1,0 +1,405 @@
+"""Chaos benchmark: kill -9 at random points, restart once, compare with a clean index (issue 9).
+
+Sections (``--only a,b``; default all):
+
+- ``refresh`` — ``reme-tui --refresh`` on a temp copy of a real vault (a subset of knowledge-garden-zh: Cards,
+  Calendar, Atlas and the top-level notes, ~1,300 notes) is killed with SIGKILL at a random moment of one of its
+  stages — keyword pass, link pass, vector pass, day pages (the proactive stage that writes the day's
+  ``interests.yaml``) — then ``--refresh`` runs once more, and the index is compared with a clean index of the same
+  vault (fresh state dir): files (path, sha), chunks (id, file, text hash, has_vec), links (source, target, line,
+  resolved, ambiguous, virtual; resolved and dangling counts), vectors (the ids in the faiss file), and the top 5 of
+  fixed queries (keyword, vector, hybrid). Two kinds of trial alternate: ``cold`` (fresh state dir, the embedding
+  cache missing a random 10 % (``--drop``) of the vectors so the vector pass embeds for seconds) and ``incremental`` (the state
+  of a clean index of the vault before 60 notes were renamed, deleted, edited or added).
+
+  The moment: the stage is drawn uniformly; the child's progress lines on stderr mark where a stage starts
+  (``index: N to do`` keyword, ``index: N/N`` links, ``embed: M to do`` vectors, ``embed: M/M`` day pages); the
+  kill comes a uniform fraction of that stage's duration (measured by an unkilled calibration run of each kind)
+  after its start. A child that finishes before the kill is not a trial (it is counted as ``missed`` and drawn
+  again).
+
+Other sections (racing savers, job write/edit/move, dream runs) plug in as further entries of ``SECTIONS``.
+
+Prints one JSON object: per section ``trials``, ``survived``, ``lost`` (and why), by stage and kind.
+
+    $PY bench/bench_chaos.py --only refresh --trials 50      # ~10 min on 2 cores
+    $PY bench/bench_chaos.py --quick                          # 8 trials
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (VAULT_ZH, bench_tmpdir, cache_root, emit, loadavg, loaded_embedder, log, machine,  # noqa: E402
+                     open_engine, tree_digest)
+
+DATE = "2023-02-22"  # a day with a daily note in the vault: the day-pages stage has material
+SUBSET = ("Cards", "Calendar", "Atlas")
+QUERIES = ("笔记方法", "时间管理", "写作 发布", "Obsidian 插件", "读书")
+STAGES = ("keyword", "links", "vectors", "day_pages")
+
+
+# -- the vault ---------------------------------------------------------------------------------------------
+def make_subset(dst: Path) -> Path:
+    """The subset of knowledge-garden-zh (mtimes kept), never written in place."""
+    dst.mkdir(parents=True)
+    for name in SUBSET:
+        shutil.copytree(VAULT_ZH / name, dst / name, symlinks=True)
+    for p in VAULT_ZH.iterdir():
+        if p.is_file() and p.suffix == ".md":
+            shutil.copy2(p, dst / p.name)
+    return dst
+
+
+def mutate(vault: Path, seed: int = 7) -> dict:
+    """A fixed set of changes (renames, deletions, edits that add links, new notes linking to old ones)."""
+    rng = random.Random(seed)
+    notes = sorted(p for p in vault.rglob("*.md"))
+    picks = rng.sample(notes, 60)
+    renamed, deleted, edited, added = picks[:15], picks[15:30], picks[30:45], []
+    names = [p.stem for p in notes]
+    for p in renamed:
+        p.rename(p.with_name(f"{p.stem} (renamed).md"))
+    for p in deleted:
+        p.unlink()
+    for p in edited:
+        with open(p, "a", encoding="utf-8") as f:
+            f.write(f"\n\n补充：参见 [[{rng.choice(names)}]] 与 [[{rng.choice(names)}]]。\n")
+    for i in range(15):
+        p = vault / "Cards" / f"新卡片 {i}.md"
+        p.write_text(f"# 新卡片 {i}\n\n关于 [[{rng.choice(names)}]] 的一些新想法，链接到 [[{renamed[i].stem}]]。\n",
+                     encoding="utf-8")
+        added.append(p)
+    return {"renamed": len(renamed), "deleted": len(deleted), "edited": len(edited), "added": len(added)}
+
+
+# -- the index, read raw ------------------------------------------------------------------------------------
+def snapshot(state: Path) -> dict:
+    """Everything the index derives from the vault, without row ids (they depend on the index's history).
+    Pipeline checkpoints (``catalog``) are not derived data and are left out."""
+    import faiss
+
+    c = sqlite3.connect(f"file:{state / 'index.sqlite'}?mode=ro", uri=True)
+    try:
+        files = sorted(c.execute("SELECT path, sha FROM files"))
+        chunks = sorted(c.execute("SELECT c.id, f.path, c.text_hash, c.has_vec FROM chunks c "
+                                  "JOIN files f ON f.id = c.file_id"))
+        links = sorted(c.execute("SELECT f.path, l.target, l.line, l.resolved, l.ambiguous, l.virtual "
+                                 "FROM links l JOIN files f ON f.id = l.src_id"), key=repr)
+        fts = c.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
+        marker = c.execute("SELECT value FROM meta WHERE key = 'sync_interrupted'").fetchone()
+    finally:
+        c.close()
+    vec_ids: list[int] = []
+    faiss_files = sorted(state.glob("vectors-*.faiss"))
+    if faiss_files:
+        idx = faiss.read_index(str(faiss_files[0]))
+        stamp = json.loads(faiss_files[0].with_suffix(".json").read_text(encoding="utf-8"))
+        vec_ids = sorted(set(int(i) for i in faiss.vector_to_array(idx.id_map)) - set(stamp.get("tombstones", ())))
+    return {"files": files, "chunks": chunks, "links": links, "fts_rows": fts, "marker": marker,
+            "links_resolved": sum(1 for x in links if x[3] is not None),
+            "links_dangling": sum(1 for x in links if x[3] is None), "vectors": vec_ids}
+
+
+def top5(vault: Path, state: Path, emb) -> dict:
+    eng = open_engine(vault, state, emb)
+    try:
+        out = {}
+        for q in QUERIES:
+            for mode in ("keyword", "vector", "hybrid"):
+                hits = eng.search(q, limit=5, mode=mode, neighbors=False).hits
+                out[f"{mode}:{q}"] = [(h.path, h.start_line) for h in hits]
+        return out
+    finally:
+        eng.close()
+
+
+def diff(a: dict, b: dict) -> list[str]:
+    """Names of the fields that differ, with a short description each."""
+    out = []
+    for k in a:
+        if a[k] != b.get(k):
+            if isinstance(a[k], list) and isinstance(b.get(k), list):
+                sa, sb = set(map(repr, a[k])), set(map(repr, b[k]))
+                out.append(f"{k}: {len(a[k])} vs {len(b[k])} (only in trial {len(sa - sb)}, only in clean {len(sb - sa)})")
+            else:
+                out.append(f"{k}: {str(a[k])[:80]} vs {str(b.get(k))[:80]}")
+    return out
+
+
+# -- running reme-tui ---------------------------------------------------------------------------------------
+def refresh_cmd(vault: Path, state: Path) -> list[str]:
+    return [sys.executable, "-m", "reme_tui.cli", "--refresh", "--vault", str(vault), "--state-dir", str(state),
+            "--embedder", "offline", "--date", DATE]
+
+
+class Child:
+    """A ``--refresh`` child whose stderr progress lines are timestamped as they arrive."""
+
+    def __init__(self, vault: Path, state: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "REME_CRASH_AT"}
+        self.t0 = time.monotonic()
+        self.p = subprocess.Popen(refresh_cmd(vault, state), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, env=env)
+        self.lines: list[tuple[float, str]] = []
+        self.cond = threading.Condition()
+        self.out = ""
+        self._t = threading.Thread(target=self._read, daemon=True)
+        self._t.start()
+        self._o = threading.Thread(target=self._read_out, daemon=True)
+        self._o.start()
+
+    def _read(self) -> None:
+        for line in self.p.stderr:
+            with self.cond:
+                self.lines.append((time.monotonic() - self.t0, line.rstrip("\n")))
+                self.cond.notify_all()
+        with self.cond:
+            self.lines.append((time.monotonic() - self.t0, "<eof>"))
+            self.cond.notify_all()
+
+    def _read_out(self) -> None:
+        self.out = self.p.stdout.read()
+
+    def wait_for(self, pred, timeout: float = 300) -> float | None:
+        """Seconds since start of the first stderr line matching ``pred``; None at EOF or timeout."""
+        deadline = time.monotonic() + timeout
+        seen = 0
+        with self.cond:
+            while True:
+                for t, line in self.lines[seen:]:
+                    if line == "<eof>":
+                        return None
+                    if pred(line):
+                        return t
+                seen = len(self.lines)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self.cond.wait(left)
+
+    def finish(self, timeout: float = 600) -> int:
+        rc = self.p.wait(timeout)
+        self._t.join(5)
+        self._o.join(5)
+        return rc
+
+
+def _is(stage: str):
+    """The stderr line that marks the start of ``stage``."""
+    def index_done(line: str) -> bool:
+        if not line.startswith("index: ") or "/" not in line:
+            return False
+        d, t = line[7:].split("/", 1)
+        return d == t
+    def embed_done(line: str) -> bool:
+        if not line.startswith("embed: ") or "/" not in line:
+            return False
+        d, t = line[7:].split("/", 1)
+        return d == t
+    return {"keyword": lambda line: line.startswith("index: ") and line.endswith(" to do"),
+            "links": index_done,
+            "vectors": lambda line: line.startswith("embed: ") and line.endswith(" to do"),
+            "day_pages": embed_done}[stage]
+
+
+def calibrate(vault: Path, state: Path) -> dict:
+    """Stage windows (seconds) of one unkilled run."""
+    ch = Child(vault, state)
+    marks = {s: ch.wait_for(_is(s)) for s in STAGES}
+    rc = ch.finish()
+    end = time.monotonic() - ch.t0
+    if rc != 0 or any(v is None for v in marks.values()):
+        raise SystemExit(f"calibration run failed (rc {rc}, marks {marks}):\n{ch.out[-2000:]}")
+    order = list(STAGES) + ["end"]
+    marks["end"] = end
+    return {s: round(marks[order[i + 1]] - marks[s], 3) for i, s in enumerate(STAGES)} | {"total": round(end, 3)}
+
+
+# -- the refresh section -------------------------------------------------------------------------------------
+def section_refresh(args, work: Path) -> dict:
+    work.mkdir(parents=True)
+    emb, _ = loaded_embedder()
+    vault_a = make_subset(work / "vault-A")
+    digest, nfiles, nbytes = tree_digest(vault_a)
+    vault_b = work / "vault-B"
+    shutil.copytree(vault_a, vault_b, symlinks=True)
+    changes = mutate(vault_b)
+    log(f"vault subset: {nfiles} files, {nbytes} bytes; incremental trials change {changes}")
+
+    # Clean indexes of A and B with vectors. Their embeddings persist between bench runs (cache_root()).
+    cdir = cache_root() / f"chaos-{digest}-{emb.space.replace('/', '_')[:40]}"
+    clean_a, clean_b = work / "clean-A", work / "clean-B"
+    for vault, state, name in ((vault_a, clean_a, "A"), (vault_b, clean_b, "B")):
+        state.mkdir()
+        cached = cdir / f"embeddings-{name}.sqlite"
+        if cached.is_file():
+            shutil.copy2(cached, state / "embeddings.sqlite")
+        elif name == "B":
+            shutil.copy2(clean_a / "embeddings.sqlite", state / "embeddings.sqlite")
+        eng = open_engine(vault, state, emb)
+        t = time.perf_counter()
+        rep = eng.index()
+        log(f"clean index {name}: {rep.chunks_total} chunks, {rep.links_total} links, embedded {rep.embedded} "
+            f"(cache {rep.embed_cached}) in {time.perf_counter() - t:.1f}s")
+        eng.close()
+        cdir.mkdir(parents=True, exist_ok=True)
+        if not cached.is_file():
+            shutil.copy2(state / "embeddings.sqlite", cached)
+    full_cache = clean_b / "embeddings.sqlite"  # A's vectors and B's
+
+    def trial_dirs(kind: str, tag: str, rng: random.Random) -> tuple[Path, Path]:
+        vault, state = work / f"v-{tag}", work / f"s-{tag}"
+        shutil.copytree(vault_a if kind == "cold" else vault_b, vault, symlinks=True)
+        if kind == "cold":
+            state.mkdir()
+            shutil.copy2(full_cache, state / "embeddings.sqlite")
+            c = sqlite3.connect(state / "embeddings.sqlite")
+            keys = [r[0] for r in c.execute("SELECT text_hash FROM embeddings")]
+            drop = rng.sample(keys, int(len(keys) * args.drop))
+            c.executemany("DELETE FROM embeddings WHERE text_hash = ?", [(k,) for k in drop])
+            c.commit()
+            c.close()
+        else:
+            shutil.copytree(clean_a, state)
+        return vault, state
+
+    rng = random.Random(args.seed)
+    windows = {}
+    for kind in ("cold", "incremental"):
+        v, s = trial_dirs(kind, f"cal-{kind}", rng)
+        windows[kind] = calibrate(v, s)
+        shutil.rmtree(v)
+        shutil.rmtree(s)
+        log(f"stage windows ({kind}): {windows[kind]}")
+
+    results = []
+    missed = 0
+    t_start = time.perf_counter()
+    while len(results) < args.trials:
+        n = len(results)
+        kind = "cold" if n % 2 == 0 else "incremental"
+        stage = STAGES[rng.randrange(len(STAGES))]
+        frac = rng.random()
+        tag = f"{n:03d}-{missed}"
+        vault, state = trial_dirs(kind, tag, rng)
+        ch = Child(vault, state)
+        at = ch.wait_for(_is(stage))
+        killed = False
+        if at is not None:
+            time.sleep(frac * windows[kind][stage])
+            try:
+                ch.p.send_signal(signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        rc = ch.finish()
+        killed = rc == -signal.SIGKILL
+        if not killed:
+            missed += 1
+            log(f"trial {tag} {kind}/{stage}: finished before the kill (rc {rc}); drawn again")
+            shutil.rmtree(vault)
+            shutil.rmtree(state)
+            if missed > 5 * args.trials:
+                raise SystemExit("too many missed kills: stage windows too short?")
+            continue
+        after_kill = snapshot(state) if (state / "index.sqlite").exists() else None
+        restart = subprocess.run(refresh_cmd(vault, state), capture_output=True, text=True, timeout=900,
+                                 env={k: v for k, v in os.environ.items() if k != "REME_CRASH_AT"})
+        rec = {"trial": n, "kind": kind, "stage": stage, "fraction": round(frac, 3),
+               "killed_at_s": round(time.monotonic() - ch.t0, 3) if at is None else round(at + frac * windows[kind][stage], 3),
+               "marker_after_kill": bool(after_kill and after_kill["marker"]),
+               "restart_rc": restart.returncode,
+               "repair_line": next((ln for ln in restart.stdout.splitlines() if ln.startswith("repair")), None)}
+        problems: list[str] = []
+        if restart.returncode != 0:
+            problems.append(f"restart failed rc {restart.returncode}: {restart.stderr[-300:]}")
+        if "Traceback" in restart.stderr:
+            problems.append("traceback in restart: " + restart.stderr[-300:])
+        if not problems:
+            got = snapshot(state)
+            clean = work / f"c-{tag}"
+            clean.mkdir()
+            shutil.copy2(full_cache, clean / "embeddings.sqlite")
+            eng = open_engine(vault, clean, emb)
+            eng.index()
+            eng.close()
+            want = snapshot(clean)
+            problems += diff(got, want)
+            if not problems:
+                q_got, q_want = top5(vault, state, emb), top5(vault, clean, emb)
+                problems += [f"top5 {k}" for k in q_got if q_got[k] != q_want[k]]
+            rec.update({"files": len(got["files"]), "chunks": len(got["chunks"]),
+                        "links_resolved": got["links_resolved"], "links_dangling": got["links_dangling"],
+                        "vectors": len(got["vectors"])})
+            shutil.rmtree(clean)
+        rec["survived"] = not problems
+        rec["problems"] = problems
+        results.append(rec)
+        log(f"trial {n} {kind}/{stage} at {rec['killed_at_s']}s: {'ok' if not problems else problems}"
+            + (f"  [{rec['repair_line']}]" if rec["repair_line"] else ""))
+        shutil.rmtree(vault)
+        shutil.rmtree(state)
+
+    def tally(key: str) -> dict:
+        out: dict = {}
+        for r in results:
+            d = out.setdefault(r[key], {"trials": 0, "survived": 0})
+            d["trials"] += 1
+            d["survived"] += r["survived"]
+        return out
+
+    survived = sum(r["survived"] for r in results)
+    return {"vault": {"source": "knowledge-garden-zh", "subset": list(SUBSET) + ["top-level notes"],
+                      "files": nfiles, "bytes": nbytes, "incremental_changes": changes},
+            "stage_windows_s": windows, "trials": len(results), "survived": survived,
+            "lost": len(results) - survived, "missed_kills_redrawn": missed,
+            "by_stage": tally("stage"), "by_kind": tally("kind"),
+            "restarts_with_repair_line": sum(1 for r in results if r["repair_line"]),
+            "killed_with_marker_set": sum(1 for r in results if r["marker_after_kill"]),
+            "seconds": round(time.perf_counter() - t_start, 1), "loadavg": loadavg(), "results": results}
+
+
+SECTIONS = {"refresh": section_refresh}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections ({', '.join(SECTIONS)})")
+    ap.add_argument("--trials", type=int, default=50, help="kill trials per section (default 50)")
+    ap.add_argument("--quick", action="store_true", help="8 trials per section")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--drop", type=float, default=0.1,
+                    help="cold trials: share of the vectors missing from the embedding cache (default 0.1)")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir")
+    args = ap.parse_args()
+    if args.quick:
+        args.trials = 8
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SECTIONS]
+    if unknown:
+        raise SystemExit(f"unknown section(s): {', '.join(unknown)} (known: {', '.join(SECTIONS)})")
+    with bench_tmpdir("chaos", args.keep) as tmp:
+        out = {"machine": machine(), "command": " ".join(["bench/bench_chaos.py", *sys.argv[1:]]), "sections": {}}
+        for name in names:
+            log(f"section {name}")
+            out["sections"][name] = SECTIONS[name](args, tmp / name)
+        out["trials"] = sum(s["trials"] for s in out["sections"].values())
+        out["survived"] = sum(s["survived"] for s in out["sections"].values())
+        out["lost"] = sum(s["lost"] for s in out["sections"].values())
+        emit(out)
+
+
+if __name__ == "__main__":
+    main()
