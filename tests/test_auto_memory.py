@@ -13,6 +13,7 @@ from reme_engine.markdown.frontmatter import parse_frontmatter
 from reme_engine.memory import auto_memory as am
 from reme_engine.memory.auto_memory import (append_user_messages_verbatim, find_session_card, run_auto_memory)
 from reme_engine.memory.session import ChatMessage, append_messages
+from reme_engine.vault import provenance as P
 from wire.server import ScriptedServer, anthropic_message, openai_chat
 
 PROVIDERS = ["anthropic", "openai"]
@@ -80,6 +81,24 @@ def first_turn(engine, sid=SID):
         ("u2", "user", U2, "2026-11-28T23:35:00+00:00"))
 
 
+def lost_lines(user: bytes, final: bytes) -> list[bytes]:
+    """The user's lines (exact bytes, terminators dropped) that are not, in order, lines of ``final``."""
+    def lines(b):
+        b = b[3:] if b.startswith(b"\xef\xbb\xbf") else b
+        out = b.split(b"\n")
+        return [x[:-1] if x.endswith(b"\r") else x for x in (out[:-1] if out and out[-1] == b"" else out)]
+    have, i, lost = lines(final), 0, []
+    for ln in lines(user):
+        j = i
+        while j < len(have) and have[j] != ln:
+            j += 1
+        if j == len(have):
+            lost.append(ln)
+        else:
+            i = j + 1
+    return lost
+
+
 def bullets(text, heading):
     section = text.split(f"## {heading}\n")[1].split("\n## ")[0]
     return [line for line in section.splitlines() if line.startswith("- ")]
@@ -100,6 +119,7 @@ def test_card_created_with_frontmatter_and_day_index(provider, open_engine):
     assert rep.created == [card] and rep.updated == []
     text = (eng.vault / card).read_text(encoding="utf-8")
     fm = parse_frontmatter(text).meta
+    assert fm.pop("reme_provenance").startswith("app ") and P.note_ownership(text).app_owned  # stamped: the app's
     assert fm == {"name": "Login page CSS on Safari", "description": "Debugging the collapsed login grid on Safari 17",
                   "session_id": SID, "source_conversation": f"[[session/dialog/{SID}.jsonl]]"}
     assert 'source_conversation: "[[session/dialog/sess-a.jsonl]]"' in text
@@ -129,9 +149,7 @@ def test_second_turn_merges_timeline_state_and_notes(provider, open_engine):
     with ScriptedServer([reply(provider, CARD1), reply(provider, CARD2)]) as srv:
         c = client(provider, srv)
         run_auto_memory(eng, SID, llm=c)
-        card = "daily/2026-11-29/login-css-safari.md"
-        (eng.vault / card).write_text((eng.vault / card).read_text(encoding="utf-8") + "\n## My thoughts\n\nkeep me\n",
-                                      encoding="utf-8")
+        card = "daily/2026-11-29/login-css-safari.md"  # nobody edits it: still the app's, merged in place
         say(eng, SID, ("u3", "user", U3, "2026-11-29T01:00:00+00:00"))
         rep = run_auto_memory(eng, SID, llm=c)
         assert rep.status == "ok" and rep.updated == [card] and rep.created == [] and rep.consumed == 1
@@ -148,7 +166,7 @@ def test_second_turn_merges_timeline_state_and_notes(provider, open_engine):
     assert bullets(text, "Notes") == ["- Prefers no polyfills", "- Ships the fix tomorrow"]
     lines = [line for line in text.splitlines() if line.startswith("- ")]
     assert len(lines) == len(set(lines))
-    assert "## My thoughts\n\nkeep me\n" in text  # the user's own section survives the merge
+    assert P.note_ownership(text).app_owned and P.BEGIN_PREFIX not in text  # re-stamped, no block
     fm = parse_frontmatter(text).meta
     assert fm["name"] == "Login page CSS on Safari"  # name kept; description rewritten
     assert fm["description"] == "Login grid fixed with a flexbox fallback"
@@ -282,10 +300,10 @@ def test_session_with_corrupt_lines_is_still_processed(open_engine):
     assert rep.status == "ok" and rep.skipped_lines == 2 and rep.consumed == 3
 
 
-def test_merges_into_an_existing_hand_written_session_card(open_engine, demo_vault):
+def test_a_hand_written_session_card_is_never_rewritten_the_update_goes_to_reme_block(open_engine, demo_vault):
     eng = open_engine(demo_vault)
     card = eng.vault / "daily/2026-11-28/session_d29f6b31.md"
-    original = card.read_text(encoding="utf-8")
+    original = card.read_bytes()
     data = {"name": "x", "slug": "x", "description": "对比隆基与通威，决定先建跟踪清单",
             "timeline": ["对比了隆基绿能和通威股份的商业模式"],
             "current_state": "先不加仓，建立跟踪清单。",
@@ -293,13 +311,103 @@ def test_merges_into_an_existing_hand_written_session_card(open_engine, demo_vau
     with ScriptedServer([reply("anthropic", data)]) as srv:
         rep = run_auto_memory(eng, "d29f6b31", llm=client("anthropic", srv))
     assert rep.updated == ["daily/2026-11-28/session_d29f6b31.md"] and rep.created == []
+    raw = card.read_bytes()
+    assert raw.startswith(original) and lost_lines(original, raw) == []  # the user's bytes, all of them, in place
+    text = raw.decode("utf-8")
+    block = P.live_block(text)
+    assert block is not None and P.note_ownership(text).owner == "user" and "reme_provenance" not in text
+    assert "### Timeline\n\n- 09:40 对比了隆基绿能和通威股份的商业模式" in block
+    assert "**Description:** 对比隆基与通威，决定先建跟踪清单" in block  # proposed, not put in the frontmatter
+    assert "- Wants a weekly polysilicon price tracking list" in block
+    assert "[[session/dialog/d29f6b31.jsonl]]" in block
+    assert parse_frontmatter(text).meta == parse_frontmatter(original.decode("utf-8")).meta
+
+
+def _app_card_then_user_edit(eng, provider, srv):
+    """The app writes the card from the first turn; the user then edits it in their editor: a new description and
+    two lines of their own inside "Current state". Returns (card path, the user's bytes)."""
+    first_turn(eng)
+    run_auto_memory(eng, SID, llm=client(provider, srv))
+    card = eng.vault / "daily/2026-11-29/login-css-safari.md"
     text = card.read_text(encoding="utf-8")
-    body = original.split("---\n", 2)[2]
-    assert text.split("---\n", 2)[2].startswith(body)  # the user's body is kept byte for byte, sections appended
-    assert "## Timeline\n\n- 09:40 对比了隆基绿能和通威股份的商业模式" in text
+    assert P.note_ownership(text).app_owned
+    text = text.replace("description: Debugging the collapsed login grid on Safari 17",
+                        "description: My Safari grid bug (I own this card now)")
+    text = text.replace("trying a flexbox fallback.\n",
+                        "trying a flexbox fallback.\n\nMy own line: ask Dana about Safari 16 too.\n"
+                        "  - indented, trailing space \n")
+    card.write_text(text, encoding="utf-8")
+    return card, card.read_bytes()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_card_the_user_edited_keeps_every_user_line_and_gets_the_update_in_reme_block(provider, open_engine):
+    eng = open_engine()
+    card3 = {"description": "Shipping tomorrow", "timeline": ["Shipped the fix to staging"],
+             "current_state": "On staging; production tomorrow.", "notes": ["Staging first, always"]}
+    with ScriptedServer([reply(provider, CARD1), reply(provider, CARD2), reply(provider, card3)]) as srv:
+        card, user = _app_card_then_user_edit(eng, provider, srv)
+        say(eng, SID, ("u3", "user", U3, "2026-11-29T01:00:00+00:00"))
+        rep = run_auto_memory(eng, SID, llm=client(provider, srv))
+        assert rep.status == "ok" and rep.updated == ["daily/2026-11-29/login-css-safari.md"], rep
+        _, second = request_parts(provider, srv.requests[1])
+        after2 = card.read_bytes()
+        say(eng, SID, ("u4", "user", "Shipped to staging; staging first, always.", "2026-11-29T02:00:00+00:00"))
+        rep3 = run_auto_memory(eng, SID, llm=client(provider, srv))
+        assert rep3.status == "ok" and rep3.updated == rep.updated
+    assert "My own line: ask Dana" in between(second, "existing_card")  # the model sees the user's version
+    raw = card.read_bytes()
+    for final in (after2, raw):
+        assert final.startswith(user) and lost_lines(user, final) == []  # byte for byte, nothing before the block
+    text = raw.decode("utf-8")
+    own = P.note_ownership(text)
+    assert own.owner == "user" and own.stamp == "stale" and len(own.blocks) == 1  # one block, rewritten in place
     fm = parse_frontmatter(text).meta
-    assert fm["tags"] == ["investing", "新能源", "光伏"] and fm["name"].startswith("隆基 vs 通威")
-    assert fm["description"] == "对比隆基与通威，决定先建跟踪清单"
+    assert fm["description"] == "My Safari grid bug (I own this card now)"  # the frontmatter is the user's
+    block = P.live_block(text)
+    assert "**Description:** Shipping tomorrow" in block
+    current = block.split("### Current state\n\n")[1].split("\n\n###")[0]
+    assert current == "On staging; production tomorrow."  # the block's state is the newest
+    timeline = block.split("### Timeline\n\n")[1].split("\n\n###")[0].splitlines()
+    # items the card already has (the user's timeline) are not proposed again
+    assert timeline == ["- 09:00 Flexbox fallback works", "- 10:00 Shipped the fix to staging"]
+    notes = block.split("### Notes\n\n")[1].split("\n\n###")[0].splitlines()
+    assert notes == ["- Ships the fix tomorrow", "- Staging first, always"]  # "prefers no polyfills" is there
+    assert block.endswith("### Sources\n\n- [[session/dialog/sess-a.jsonl]]")
+    ptr = json.loads(eng.store.catalog_get("memory")[f"session/dialog/{SID}.jsonl"])
+    assert ptr["last_id"] == "u4"
+
+
+def test_a_block_the_user_edited_is_theirs_and_new_material_goes_to_a_new_block(open_engine):
+    eng = open_engine()
+    with ScriptedServer([reply("openai", CARD1), reply("openai", CARD2),
+                         reply("openai", {"timeline": ["Shipped the fix to staging"]})]) as srv:
+        card, _ = _app_card_then_user_edit(eng, "openai", srv)
+        say(eng, SID, ("u3", "user", U3, "2026-11-29T01:00:00+00:00"))
+        run_auto_memory(eng, SID, llm=client("openai", srv))
+        edited = card.read_text(encoding="utf-8").replace("- 09:00 Flexbox fallback works",
+                                                          "- 09:00 Flexbox fallback works (confirmed on iPad)")
+        card.write_text(edited, encoding="utf-8")
+        say(eng, SID, ("u4", "user", "Shipped to staging.", "2026-11-29T02:00:00+00:00"))
+        run_auto_memory(eng, SID, llm=client("openai", srv))
+    raw = card.read_bytes()
+    assert raw.startswith(edited.encode("utf-8"))
+    own = P.note_ownership(raw.decode("utf-8"))
+    assert [b.intact for b in own.blocks] == [False, True]
+    assert "- 10:00 Shipped the fix to staging" in P.live_block(raw.decode("utf-8"))
+    assert raw.decode("utf-8").count("Flexbox fallback works") == 1  # not proposed again
+
+
+def test_merge_into_block_keeps_bom_crlf_and_every_user_byte():
+    user = "\ufeff---\r\nname: Mine\r\n---\r\n\r\n## Current state\r\n\r\nmine  \r\n\r\n## Timeline\r\n\r\n- 08:00 a"
+    out = am.merge_into_block(user, am.CardReply(timeline=["a", "b"], current_state="mine", notes=["n"]),
+                              time_label="09:00", sources=["session/dialog/x.jsonl"])
+    assert out.startswith(user + "\r\n\r\n" + P.BEGIN_PREFIX) and "\n" not in out.replace("\r\n", "")
+    block = P.live_block(out)
+    assert "- 09:00 b" in block and "- 09:00 a" not in block and "### Current state" not in block
+    assert P.keeps_user_lines(user, out)
+    # nothing new: the text comes back unchanged (no write)
+    assert am.merge_into_block(out, am.CardReply(timeline=["b"], notes=["n"]), time_label="10:00") == out
 
 
 # ------------------------------------------------------------------------------------------- engine entry points
@@ -364,14 +472,27 @@ def test_capture_appends_user_messages_verbatim_and_keeps_user_edits(open_engine
     assert entry in text
     assert "Answers need an LLM" not in text
     assert "[[daily/2026-11-29/capture|Capture 2026-11-29]]" in (eng.vault / "daily/2026-11-29.md").read_text()
-    # the user edits the card; the next capture appends after their edit
+    assert P.note_ownership(text).app_owned  # the app's card: later captures are plain appends, re-stamped
+    m0 = ChatMessage("c0", "user", "plain append", "2026-11-29T08:30:00+08:00")
+    append_user_messages_verbatim(eng, SID, [m0])
+    text = card.read_text(encoding="utf-8")
+    assert P.note_ownership(text).app_owned and P.BEGIN_PREFIX not in text and text.endswith("plain append\n")
+    # the user edits the card: it is theirs now; the next captures continue after their edit, in reme's block
     card.write_text(text + "\nmy own line\n", encoding="utf-8")
+    user = card.read_bytes()
     m2 = ChatMessage("c3", "user", "second thought", "2026-11-29T09:00:00+08:00")
     append_user_messages_verbatim(eng, SID, [m1, a1, m2])  # m1 again: captured once only
-    text2 = card.read_text(encoding="utf-8")
-    assert text2.startswith(text + "\nmy own line\n") and text2.endswith("second thought\n")
+    m3 = ChatMessage("c4", "user", "third\n\n  verbatim  ", "2026-11-29T09:10:00+08:00")
+    append_user_messages_verbatim(eng, SID, [m3])
+    raw = card.read_bytes()
+    assert raw.startswith(user) and lost_lines(user, raw) == []
+    text2 = raw.decode("utf-8")
+    own = P.note_ownership(text2)
+    assert own.owner == "user" and len(own.blocks) == 1 and own.blocks[0].intact  # one block, grown in place
+    assert P.live_block(text2) == ("**09:00** · [[session/dialog/sess-a.jsonl|chat]]\n\nsecond thought\n\n"
+                                   "**09:10** · [[session/dialog/sess-a.jsonl|chat]]\n\nthird\n\n  verbatim")
     assert text2.count("买菜") == 1
-    assert [r["kind"] for r in eng.journal.runs()] == ["capture", "capture"]
+    assert [r["kind"] for r in eng.journal.runs()] == ["capture"] * 4
 
 
 def test_capture_keeps_a_concurrent_edit(open_engine, monkeypatch):
@@ -392,8 +513,10 @@ def test_capture_keeps_a_concurrent_edit(open_engine, monkeypatch):
     append_user_messages_verbatim(eng, SID, [ChatMessage("c2", "user", "second", "2026-11-29T08:30:00+08:00")])
     text = card.read_text(encoding="utf-8")
     assert len(calls) == 2  # conflict detected, re-read, appended to the newest text
-    assert "first\n" in text and "edited meanwhile\n" in text and text.endswith("second\n")
+    assert "first\n" in text and "edited meanwhile\n" in text
     assert text.index("edited meanwhile") < text.index("second")
+    # the user's save made the card theirs: the capture went into reme's block, not over their bytes
+    assert P.live_block(text).endswith("\n\nsecond") and not P.note_ownership(text).app_owned
 
 
 # --------------------------------------------------------------------------------------------------- merge rules

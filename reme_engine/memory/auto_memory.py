@@ -13,10 +13,22 @@ Flow of :func:`run_auto_memory` (called by ``Engine.auto_memory`` under the vaul
        <context_not_evidence>[#4 assistant 09:13] …</context_not_evidence>
 
    The reply is a :class:`CardReply` ``{name, description, slug, timeline: [str], current_state, notes: [str]}``.
-4. Code, not the model, merges the reply into the card (:func:`merge_card`): ``## Timeline`` appends new items
-   (``- HH:MM text``), ``## Current state`` is rewritten, ``## Notes`` appends items not already in the card;
-   any other section, the preamble and unknown frontmatter keys are kept. Before merging, every item that quotes
-   assistant-only text verbatim is dropped (:class:`QuoteGuard`), so assistant replies never become card facts.
+4. Code, not the model, merges the reply into the card. Who owns the card is read from the card itself
+   (:mod:`reme_engine.vault.provenance`): every card the app creates carries a ``reme_provenance: app <hash>``
+   frontmatter stamp, re-stamped on each app write.
+
+   - **The app's card** (stamp current: nobody edited it since): :func:`merge_card` — ``## Timeline`` appends new
+     items (``- HH:MM text``), ``## Current state`` is rewritten, ``## Notes`` appends items not already in the
+     card, ``description`` is updated; any other section, the preamble and unknown frontmatter keys are kept.
+   - **The user's card** (they wrote it, or edited any byte after the app wrote it — theirs forever): none of its
+     bytes change, frontmatter included. :func:`merge_into_block` proposes the update in reme's marked block at
+     the end (``<!-- reme:begin … -->`` … ``<!-- reme:end -->``, rewritten in place while the user leaves it
+     alone): a new description, the newest current state, the timeline items and notes no line of the card says
+     yet, and the session record as source. The write is refused unless every user line is kept
+     (:func:`~reme_engine.vault.provenance.keeps_user_lines`).
+
+   Before merging, every item that quotes assistant-only text verbatim is dropped (:class:`QuoteGuard`), so
+   assistant replies never become card facts.
 5. The card ``daily/<date>/<slug>.md`` has frontmatter ``name``, ``description``, ``session_id`` and
    ``source_conversation: "[[session/dialog/<id>.jsonl]]"``. A later batch finds the card again by its
    ``session_id``; a new card whose slug is taken (another session, a user note) gets ``-2``, ``-3``… so two
@@ -27,7 +39,11 @@ Flow of :func:`run_auto_memory` (called by ``Engine.auto_memory`` under the vaul
    cards re-indexed.
 
 Without an LLM, :func:`append_user_messages_verbatim` is the quick-capture journal: the user's messages are appended
-verbatim to ``daily/<date>/capture.md`` (journaled as run kind ``capture``).
+verbatim to ``daily/<date>/capture.md`` (journaled as run kind ``capture``). The app's capture card is stamped and
+appended to; once the user edits it (or if they made it), the captures continue in reme's block at its end, on the
+same page and in time order, rather than in a second card: a day's captures stay in one place, and an edit never
+scatters them over ``capture-2.md``, ``capture-3.md``… A block the user edits becomes theirs; the next capture opens
+a new block after it.
 """
 
 from __future__ import annotations
@@ -44,6 +60,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from ..llm.client import LLMError, Message, UsageTally
 from ..llm.structured import StructuredReplyError, parse_reply
 from ..markdown.frontmatter import FrontmatterError, parse_frontmatter, render_frontmatter, update_frontmatter
+from ..vault import provenance as P
 from ..vault.io import SkipFile, WriteConflict, read_text
 from ..vault.paths import resolve
 from .prompts import load_prompt, prompt_language
@@ -346,6 +363,8 @@ def merge_card(text: str, reply: CardReply, *, time_label: str, language: str = 
     the order current state, timeline, notes (headings in ``language``). Other sections and the preamble are kept
     line for line. ``frontmatter`` keys are merged into the block with :func:`update_frontmatter` (other keys, their
     order and comments kept). CRLF cards stay CRLF. Raises FrontmatterError when the frontmatter block is invalid.
+    Only for a card the app owns (it rewrites the current state and the description); the caller re-stamps the
+    result. A card the user owns goes through :func:`merge_into_block`.
     """
     crlf = "\r\n" in text
     if crlf:  # work on LF lines (headings must match) and give the card its CRLF style back at the end
@@ -404,6 +423,119 @@ def merge_card(text: str, reply: CardReply, *, time_label: str, language: str = 
         lines.extend(s["lines"])
     out = head + "\n".join(lines).rstrip("\n") + "\n"
     return out.replace("\n", "\r\n") if crlf else out
+
+
+# --------------------------------------------------------------------------------------------------- user's cards
+
+#: Title and hint of the app's block in a card the user owns (the same wording as auto_dream's block).
+BLOCK_TEXT = {
+    "en": ("Updates proposed by reme",
+           "*Proposed by reme, not part of your card yet. To accept, edit it into your text; to dismiss, delete "
+           "this section.*"),
+    "zh": ("reme 建议的更新", "*reme 提出，尚未并入你的卡片。接受：把它改写进你的正文；不要：删除这一节。*"),
+}
+SOURCES_LABEL = {"en": "Sources", "zh": "来源"}
+DESCRIPTION_LABEL = {"en": "Description", "zh": "描述"}
+_H3_RE = re.compile(r"^###[ \t]+(.+?)[ \t]*#*[ \t]*$")
+_DESC_LINE_RE = re.compile(r"^\*\*(?:Description|描述):\*\*[ \t]*(.*)$")
+
+
+def block_parts(inner: str | None) -> dict:
+    """The app block of a card (:func:`render_block_parts`'s output, as :func:`~reme_engine.vault.provenance.
+    live_block` returns it) read back: ``{description: str, current: [lines], timeline: [lines], notes: [lines],
+    sources: [lines]}``, section lines without surrounding blank lines. None or "" gives empty parts."""
+    parts: dict = {"description": "", "current": [], "timeline": [], "notes": [], "sources": []}
+    kind = None
+    for line in (inner or "").split("\n"):
+        h = _H3_RE.match(line)
+        if h:
+            t = " ".join(h.group(1).casefold().split())
+            kind = _section_kind(t) or ("sources" if t in ("sources", "来源") else "other")
+            continue
+        if kind is None:
+            d = _DESC_LINE_RE.match(line)
+            if d:
+                parts["description"] = d.group(1).strip()
+        elif kind in parts:
+            parts[kind].append(line)
+    for k in ("current", "timeline", "notes", "sources"):
+        ls = parts[k]
+        while ls and not ls[0].strip():
+            ls.pop(0)
+        while ls and not ls[-1].strip():
+            ls.pop()
+    return parts
+
+
+def render_block_parts(parts: dict, language: str = "en") -> str:
+    """The inner text of the app's block (LF lines): title, hint, the proposed description, then ``### Current
+    state`` / ``### Timeline`` / ``### Notes`` / ``### Sources`` for the non-empty parts (headings in
+    ``language``)."""
+    lang = prompt_language(language)
+    title, hint = BLOCK_TEXT.get(lang, BLOCK_TEXT["en"])
+    labels = SECTION_LABELS[lang]
+    out = [f"## {title}", "", hint, ""]
+    if parts.get("description"):
+        out += [f"**{DESCRIPTION_LABEL[lang]}:** {parts['description']}", ""]
+    for kind, label in (("current", labels["current"]), ("timeline", labels["timeline"]),
+                        ("notes", labels["notes"]), ("sources", SOURCES_LABEL[lang])):
+        if parts.get(kind):
+            out += [f"### {label}", "", *parts[kind], ""]
+    return "\n".join(out).rstrip("\n")
+
+
+def merge_into_block(text: str, reply: CardReply, *, time_label: str, language: str = "en",
+                     sources: Iterable[str] = ()) -> str:
+    """Merge ``reply`` into the app's block of a card the **user** owns and return the new text (``text``
+    unchanged when there is nothing new to propose).
+
+    Only the block changes (:func:`~reme_engine.vault.provenance.set_block`: the last intact reme block is
+    rewritten in place, else a new one is appended at the end): a description different from the card's own is
+    proposed; ``reply.current_state`` replaces the block's current state (unless the card already says exactly
+    that); timeline items (``- <time_label> <item>``) and notes are appended unless a line of the card (the
+    user's or the block's) already says the same (:func:`normalize_item`); ``sources`` (vault paths, e.g. the
+    session record) are listed as links, old ones kept. Every other byte of ``text`` is kept, CRLF and BOM
+    included. Raises FrontmatterError for an invalid frontmatter block.
+    """
+    lf = text.replace("\r\n", "\n")
+    fm = parse_frontmatter(lf)
+    parts = block_parts(P.live_block(text))
+    before = render_block_parts(parts, language)
+    seen = {normalize_item(x) for x in lf.split("\n") if x.strip()}
+    desc = _one_line(reply.description)
+    if desc and desc != _one_line(str(fm.meta.get("description") or "")):
+        parts["description"] = desc
+    current = _safe_block(reply.current_state) if reply.current_state else ""
+    # A new current state replaces the block's, unless the card (the user's text or the block) says it already.
+    if current and not all(normalize_item(ln) in seen for ln in current.split("\n") if ln.strip()):
+        parts["current"] = current.split("\n")
+    for kind, items in (("timeline", reply.timeline), ("notes", reply.notes)):
+        for item in items:
+            item = _one_line(item)
+            key = normalize_item(item)
+            if not key or key in seen:
+                continue
+            seen.add(key)
+            if kind == "timeline" and not _TIME_PREFIX_RE.match(item):
+                item = f"{time_label} {item}"
+            parts[kind].append(f"- {item}")
+    for rel in sources:
+        link = f"- [[{rel}]]"
+        if link not in parts["sources"]:
+            parts["sources"].append(link)
+    inner = render_block_parts(parts, language)
+    has_news = any(parts[k] for k in ("description", "current", "timeline", "notes"))
+    if inner == before or not has_news:
+        return text
+    return P.set_block(text, inner)
+
+
+def _checked_block_write(old: str, new: str, rel: str) -> str:
+    """``new`` if writing it over ``old`` keeps every user line and leaves the note the user's; else raises
+    WriteConflict (nothing is written: the pipeline reports the card and retries next run)."""
+    if not P.keeps_user_lines(old, new) or P.note_ownership(new).app_owned:
+        raise WriteConflict(f"{rel}: the update would change your lines; not written")
+    return new
 
 
 # --------------------------------------------------------------------------------------------------- cards on disk
@@ -641,7 +773,8 @@ def run_auto_memory(engine, session_id: str, *, llm) -> AutoMemoryReport:
 
 def _process_batch(engine, run, sid: str, srel: str, batch: _Batch, system: str, llm, tally: UsageTally,
                    user_texts: list[str], dropped: list[str]) -> tuple[str | None, bool]:
-    """One LLM call and the card write for ``batch``. Returns ``(card path or None, created)``."""
+    """One LLM call and the card write for ``batch`` (merged in place into the app's card, proposed in reme's
+    block of the user's card, or a new stamped card). Returns ``(card path or None, created)``."""
     settings = engine.settings
     tz, lang = settings.tzinfo(), settings.language
     card_rel = find_session_card(engine, batch.date, sid)
@@ -660,6 +793,19 @@ def _process_batch(engine, run, sid: str, srel: str, batch: _Batch, system: str,
         card = _read_card(engine, card_rel) if card_rel else None
         allowed = user_texts + ([card[0]] if card else [])
         data = _guard_reply(data, QuoteGuard([m.content for _, m in batch.context], allowed), dropped)
+        if card is not None and not P.note_ownership(card[0]).app_owned:
+            # The user's card (they wrote it, or edited it after the app did): its lines and frontmatter are
+            # never changed; what the batch adds is proposed in reme's block at its end.
+            assert card_rel is not None
+            text, sha, enc = card
+            new_text = merge_into_block(text, data, time_label=time_label, language=lang, sources=[srel])
+            if new_text == text:
+                return None, False
+            new_text = _checked_block_write(text, new_text, card_rel)
+            if enc == "utf-8-sig":
+                new_text = "\ufeff" + new_text
+            run.write(card_rel, new_text, step=KIND, sources=[srel], expected_sha=sha)
+            return card_rel, False
         if card is not None:
             assert card_rel is not None
             text, sha, enc = card
@@ -673,6 +819,7 @@ def _process_batch(engine, run, sid: str, srel: str, batch: _Batch, system: str,
             new_text = merge_card(text, data, time_label=time_label, language=lang, frontmatter=updates)
             if new_text == text:
                 return None, False
+            new_text = P.stamp(new_text)  # still the app's card: re-stamped with the hash of this write
             if enc == "utf-8-sig":
                 new_text = "\ufeff" + new_text
             run.write(card_rel, new_text, step=KIND, sources=[srel], expected_sha=sha)
@@ -682,7 +829,7 @@ def _process_batch(engine, run, sid: str, srel: str, batch: _Batch, system: str,
         name = _one_line(data.name) or _default_name(batch.date, lang)
         head = _new_card_head({"name": name, "description": _one_line(data.description), "session_id": sid},
                               "source_conversation", link)
-        new_text = merge_card(f"{head}\n# {name}\n", data, time_label=time_label, language=lang)
+        new_text = P.stamp(merge_card(f"{head}\n# {name}\n", data, time_label=time_label, language=lang))
         slug = slugify(data.slug or data.name, f"session_{sid}"[:MAX_SLUG_CHARS])
         for _ in range(5):
             rel = free_card_path(engine, batch.date, slug)
@@ -720,10 +867,13 @@ def _capture_block(m: ChatMessage, tz, srel: str) -> str:
 
 
 def _append_block(engine, run, rel: str, head: str, block: str, srel: str) -> bool:
-    """Append ``block`` to card ``rel`` (created with ``head`` when absent); True when created.
+    """Append ``block`` (text starting with a newline) to card ``rel`` (created with ``head`` when absent, stamped
+    as the app's); True when created.
 
-    Conflict-checked against the text just read and retried on a concurrent edit, so a user's edit made meanwhile
-    is kept (we append to it) rather than overwritten.
+    A card the app owns gets ``block`` appended and is re-stamped; a card the user owns keeps every byte and
+    ``block`` goes at the end of reme's block (a new one when there is no intact block). Conflict-checked
+    against the text just read and retried on a concurrent edit, so a user's edit made meanwhile is kept (and,
+    having made the card theirs, is appended to in the block) rather than overwritten. Raises EngineError.
     """
     from ..engine import EngineError
 
@@ -733,10 +883,21 @@ def _append_block(engine, run, rel: str, head: str, block: str, srel: str) -> bo
         except SkipFile as exc:
             raise EngineError(f"cannot append to {rel}: {exc.reason}") from exc
         if cur is None:
-            new, expected = head + block, None
+            new, expected = P.stamp(head + block), None
         else:
             text, sha, enc = cur
-            new = text + ("" if not text or text.endswith("\n") else "\n") + block
+            if P.note_ownership(text).app_owned:
+                new = P.stamp(text + ("" if not text or text.endswith("\n") else "\n") + block)
+            else:
+                # The user edited (or wrote) this card: their lines stay as they are; the captures continue in
+                # reme's block at the end, on the same page and in time order.
+                inner = P.live_block(text)
+                entry = block.strip("\r\n")
+                try:
+                    new = _checked_block_write(text, P.set_block(text, f"{inner}\n\n{entry}" if inner else entry),
+                                               rel)
+                except WriteConflict as exc:
+                    raise EngineError(str(exc)) from exc
             if enc == "utf-8-sig":
                 new = "\ufeff" + new
             expected = sha
@@ -753,7 +914,8 @@ def append_user_messages_verbatim(engine, session_id: str, messages: Iterable[Ch
 
     ``date`` is each message's day in the app timezone. A new capture card gets frontmatter ``name: Capture
     <date>`` and a description; each message is appended as a ``**HH:MM** · [[<session record>|chat]]`` line
-    followed by its text unchanged. Only ``role == "user"`` messages with text are captured, each id once (catalog
+    followed by its text unchanged (inside reme's block at the end once the user owns the card: see the module
+    doc). Only ``role == "user"`` messages with text are captured, each id once (catalog
     ``capture``), so calling this again with the whole transcript is harmless. Writes are journaled (run kind
     ``capture``), atomic and conflict-checked (a concurrent edit of the card is kept). The day index is refreshed
     when a card is created, and written cards are re-indexed. Raises EngineError (bad session id, unreadable card)
