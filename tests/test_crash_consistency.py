@@ -284,7 +284,7 @@ def test_deleted_state_dir_is_rebuilt_while_the_background_runs(make_engine, dem
     while time.monotonic() < deadline and not any(ev.get("event") == "index_repaired" for ev in events):
         time.sleep(0.05)
     assert any(ev.get("event") == "index_repaired" for ev in events)
-    assert "deleted" in e.repair_notice
+    assert "deleted or replaced: rebuilt from the vault" in e.repair_notice
     c = sqlite3.connect(e.state_dir / "index.sqlite")
     try:
         assert c.execute("SELECT count(*) FROM files").fetchone()[0] == n_files  # a new file others can read

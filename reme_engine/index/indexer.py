@@ -569,7 +569,7 @@ class Indexer:
                 # the state dir (or the database) was deleted under us: start again, from the vault
                 self.store.reopen()
                 self._reset_derived()
-                notice = "index folder was deleted: rebuilt from the vault"
+                notice = "index database was deleted or replaced: rebuilt from the vault"
                 paths = None
             try:
                 report = self._sync(progress, paths)
