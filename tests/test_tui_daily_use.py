@@ -304,3 +304,194 @@ async def test_note_shows_the_edited_text_before_the_reindex_finishes(app_for, d
             release.set()
         await wait_for(pilot, lambda: m.status.work == "", what="re-index done")
         assert [h.path for h in app.engine.search("zebracorn", mode="keyword", neighbors=False).hits] == [GUANGFU]
+
+
+# -- 5. paper cuts ----------------------------------------------------------------------------------------------
+
+
+async def test_three_quick_arrows_in_the_agenda_move_three_days(app_for):
+    app = app_for(today=DEMO_DAY)
+    async with app.run_test(size=(160, 48)) as pilot:
+        m = await started(pilot)
+        assert m.agenda.date == DEMO_DAY
+        m.agenda.focus_list()
+        await pilot.pause()
+        await press_together(pilot, "left", "left", "left")
+        await wait_for(pilot, lambda: m.agenda.date == "2026-11-25", what="three days back")
+        await press_together(pilot, "right", "right")
+        await wait_for(pilot, lambda: m.agenda.date == "2026-11-27", what="two days forward")
+        assert m.agenda.pending is None
+
+
+# -- snapshots at 80×24 -----------------------------------------------------------------------------------------
+
+
+def _snap(app_for, monkeypatch, *, today: str = DEMO_DAY, then=None):
+    """(app, run_before): the demo on ``today`` with 光伏产业链 open, the status clock pinned, then ``then(pilot,
+    m)`` puts the screen in the state to picture; notifications are cleared before the shot."""
+    from reme_tui.widgets import status_line
+
+    monkeypatch.setattr(status_line, "_short_time", lambda stamp: "09:00" if stamp else "")
+    app = app_for(today=today)
+
+    async def run_before(pilot) -> None:
+        m = await started(pilot)
+        await open_and_wait(pilot, GUANGFU)
+        if then is not None:
+            await then(pilot, m)
+        await settle(pilot)
+        pilot.app.clear_notifications()
+        await pilot.pause()
+
+    return app, run_before
+
+
+def test_snapshot_quick_switcher_80x24(app_for, snap_compare, monkeypatch):
+    """The quick switcher over the main screen: "光伏" typed; 光伏产业链 first with its matched characters
+    underlined and its path dimmed, the other notes naming 光伏 below, the count line, and the box's key hints."""
+    from reme_tui.screens.switcher import QuickSwitcherScreen
+
+    async def then(pilot, m):
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, QuickSwitcherScreen)
+                       and pilot.app.screen.matcher is not None, what="switcher")
+        await pilot.press(*"光伏")
+        await wait_for(pilot, lambda: pilot.app.screen.input.value == "光伏", what="typed")
+
+    app, run_before = _snap(app_for, monkeypatch, then=then)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_snapshot_help_80x24(app_for, snap_compare, monkeypatch):
+    """Help at 80×24: two columns (key, what it does) whose descriptions wrap as sentences, not a word per
+    line; no binding-id column at this width."""
+
+    async def then(pilot, m):
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: type(pilot.app.screen).__name__ == "HelpScreen", what="help")
+
+    app, run_before = _snap(app_for, monkeypatch, then=then)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_snapshot_changes_empty_80x24(app_for, snap_compare, monkeypatch):
+    """The Changes view of a vault no pipeline has touched: "No runs yet." on the left and the sentence saying
+    what will appear there (and that u reverts) on the right."""
+
+    async def then(pilot, m):
+        m.action_changes()
+        await wait_for(pilot, lambda: type(pilot.app.screen).__name__ == "ChangesScreen"
+                       and pilot.app.screen.runs_list.option_count and "No runs" in option_texts(
+                           pilot.app.screen.runs_list)[0], what="empty changes")
+
+    app, run_before = _snap(app_for, monkeypatch, then=then)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_snapshot_changes_with_a_run_asking_to_revert_80x24(app_for, snap_compare, monkeypatch, demo_vault):
+    """The Changes view with one auto_dream run highlighted: its diff on the right (the added line in green),
+    and after one u the box's subtitle asks "Revert this run? u again reverts it · Esc cancels"."""
+
+    app, run_before = _snap(app_for, monkeypatch)
+    eng = app.engine
+    run = eng.journal.start_run(eng.vault, "auto_dream", {"date": DEMO_DAY})
+    target = "digest/wiki/新能源.md"
+    text, sha = run.read(target)
+    run.write(target, text + "\nA line the dream added.\n", step="integrate", expected_sha=sha)
+    run.finish("ok", {"updated": 1})
+    from reme_tui.screens import changes
+
+    monkeypatch.setattr(changes.time, "localtime", lambda _t=None: changes.time.gmtime(1764320400))  # pinned
+
+    async def then(pilot, m):
+        m.action_changes()
+        await wait_for(pilot, lambda: type(pilot.app.screen).__name__ == "ChangesScreen" and pilot.app.screen.runs,
+                       what="runs")
+        s = pilot.app.screen
+        await wait_for(pilot, lambda: "A line the dream added." in str(s.diff_view.render()), what="diff")
+        await pilot.press("u")
+        await wait_for(pilot, lambda: s.confirm_run is not None, what="question")
+
+    inner = run_before
+
+    async def before(pilot):
+        await inner(pilot)
+        await then(pilot, main(pilot.app))
+        pilot.app.clear_notifications()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=before)
+
+
+def test_snapshot_link_picker_80x24(app_for, snap_compare, monkeypatch):
+    """The link picker of 光伏产业链 with "光" typed in its filter: only the links naming 光 listed (光伏产业链入门
+    …), the filter line on top."""
+    from reme_tui.screens.dialogs import LinkPickerScreen
+
+    async def then(pilot, m):
+        m.action_follow_link()
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, LinkPickerScreen), what="picker")
+        await pilot.press("光")
+        await wait_for(pilot, lambda: pilot.app.screen.filter.value == "光", what="filtered")
+
+    app, run_before = _snap(app_for, monkeypatch, then=then)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_snapshot_agenda_filled_80x24(app_for, snap_compare, monkeypatch):
+    """The Agenda pane of the demo's last day (2026-11-28) beside the note: "Agenda · today", the agenda
+    items numbered with their opener and next action, then the topics."""
+
+    async def then(pilot, m):
+        await pilot.press("a")
+        await wait_for(pilot, lambda: m.agenda.display and m.agenda.date == DEMO_DAY, what="agenda")
+
+    app, run_before = _snap(app_for, monkeypatch, then=then)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_snapshot_agenda_carried_forward_80x24(app_for, snap_compare, monkeypatch):
+    """A fresh day (2026-11-30) after a refresh on 11-28: "No proactive refresh yet today.", the next-refresh
+    line, "Press r to refresh (re-evaluates the open topics).", then "Carried forward (N)" and the topics."""
+
+    app, run_before = _snap(app_for, monkeypatch, today="2026-11-30")
+    app.engine.proactive_refresh(DEMO_DAY)
+    app.settings.proactive_refresh_cron = ""
+
+    async def before(pilot):
+        await run_before(pilot)
+        m = main(pilot.app)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: m.agenda.display and m.agenda.carried is not None, what="carried")
+        await settle(pilot)
+        pilot.app.clear_notifications()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=before)
+
+
+async def test_link_picker_filters_as_you_type_and_help_fits_80_columns(app_for):
+    from reme_tui.screens.dialogs import LinkPickerScreen
+    from reme_tui.screens.help import HelpScreen
+
+    app = app_for()
+    async with app.run_test(size=(80, 24)) as pilot:
+        m = await started(pilot)
+        await open_and_wait(pilot, GUANGFU)
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, LinkPickerScreen), what="picker")
+        p = pilot.app.screen
+        every = option_texts(p.options)
+        await pilot.press(*"钙钛")
+        await wait_for(pilot, lambda: p.filter.value == "钙钛", what="typed")
+        rows = option_texts(p.options)
+        assert len(rows) < len(every) and all("钙钛" in r for r in rows)
+        await pilot.press("enter")  # follows the (only) match: a dangling link offers to create the note
+        await wait_for(pilot, lambda: type(pilot.app.screen).__name__ == "NewNoteScreen", what="create offer")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: pilot.app.screen is m, what="back on the main screen")
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, HelpScreen), what="help")
+        table = pilot.app.screen.table(80)
+        assert len(table.columns) == 2  # the binding ids give way at 80 columns
+        assert len(pilot.app.screen.table(120).columns) == 3

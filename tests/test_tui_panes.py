@@ -890,6 +890,10 @@ async def test_changes_view_lists_runs_shows_diffs_and_reverts(app_for, demo_vau
         scr = pilot.app.screen
         diff = scr.query_one("#changes-diff")
         await wait_for(pilot, lambda: "A line the dream added." in str(diff.render()), what="diff shown")
+        await pilot.press("u")  # the first u asks
+        await wait_for(pilot, lambda: scr.confirm_run == scr.runs[0]["run_id"], what="revert question")
+        assert "u again reverts" in str(scr.query_one("#changes-box").border_subtitle)
+        assert (demo_vault / target).read_text(encoding="utf-8") != before
         await pilot.press("u")
         await wait_for(pilot, lambda: (demo_vault / target).read_text(encoding="utf-8") == before, what="reverted")
         await pilot.press("escape")

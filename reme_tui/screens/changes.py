@@ -49,6 +49,7 @@ class ChangesScreen(Dialog[list]):
         self.engine = engine
         self.runs: list[dict] = []
         self.reverted_paths: list[str] = []
+        self.confirm_run: str | None = None  # the run a first `u` asked about
         # attributes, not queries: a result may arrive after the dialog was closed (its children removed)
         self.runs_list = OptionList(id="changes-runs")
         self.diff_view = Static("Select a run to see its changes.", id="changes-diff", markup=False)
@@ -65,6 +66,8 @@ class ChangesScreen(Dialog[list]):
 
     def on_mount(self) -> None:
         self.runs_list.focus()
+        self.runs_list.set_options([Option(Text("reading the change journal…", style="dim italic"), disabled=True)])
+        self.diff_view.update("")
         self.load_runs()
 
     @work(thread=True, group="changes", exit_on_error=False)
@@ -95,10 +98,14 @@ class ChangesScreen(Dialog[list]):
             return
         if message.runs is not None:
             self.runs = message.runs
+            self.confirm_run = None
             ol = self.runs_list
             ol.clear_options()
             if not self.runs:
-                diff_view.update("No pipeline has changed the vault yet.")
+                ol.add_option(Option(Text("No runs yet.", style="dim italic"), disabled=True))
+                diff_view.update("No pipeline has changed the vault yet. Auto-memory (chat), auto-resource, "
+                                 "auto-dream and the proactive refresh list their changes here, each one "
+                                 "revertible with u.")
                 return
             for r in self.runs:
                 when = time.strftime("%m-%d %H:%M", time.localtime(r["started_at"]))
@@ -128,13 +135,35 @@ class ChangesScreen(Dialog[list]):
     @on(OptionList.OptionHighlighted, "#changes-runs")
     def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
         if event.option.id:
+            self._ask(None)  # a confirmation is for the run it was asked about only
+            self.diff_view.update(Text("reading the run…", style="dim italic"))
             self.load_detail(event.option.id)
 
+    def _ask(self, run_id: str | None) -> None:
+        self.confirm_run = run_id
+        box = self.query_one("#changes-box")
+        box.border_subtitle = ("Revert this run? u again reverts it · Esc cancels" if run_id
+                               else "u revert run · Esc close")
+
     def action_revert(self) -> None:
+        """First ``u``: ask; a second ``u`` on the same run reverts it."""
         ol = self.runs_list
-        if ol.highlighted is None or not self.runs:
+        if ol.highlighted is None or not self.runs or ol.highlighted >= len(self.runs):
             return
-        self.do_revert(self.runs[ol.highlighted]["run_id"])
+        run = self.runs[ol.highlighted]
+        if run.get("reverted_at"):
+            self.notify("This run was already reverted.", title="Revert", timeout=3)
+            return
+        if self.confirm_run != run["run_id"]:
+            self._ask(run["run_id"])
+            self.notify(f"Revert {run['kind']} ({run['changes']} change(s))? Press u again to confirm.",
+                        title="Revert", timeout=4)
+            return
+        self._ask(None)
+        self.do_revert(run["run_id"])
 
     def action_close(self) -> None:
+        if self.confirm_run is not None:  # Esc first cancels a pending revert question
+            self._ask(None)
+            return
         self.dismiss(self.reverted_paths)

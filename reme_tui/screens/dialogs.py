@@ -75,40 +75,81 @@ class NewNoteScreen(Dialog[str | None]):
 
 
 class LinkPickerScreen(Dialog[tuple[str, str | None] | None]):
-    """Choose one of ``links`` — ``(shown text, target, anchor)`` — to follow."""
+    """Choose one of ``links`` — ``(shown text, target, anchor)`` — to follow. Typing filters the list (the quick
+    switcher's matching: substrings and in-order characters, CJK included); ↑↓ choose, Enter follows."""
 
-    BINDINGS = [Binding("escape", "close", "Close", id="links_picker.close")]
+    BINDINGS = [
+        Binding("escape", "close", "Close", id="links_picker.close"),
+        Binding("down", "move(1)", "Next", show=False, id="links_picker.next"),
+        Binding("up", "move(-1)", "Previous", show=False, id="links_picker.previous"),
+    ]
 
     def __init__(self, links: list[tuple[str, str, str | None]], title: str = "Follow a link") -> None:
         super().__init__()
         self.links = links
         self.title_text = title
+        self.filter = Input(placeholder="type to filter the links", id="link-filter", compact=True)
+        self.options = OptionList(*self._options(""), id="link-picker")
 
-    def compose(self) -> ComposeResult:
-        box = Vertical(id="dialog-box", classes="-tall")
-        box.border_title = self.title_text
-        box.border_subtitle = "Enter follows · Esc closes"
+    def _options(self, query: str) -> list[Option]:
+        from ..switcher import fold, score_text
+
+        q = " ".join(fold(query).split())
         opts = []
         for i, (shown, target, anchor) in enumerate(self.links):
-            t = Text(one_line(shown), style="bold")
             dest = target + (f"#{anchor}" if anchor else "")
+            if q and not all(score_text(term, fold(f"{shown} {dest}")) for term in q.split(" ")):
+                continue
+            t = Text(one_line(shown), style="bold")
             if dest != shown:
                 t.append(f"  {dest}", style="dim")
             opts.append(Option(fit_text(t, 100), id=str(i)))
         if not opts:
-            opts.append(Option(Text("This note has no links.", style="dim italic"), disabled=True))
-        self.options = OptionList(*opts, id="link-picker")
+            msg = "This note has no links." if not self.links else f"No link matches {query.strip()!r}."
+            opts.append(Option(Text(msg, style="dim italic"), disabled=True))
+        return opts
+
+    def compose(self) -> ComposeResult:
+        box = Vertical(id="dialog-box", classes="-tall")
+        box.border_title = self.title_text
+        box.border_subtitle = "type to filter · ↑↓ · Enter follows · Esc closes"
         with box:
+            yield self.filter
             yield self.options
 
     def on_mount(self) -> None:
-        self.options.focus()
+        self.filter.focus()
+        self.options.highlighted = 0 if self.links else None
+
+    @on(Input.Changed, "#link-filter")
+    def _filtered(self, event: Input.Changed) -> None:
+        event.stop()
+        self.options.set_options(self._options(event.value))
+        if self.options.option_count and not self.options.get_option_at_index(0).disabled:
+            self.options.highlighted = 0
+
+    @on(Input.Submitted, "#link-filter")
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        i = self.options.highlighted
+        if i is not None and self.options.option_count:
+            opt = self.options.get_option_at_index(i)
+            if not opt.disabled:
+                self._follow(opt.id)
 
     @on(OptionList.OptionSelected, "#link-picker")
     def _chosen(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        _shown, target, anchor = self.links[int(event.option.id or 0)]
+        self._follow(event.option.id)
+
+    def _follow(self, oid: str | None) -> None:
+        _shown, target, anchor = self.links[int(oid or 0)]
         self.dismiss((target, anchor))
+
+    def action_move(self, step: int) -> None:
+        n = self.options.option_count
+        if n:
+            self.options.highlighted = max(0, min(n - 1, (self.options.highlighted or 0) + step))
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -32,20 +32,31 @@ class HelpScreen(Dialog):
         super().__init__()
         self.rows = rows
 
-    def compose(self) -> ComposeResult:
+    def table(self, width: int) -> Table:
+        """The keys table for ``width`` columns: below 100 the binding ids go (they would squeeze the
+        descriptions to a word per line) and long descriptions wrap in their own column."""
+        wide = width >= 100
         table = Table(box=None, show_header=True, header_style="bold", expand=True, pad_edge=False)
-        table.add_column("key", no_wrap=True)
-        table.add_column("does")
-        table.add_column("binding id (keymap: in config.yaml)", style="dim", no_wrap=True)
+        table.add_column("key", no_wrap=True, max_width=max(12, width // 4))
+        table.add_column("does", ratio=1)
+        if wide:
+            table.add_column("binding id (keymap: in config.yaml)", style="dim", no_wrap=True)
         for keys, desc, bid in self.rows:
-            table.add_row(keys, desc, bid)
+            table.add_row(keys, desc, *([bid] if wide else []))
         for keys, desc in EXTRA_KEYS:
-            table.add_row(Text(keys, style="dim"), Text(desc, style="dim"), "")
+            table.add_row(Text(keys, style="dim"), Text(desc, style="dim"), *([""] if wide else []))
+        return table
+
+    def compose(self) -> ComposeResult:
+        self.body = Static(self.table(self.app.size.width), id="help-table")
         box = VerticalScroll(id="help-box")
         box.border_title = "Keys"
-        box.border_subtitle = "Esc closes · remap keys with `keymap: {id: key}` in the config file"
+        box.border_subtitle = "Esc closes · remap keys: `keymap: {id: key}` in the config"
         with box:
-            yield Static(table, id="help-table")
+            yield self.body
+
+    def on_resize(self) -> None:
+        self.body.update(self.table(self.app.size.width))
 
     def action_close(self) -> None:
         self.dismiss(None)

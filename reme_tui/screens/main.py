@@ -338,6 +338,7 @@ class MainScreen(Screen):
         """Show and focus today's agenda."""
         self._reveal("agenda")
         self.agenda.focus_list()
+        self.agenda.pending = None
         self.load_agenda("")  # today's, always (other days: the date field); today may have changed
 
     def action_chat(self) -> None:

@@ -141,6 +141,7 @@ class AgendaPane(Vertical):
         self.result = None
         self.next_refresh = None
         self.carried = None  # open topics carried forward, shown on a day without a refresh
+        self.pending: str | None = None  # the day asked for by ←/→ whose answer is not in yet
         self.error: str | None = None
         self.items: dict[str, dict] = {}  # option id → agenda item / topic
         self.topics_by_id: dict[str, dict] = {}
@@ -161,19 +162,23 @@ class AgendaPane(Vertical):
         self.post_message(AgendaRequested(date))
 
     def step(self, delta: int) -> None:
-        base = self.date or self.today
+        """Ask for the day ``delta`` days from the one asked for last: quick presses add up (three ← move three
+        days) even before the first answer is on screen."""
+        base = self.pending or self.date or self.today
         if not base:
             return
         try:
             d = _dt.date.fromisoformat(base) + _dt.timedelta(days=delta)
         except ValueError:
             return
-        self.request(d.isoformat())
+        self.pending = d.isoformat()
+        self.request(self.pending)
 
     @on(Input.Submitted, "#agenda-date")
     def _date_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         text = event.value.strip()
+        self.pending = None  # a typed date is the new base for ←/→
         if text.lower() in ("", "today"):
             self.request("")
             return
@@ -200,6 +205,8 @@ class AgendaPane(Vertical):
         open topics carried forward (a ``ProactiveReadResult`` of the truth source), listed under the notice."""
         self.date, self.today, self.result, self.next_refresh, self.error = date, today, result, next_refresh, error
         self.carried = carried
+        if self.pending == date:
+            self.pending = None
         with self.date_input.prevent(Input.Changed):
             self.date_input.value = date
         self.border_title = "Agenda · today" if date == today else f"Agenda · {date}"
