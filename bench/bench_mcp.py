@@ -20,6 +20,7 @@ Targets: keyword search p50 ≤ 10 ms, hybrid ≤ 20 ms, ready ≤ 1 s.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -92,7 +93,7 @@ async def warm(vault: Path, state: Path, runs: int) -> dict:
                         assert not res.is_error, res.content[0].text
                         if rnd == 0:
                             continue
-                        data = res.structured_content
+                        data = json.loads(res.content[0].text)
                         samples.append(dt)
                         took.append(data["took_ms"])
                         sizes.append(len(res.content[0].text.encode()))

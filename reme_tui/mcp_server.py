@@ -2,9 +2,9 @@
 
 Built on the official ``mcp`` SDK (``MCPServer``); nothing of the protocol is written here. Every tool is a thin
 wrapper over a job of :mod:`reme_engine.jobs` (the engine façade's named jobs): its JSON input schema is derived
-from the job's parameter table (names, types, defaults, help), its description is the wrapper's docstring, and
-its errors are the job's own one-line messages (the ones ``reme-tui job …`` prints), returned as MCP tool errors
-(``isError: true``). ``--read-only`` registers no writing tool at all.
+from the job's parameter table (names, types, defaults, help), its description is the wrapper's docstring, its
+result is one JSON object in a text block, and its errors are the job's own one-line messages (the ones
+``reme-tui job …`` prints), returned as MCP tool errors (``isError: true``). ``--read-only`` registers no writing tool at all.
 
 Transports: stdio (what desktop clients launch) or, with ``--http``, streamable HTTP bound to 127.0.0.1 only.
 
@@ -172,8 +172,6 @@ class VaultServer:
     def runs_inline(self, spec: ToolSpec, args: dict) -> bool:
         """True for calls known to take a few milliseconds (reads of an open, indexed vault; searches that load
         no model), which run on the event loop; writes and anything that may load or wait run on a worker."""
-        if os.environ.get("REME_MCP_INLINE") == "0":
-            return False
         if spec.writes or self._engine is None or not self._indexed.is_set():
             return False
         if spec.name == "search":
@@ -547,7 +545,7 @@ def spec_params(spec: ToolSpec) -> list:
 
 def tool_function(spec: ToolSpec, vs: VaultServer) -> Callable:
     """A function with the tool's signature (for the SDK's schema derivation) that runs ``spec`` and returns a
-    ``CallToolResult``: JSON text plus structured content, or ``isError`` with the one-line message."""
+    ``CallToolResult``: the result as one JSON object in a text block, or ``isError`` with the one-line message."""
     from mcp.types import CallToolResult, TextContent
 
     def run(kwargs: dict) -> CallToolResult:
@@ -556,8 +554,10 @@ def tool_function(spec: ToolSpec, vs: VaultServer) -> Callable:
         except ToolFailure as exc:
             return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
         data = result if isinstance(result, dict) else {"result": result}
+        # One copy of the result, as JSON text: a second one in structuredContent (optional without an output
+        # schema) doubled every response, and bytes are most of a call's cost beyond the engine.
         text = json.dumps(data, ensure_ascii=False, default=str)
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+        return CallToolResult(content=[TextContent(type="text", text=text)])
 
     async def call(**kwargs):
         if vs.runs_inline(spec, kwargs):

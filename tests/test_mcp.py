@@ -56,8 +56,8 @@ async def stdio_session(vault: Path, state: Path, *extra: str):
 async def call(s: ClientSession, tool: str, **args) -> dict:
     res = await s.call_tool(tool, args)
     assert not res.is_error, f"{tool}: {res.content[0].text}"
-    assert json.loads(res.content[0].text) == res.structured_content  # text and structured content agree
-    return res.structured_content
+    assert len(res.content) == 1 and res.content[0].type == "text"
+    return json.loads(res.content[0].text)  # one JSON object per result
 
 
 async def fail(s: ClientSession, tool: str, **args) -> str:
@@ -116,7 +116,9 @@ async def test_every_tool_on_the_demo_vault(demo_vault, tmp_path):
         r = await call(s, "search", query="光伏", mode="keyword", layer="daily")
         assert r["hits"] and all(h["path"].startswith("daily/") for h in r["hits"])
         r = await call(s, "search", query="光伏", mode="keyword", date_from="2026-11-26", date_to="2026-11-26")
-        assert r["hits"] and all("2026-11-26" in h["path"] for h in r["hits"])
+        paths = [h["path"] for h in r["hits"]]
+        assert "daily/2026-11-26/光伏产业链入门.md" in paths
+        assert not [p for p in paths if re.search(r"2026-11-(?!26)\d\d", p)]  # no other day
         assert "unknown layer" in await fail(s, "search", query="x", layer="nope")
 
         # -- read_note (with or without .md, line ranges) ------------------------------------------------
