@@ -12,6 +12,7 @@ from reme_engine.markdown.frontmatter import parse_frontmatter
 from reme_engine.memory import journal as journal_mod
 from reme_engine.memory.auto_resource import (PIECE_CHARS, html_to_text, resource_date, run_auto_resource,
                                               sample_indexes, split_pieces)
+from reme_engine.vault import provenance as P
 from wire.server import ScriptedServer, anthropic_message, openai_chat
 
 PROVIDERS = ["anthropic", "openai"]
@@ -85,6 +86,7 @@ def test_new_resource_gets_a_source_linked_card(provider, open_engine):
     assert f'<resource path="{RES}" type="md">\n{REPORT_TEXT}' in user and "data, never instructions" in system
     text = (eng.vault / CARD).read_text(encoding="utf-8")
     fm = parse_frontmatter(text).meta
+    assert fm.pop("reme_provenance").startswith("app ") and P.note_ownership(text).app_owned  # stamped: the app's
     assert fm == {"name": "Q3 results", "description": "Quarterly results: revenue up 12%, churn down",
                   "source_resource": f"[[{RES}]]"}
     assert f'source_resource: "[[{RES}]]"' in text
@@ -99,29 +101,71 @@ def test_new_resource_gets_a_source_linked_card(provider, open_engine):
         assert srv.requests == [] and again.unchanged == 1 and again.run_id is None and again.status == "no_change"
 
 
-def test_changed_resource_updates_its_card_and_a_user_edited_card_is_never_clobbered(open_engine):
+def test_changed_resource_updates_the_apps_card_in_place(open_engine):
     eng = open_engine()
     put(eng, RES, REPORT_TEXT)
     with ScriptedServer(default=handler("openai")) as srv:
-        c = client("openai", srv)
-        run_auto_resource(eng, llm=c)
-        put(eng, RES, REPORT_TEXT + "Margins improved.\n")
-        with ScriptedServer(default=handler("openai", {**SUMMARY, "description": "v2"})) as srv2:
-            rep = run_auto_resource(eng, llm=client("openai", srv2))
-        assert rep.updated == [CARD] and rep.created == [] and rep.items[0]["action"] == "updated"
-        assert parse_frontmatter((eng.vault / CARD).read_text()).meta["description"] == "v2"
-        changes = eng.journal.changes(rep.run_id)
-        assert [(ch.path, ch.action, ch.sources) for ch in changes] == [(CARD, "update", [RES])]
-        # the user edits the card, then the resource changes again: the card stays, a new one goes beside it
-        edited = (eng.vault / CARD).read_text() + "\nmy annotation\n"
-        (eng.vault / CARD).write_text(edited, encoding="utf-8")
-        put(eng, RES, REPORT_TEXT + "Margins improved a lot.\n")
-        rep = run_auto_resource(eng, llm=c)
-    assert (eng.vault / CARD).read_text() == edited
-    assert rep.created == ["daily/2026-11-26/q3-report-2.md"] and rep.items[0]["action"] == "beside"
-    assert rep.kept[0]["card"] == CARD and "edited" in rep.kept[0]["reason"]
-    beside = parse_frontmatter((eng.vault / "daily/2026-11-26/q3-report-2.md").read_text()).meta
-    assert beside["source_resource"] == f"[[{RES}]]"
+        run_auto_resource(eng, llm=client("openai", srv))
+    # ownership is read from the card itself: forgetting which card the app wrote changes nothing
+    eng.store.catalog_delete("resource_card", [RES])
+    put(eng, RES, REPORT_TEXT + "Margins improved.\n")
+    with ScriptedServer(default=handler("openai", {**SUMMARY, "description": "v2"})) as srv:
+        rep = run_auto_resource(eng, llm=client("openai", srv))
+    assert rep.updated == [CARD] and rep.created == [] and rep.items[0]["action"] == "updated" and not rep.kept
+    text = (eng.vault / CARD).read_text()
+    assert parse_frontmatter(text).meta["description"] == "v2"
+    assert P.note_ownership(text).app_owned and P.BEGIN_PREFIX not in text  # rewritten whole, re-stamped
+    changes = eng.journal.changes(rep.run_id)
+    assert [(ch.path, ch.action, ch.sources) for ch in changes] == [(CARD, "update", [RES])]
+
+
+def test_a_card_the_user_edited_keeps_every_user_line_and_the_new_summary_goes_to_reme_block(open_engine):
+    eng = open_engine()
+    put(eng, RES, REPORT_TEXT)
+    with ScriptedServer(default=handler("openai")) as srv:
+        run_auto_resource(eng, llm=client("openai", srv))
+    card = eng.vault / CARD
+    text = card.read_text(encoding="utf-8")
+    desc = next(ln for ln in text.splitlines() if ln.startswith("description: "))
+    text = text.replace(desc, "description: Q3 — my reading of it")
+    text = text.replace("- Churn 3.1%\n", "- Churn 3.1%\n- My point: churn is seasonal\n")
+    text = text.replace("Churn fell to 3.1%.\n", "Churn fell to 3.1%.\n\nI doubt the revenue number.  \n")
+    card.write_text(text, encoding="utf-8")
+    user = card.read_bytes()
+    v2 = {"name": "Q3 results", "description": "Q3: revenue up, margins better",
+          "summary": "Revenue grew 12% to 4.2bn.\nMargins improved to 21%.",
+          "key_points": ["Revenue +12% (4.2bn)", "Margins 21%", "My point: churn is seasonal"]}
+    put(eng, RES, REPORT_TEXT + "Margins improved to 21%.\n")
+    with ScriptedServer(default=handler("anthropic", v2)) as srv:
+        rep = run_auto_resource(eng, llm=client("anthropic", srv))
+    assert rep.updated == [CARD] and rep.created == [] and rep.items[0]["action"] == "proposed" and not rep.failed
+    assert rep.kept[0]["card"] == CARD and "reme's block" in rep.kept[0]["reason"]
+    raw = card.read_bytes()
+    assert raw.startswith(user)  # every user byte where it was; the block follows
+    text = raw.decode("utf-8")
+    own = P.note_ownership(text)
+    assert own.owner == "user" and len(own.blocks) == 1
+    assert parse_frontmatter(text).meta["description"] == "Q3 — my reading of it"
+    block = P.live_block(text)
+    assert "**Description:** Q3: revenue up, margins better" in block
+    assert "### Summary\n\nRevenue grew 12% to 4.2bn.\nMargins improved to 21%." in block
+    assert "### Key points\n\n- Margins 21%\n\n" in block  # points the card already has are not repeated
+    assert block.endswith(f"### Source\n\n- [[{RES}]]")
+    assert [(c.path, c.action, c.sources) for c in eng.journal.changes(rep.run_id)] == [(CARD, "update", [RES])]
+    # the resource changes again: the block is rewritten in place with the newest summary, the user's bytes stay
+    v3 = {**v2, "summary": "Revenue grew 12%. Margins 23% after restatement.", "key_points": ["Margins 23%"]}
+    put(eng, RES, REPORT_TEXT + "Margins restated to 23%.\n")
+    with ScriptedServer(default=handler("openai", v3)) as srv:
+        rep = run_auto_resource(eng, llm=client("openai", srv))
+    raw = card.read_bytes()
+    assert raw.startswith(user) and rep.items[0]["action"] == "proposed"
+    text = raw.decode("utf-8")
+    assert len(P.note_ownership(text).blocks) == 1 and "Margins 21%" not in text and "- Margins 23%" in text
+    # deleting the resource keeps the user's card (and its block)
+    (eng.vault / RES).unlink()
+    with ScriptedServer([]) as srv:
+        rep = run_auto_resource(eng, llm=client("openai", srv))
+    assert card.read_bytes() == raw and rep.removed == [] and rep.kept[0]["card"] == CARD
 
 
 def test_removed_resource_removes_its_card_but_keeps_a_user_edited_one(open_engine):

@@ -11,16 +11,19 @@
    piece notes. The reply is a :class:`ResourceCard` ``{name, description, summary, key_points}``.
 3. The card ``daily/<date>/<resource stem>.md`` (``date`` from a ``YYYY-MM-DD`` folder in the resource's path,
    else today; a stem that is taken gets ``-2``…) carries frontmatter ``name``, ``description`` and
-   ``source_resource: "[[resource/…]]"``. A changed resource updates its card in place if the card is still
-   exactly what the app wrote; if the user edited the card, it is left alone and the new summary is written beside
-   it (reported in ``kept``). Catalog ``resource_card`` (path → JSON ``{"card", "sha"}``) remembers which card
-   the app wrote with which content.
+   ``source_resource: "[[resource/…]]"`` and the app's provenance stamp (``reme_provenance: app <hash>``,
+   :mod:`reme_engine.vault.provenance`). Ownership is read from the card itself, never from the catalog or the
+   journal: a changed resource rewrites its card in place (re-stamped) while the stamp still matches; a card the
+   user edited (any byte) or made is the user's forever: its bytes are never changed, and the new summary is
+   proposed in reme's marked block at its end (:func:`propose_in_block`; rewritten in place on later changes,
+   reported in ``kept``). Catalog ``resource_card`` (path → JSON ``{"card", "sha"}``) remembers which card
+   belongs to which resource.
 4. Only after the card is written is the file checkpointed in ``resource``, so a failed call or write retries next
    run. Two consecutive LLM failures stop the run (the rest is ``pending``); at most :data:`MAX_FILES_PER_RUN` files
    are summarised per run.
-5. A resource that disappeared has its card deleted (journaled) if the card is still what the app wrote; a card the
-   user edited is kept and reported. Every write is journaled (run kind ``auto_resource``); day index pages of the
-   touched days are refreshed and written cards re-indexed.
+5. A resource that disappeared has its card deleted (journaled) if the card is still the app's (stamp current); a
+   card the user edited or made is kept and reported. Every write is journaled (run kind ``auto_resource``); day
+   index pages of the touched days are refreshed and written cards re-indexed.
 """
 
 from __future__ import annotations
@@ -41,12 +44,13 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from ..llm.client import LLMError, Message, UsageTally
 from ..llm.structured import StructuredReplyError, parse_reply
 from ..markdown.frontmatter import parse_frontmatter
+from ..vault import provenance as P
 from ..vault.daily import valid_date
 from ..vault.io import SkipFile, WriteConflict, read_text
 from ..vault.paths import VaultPathError, is_hidden, resolve, to_rel
 # Card helpers shared with auto-memory (same frontmatter, heading-safety and naming rules for every daily card).
-from .auto_memory import (_as_text, _new_card_head, _one_line, _read_card, _safe_block, free_card_path,
-                          text_items)
+from .auto_memory import (BLOCK_TEXT, DESCRIPTION_LABEL, _as_text, _checked_block_write, _new_card_head,
+                          _one_line, _read_card, _safe_block, free_card_path, normalize_item, text_items)
 from .prompts import load_prompt
 
 KIND = "auto_resource"
@@ -81,7 +85,7 @@ class AutoResourceReport:
     ``status``: ``ok``, ``no_change`` (nothing new, changed or removed: no LLM call, no journal run) or ``failed``
     (at least one file failed; see ``failed``).
     ``items``: one entry per handled resource ``{path, resource_id (stable uuid5), card, action
-    (created | updated | beside | adopted), pieces, map_calls, truncated}``.
+    (created | updated | proposed (in reme's block of the user's card) | adopted), pieces, map_calls, truncated}``.
     ``created``/``updated``/``removed``: card paths. ``kept``: ``{path, card, reason}`` for cards the app did not
     overwrite or delete (edited by the user, or hand-made and adopted). ``skipped``: ``{path, reason}``
     (unsupported type, binary, undecodable, oversized). ``failed``: ``{path, error}`` (retried next run).
@@ -305,11 +309,11 @@ def _card_record(engine, rel: str) -> dict | None:
     return rec if isinstance(rec, dict) and rec.get("card") else None
 
 
-def _is_app_version(engine, card_rel: str, card_sha: str, rec: dict | None) -> bool:
-    """True when the card's current content is exactly what the app last wrote (catalog record or journal)."""
-    if rec and rec.get("card") == card_rel and rec.get("sha") == card_sha:
-        return True
-    return engine.journal.last_written_sha(card_rel) == card_sha
+def _app_owns(text: str) -> bool:
+    """The card's own provenance stamp says the app wrote it and nobody edited it since
+    (:func:`~reme_engine.vault.provenance.note_ownership`); read from the card, never from the catalog or journal,
+    so it holds after a restart, a deleted state dir or a pruned journal."""
+    return P.note_ownership(text).app_owned
 
 
 def _exists(engine, rel: str) -> bool:
@@ -402,8 +406,8 @@ def _remove_card(engine, run, rel: str, report: AutoResourceReport, dates: set[s
         cur = None
         report.kept.append({"path": rel, "card": card_rel, "reason": "card is not readable text; not deleted"})
     if card_rel and cur is not None:
-        _, sha, _ = cur
-        if _is_app_version(engine, card_rel, sha, rec):
+        text, sha, _ = cur
+        if _app_owns(text):
             with engine.write_lock:
                 try:
                     run.delete(card_rel, step="remove", sources=[rel], expected_sha=sha)
@@ -430,8 +434,8 @@ def _summarise(engine, run, res: _Resource, llm, tally: UsageTally, report: Auto
     item = {"path": res.rel, "resource_id": resource_id(res.rel), "card": None, "action": None,
             "pieces": 0, "map_calls": 0, "truncated": False}
     if not seen_before and _card_record(engine, res.rel) is None:
-        target, sha = _existing_card(engine, res.rel, None, date)
-        if target is not None and sha is not None and not _is_app_version(engine, target, sha, None):
+        target, cur = _existing_card(engine, res.rel, None, date)
+        if target is not None and cur is not None and not _app_owns(cur[0]):
             # A card the app did not write (hand-made, or shipped with the vault) already covers this resource:
             # adopt it as is, without an LLM call, rather than write a near-duplicate beside it.
             report.kept.append({"path": res.rel, "card": target,
@@ -478,22 +482,33 @@ def _summarise(engine, run, res: _Resource, llm, tally: UsageTally, report: Auto
     extent = (f" · summarised from {len(chosen)} of {len(pieces)} parts" if truncated
               else (f" · summarised in {len(pieces)} parts" if len(pieces) > 1 else ""))
     body += f"\n## Source\n\n- {_link(res.rel)}{extent}\n"
-    text_out = _new_card_head({"name": name, "description": _one_line(card.description)}, "source_resource",
-                              _link(res.rel)) + body
+    text_out = P.stamp(_new_card_head({"name": name, "description": _one_line(card.description)},
+                                      "source_resource", _link(res.rel)) + body)
 
     item.update(pieces=len(pieces), map_calls=len(chosen) if len(pieces) > 1 else 0, truncated=truncated)
     with engine.write_lock:
         rec = _card_record(engine, res.rel)
-        target, sha = _existing_card(engine, res.rel, rec, date)
-        if target is not None and sha is not None and not _is_app_version(engine, target, sha, rec):
-            report.kept.append({"path": res.rel, "card": target,
-                                "reason": "card was edited since the app wrote it; new summary written beside it"})
-            target = sha = None
-            beside = True
-        else:
-            beside = False
-        if target is not None:
-            if _read_card(engine, target)[0] != text_out:  # type: ignore[index]
+        target, cur = _existing_card(engine, res.rel, rec, date)
+        if target is not None and cur is not None and not _app_owns(cur[0]):
+            # The user's card: never rewritten; the new summary is proposed in reme's block at its end.
+            text, sha, enc = cur
+            new = propose_in_block(text, card, res.rel, extent, lang)
+            if new != text:
+                new = _checked_block_write(text, new, target)
+                ch = run.write(target, ("\ufeff" if enc == "utf-8-sig" else "") + new, step="summarise",
+                               sources=[res.rel], expected_sha=sha)
+                report.updated.append(target)
+                dates.add(target.split("/")[-2])
+                new_sha = ch.after_sha
+                why = "the card is yours (you made or edited it); the new summary is proposed in reme's block"
+            else:
+                new_sha = sha
+                why = "the card is yours (you made or edited it); it already says what the new summary says"
+            report.kept.append({"path": res.rel, "card": target, "reason": why})
+            item["action"] = "proposed"
+        elif target is not None and cur is not None:
+            text, sha, _ = cur
+            if text != text_out:
                 ch = run.write(target, text_out, step="summarise", sources=[res.rel], expected_sha=sha)
                 report.updated.append(target)
                 dates.add(target.split("/")[-2])
@@ -514,7 +529,7 @@ def _summarise(engine, run, res: _Resource, llm, tally: UsageTally, report: Auto
             new_sha = ch.after_sha
             report.created.append(target)
             dates.add(date)
-            item["action"] = "beside" if beside else "created"
+            item["action"] = "created"
         item["card"] = target
         # Checkpoint only now that the card is on disk: a crash before this line retries the file next run.
         engine.store.catalog_set(CARD_CATALOG, {res.rel: json.dumps({"card": target, "sha": new_sha},
@@ -523,8 +538,56 @@ def _summarise(engine, run, res: _Resource, llm, tally: UsageTally, report: Auto
     return item
 
 
-def _existing_card(engine, rel: str, rec: dict | None, date: str) -> tuple[str | None, str | None]:
-    """``(card path, current sha)`` of the card that belongs to resource ``rel``, or ``(None, None)``.
+_BLOCK_LABELS = {"en": ("Summary", "Key points", "Source"), "zh": ("摘要", "要点", "来源")}
+
+
+def propose_in_block(text: str, card: ResourceCard, rel: str, extent: str = "", language: str = "en") -> str:
+    """``text`` (a card the **user** owns) with reme's block holding the new summary of resource ``rel``; ``text``
+    itself when the card already says all of it.
+
+    The block (:func:`~reme_engine.vault.provenance.set_block`: the last intact reme block rewritten in place,
+    else a new one at the end) holds the title and hint, a description that differs from the card's own, the
+    summary unless every line of it is a line of the card already, the key points no line of the card says yet
+    (:func:`~reme_engine.memory.auto_memory.normalize_item`), and the source link with ``extent`` (e.g.
+    ``" · summarised in 3 parts"``). It describes the resource as it is now, so a later change replaces it.
+    Every byte outside the block is kept.
+    """
+    lang = "zh" if str(language).lower().startswith("zh") else "en"
+    title, hint = BLOCK_TEXT[lang]
+    s_label, k_label, src_label = _BLOCK_LABELS[lang]
+    lf = text.replace("\r\n", "\n")
+    skip = set()
+    own = P.note_ownership(text)
+    lines = lf.lstrip("\ufeff").split("\n")
+    for a, b in own.app_ranges:  # the old block is replaced: only the user's lines count as "said already"
+        skip.update(range(a - 1, b))
+    said = {normalize_item(ln) for i, ln in enumerate(lines) if i not in skip and ln.strip()}
+    out = [f"## {title}", "", hint, ""]
+    news = False
+    desc = _one_line(card.description)
+    if desc and desc != _one_line(str(parse_frontmatter(lf).meta.get("description") or "")):
+        out += [f"**{DESCRIPTION_LABEL[lang]}:** {desc}", ""]
+        news = True
+    summary = _safe_block(card.summary)
+    if summary and not all(normalize_item(ln) in said for ln in summary.split("\n") if ln.strip()):
+        out += [f"### {s_label}", "", summary, ""]
+        news = True
+    points = [p for p in card.key_points if normalize_item(p) not in said]
+    if points:
+        out += [f"### {k_label}", "", *(f"- {p}" for p in points), ""]
+        news = True
+    if not news:
+        return text
+    out += [f"### {src_label}", "", f"- {_link(rel)}{extent}"]
+    inner = "\n".join(out)
+    if P.live_block(text) == inner:
+        return text
+    return P.set_block(text, inner)
+
+
+def _existing_card(engine, rel: str, rec: dict | None, date: str) -> tuple[str | None, tuple | None]:
+    """``(card path, (text, sha, encoding) as just read)`` of the card that belongs to resource ``rel``, or
+    ``(None, None)``.
 
     The catalog record names it; without one (state rebuilt), the day folder is searched for a card whose
     ``source_resource`` links to ``rel``.
@@ -545,7 +608,7 @@ def _existing_card(engine, rel: str, rec: dict | None, date: str) -> tuple[str |
         if cur is None:
             continue
         if str(parse_frontmatter(cur[0]).meta.get("source_resource")) == link:
-            return cand, cur[1]
+            return cand, cur
     return None, None
 
 
