@@ -1,8 +1,15 @@
 """The SQLite store of the index (DESIGN §5): files, chunks, links, the FTS5 keyword table, skips, catalogs.
 
 One database file in the state dir, WAL mode. Each thread gets its own connection (``sqlite3`` connections are
-not shared across threads); writers are serialised by the engine. All changes to one file happen in one
-transaction, so a crash leaves the previous consistent state.
+not shared across threads); writers are serialised by the engine. A sync's changes (rows, links, path list) land
+in one transaction, or — for a sync bigger than one batch — per batch under an interrupted-sync marker that the
+last transaction removes (``Indexer.sync``), so a crash leaves the previous consistent state or a marked one the
+next open repairs.
+
+Damage is derived-data damage: the vault is the truth. A file that is not a database, or fails ``PRAGMA
+quick_check`` (run after an unclean shutdown — a leftover WAL, or a size/mtime differing from the stamp the last
+clean close wrote — and daily for files up to 256 MB), is moved aside as ``<name>.corrupt-<time>`` and recreated
+empty; :meth:`Store.recover_corrupt` does the same when a query fails with a corruption error later.
 
 The embedding cache is a second database (``embeddings.sqlite``) so that deleting the index keeps it.
 """
