@@ -97,7 +97,7 @@ async def warm(vault: Path, state: Path, runs: int) -> dict:
                         samples.append(dt)
                         took.append(data["took_ms"])
                         sizes.append(len(res.content[0].text.encode()))
-                        vec += sum(1 for h in data["hits"] if h["why"]["vector"]["rank"])
+                        vec += sum(1 for h in data["hits"] if h["why"].get("vector_rank"))
                         if mode == "keyword" and rnd == 1:
                             paths += [h["path"] for h in data["hits"][:3]]
                 limit = 10.0 if mode == "keyword" else 20.0

@@ -31,6 +31,8 @@ from typing import Annotated, Any, Callable
 
 #: Characters of a hit's chunk text returned as its snippet (read_note gives the rest).
 SNIPPET_CHARS = 400
+#: Characters of a neighbour's description in search hits (traverse gives them whole).
+NEIGHBOR_DESC_CHARS = 80
 #: Seconds a tool waits for the engine to open / the first index pass of a never-indexed vault.
 OPEN_TIMEOUT_S = 60.0
 FIRST_INDEX_WAIT_S = 20.0
@@ -232,8 +234,6 @@ def _search(vs: VaultServer, a: dict) -> dict:
     notes it links to and that link to it, with their names and descriptions). Filters: layer (daily | digest | resource | session), path_prefix,
     paths, date_from/date_to, frontmatter values. mode=keyword skips the embedding model.
     """
-    from reme_tui.render import why_line
-
     eng = vs.indexed_engine()
     layer = a.pop("layer", None)
     if layer:
@@ -259,10 +259,7 @@ def _search(vs: VaultServer, a: dict) -> dict:
             "description": h["description"],
             "snippet": text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…",
             "score": round(h["score"], 6),
-            "why": {"text": why_line(_Obj(h)),
-                    "keyword": {"rank": h["keyword_rank"], "bm25": h["keyword_score"]},
-                    "vector": {"rank": h["vector_rank"], "cosine": h["vector_score"],
-                               "imputed": h.get("vector_imputed", False)}},
+            "why": _why(h),
         })
         if nb:  # once per file, with its first hit (a file's later hits share it)
             hits[-1]["neighbors"] = {"outlinks": [_neighbor(n) for n in nb.get("outlinks", ())],
@@ -272,9 +269,27 @@ def _search(vs: VaultServer, a: dict) -> dict:
     return {**res, "hits": hits}
 
 
+def _why(h: dict) -> dict:
+    """Why a hit ranked: the TUI's why-line, and each leg's rank and raw score (a leg that missed it is absent)."""
+    from reme_tui.render import why_line
+
+    out: dict = {"text": why_line(_Obj(h))}
+    if h["keyword_rank"] is not None:
+        out.update(keyword_rank=h["keyword_rank"], bm25=round(h["keyword_score"] or 0.0, 3))
+    if h["vector_rank"] is not None:
+        out.update(vector_rank=h["vector_rank"], cosine=round(h["vector_score"] or 0.0, 4))
+    elif h.get("vector_imputed"):
+        out["vector_imputed"] = True  # no vector yet: ranked by its keyword rank
+    return out
+
+
 def _neighbor(n: dict) -> dict:
-    """A neighbour without its false/empty flags (responses stay small: their size is most of a call's cost)."""
-    out = {"path": n["path"], "name": n.get("name", ""), "description": n.get("description", "")}
+    """A neighbour without its false/empty flags and with a short description: a pointer to read on, kept small
+    (a response's size is most of a call's cost beyond the engine)."""
+    desc = n.get("description") or ""
+    if len(desc) > NEIGHBOR_DESC_CHARS:
+        desc = desc[:NEIGHBOR_DESC_CHARS] + "…"
+    out = {"path": n["path"], "name": n.get("name", ""), "description": desc}
     out.update({k: n[k] for k in ("predicate", "embed", "dangling", "anchor", "ambiguous") if n.get(k)})
     return out
 

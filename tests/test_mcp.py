@@ -110,7 +110,7 @@ async def test_every_tool_on_the_demo_vault(demo_vault, tmp_path):
         r = await call(s, "search", query="光伏 产业链", mode="keyword", limit=5)
         hit = next(h for h in r["hits"] if h["path"] == "digest/wiki/光伏产业链.md")
         assert hit["lines"] == f"{hit['start_line']}-{hit['end_line']}" and hit["heading"] and hit["snippet"]
-        assert hit["why"]["keyword"]["rank"] >= 1 and hit["why"]["vector"]["rank"] is None
+        assert hit["why"]["keyword_rank"] >= 1 and hit["why"]["bm25"] > 0 and "vector_rank" not in hit["why"]
         assert hit["why"]["text"].startswith("kw #")
         assert "digest/wiki/新能源.md" in {n["path"] for n in hit["neighbors"]["outlinks"]}
         r = await call(s, "search", query="光伏", mode="keyword", layer="daily")
