@@ -13,6 +13,8 @@ shared, label ``cli-vault``):
   ``--runs`` × the queries below for ``search`` mode=keyword and mode=hybrid (limit 10, hop-2 neighbours
   included), and ``read_note`` of the hit files. Each sample is the client's ``call_tool`` wall time (JSON-RPC
   over the pipes, argument validation, the engine, serialisation); the engine's own ``took_ms`` is reported too.
+- **start-up breakdown**: the largest imports of a server start (``-X importtime``) and its CPU seconds (a server
+  started with stdin at EOF, which stops at once: imports, tool registration, engine open).
 
 Targets: keyword search p50 ≤ 10 ms, hybrid ≤ 20 ms, ready ≤ 1 s.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -158,6 +161,19 @@ def main() -> int:
             subprocess.run([sys.executable, "-c", "import mcp.server.mcpserver"], env=env, check=True)
             imp.append(time.perf_counter() - t)
         out["python_plus_sdk_import_s"] = stats(imp)
+        # what a start imports (the SDK dominates) and its CPU time: a server whose stdin is at EOF stops at once
+        from bench_cli import import_top
+
+        cpu = []
+        for i in range(args.ready_runs):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            p = subprocess.run([sys.executable, "-X", "importtime", *server_argv(vault, state), "--no-watch"],
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            if i == 0:
+                out["server_imports"] = import_top(p.stderr)
+        out["start_to_eof_cpu_s"] = stats(cpu)
         samples = []
         for i in range(args.ready_runs + 1):  # the first start is discarded (cold page cache)
             got = anyio.run(one_ready, vault, state)
