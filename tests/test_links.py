@@ -378,7 +378,7 @@ def resolver() -> LinkResolver:
     ("../../foo", "a/b/note.md", "foo.md", False),
     # (3) stem / suffix / alias, case-insensitive after NFC
     ("homepage", "q.md", "Cards/Homepage.md", True),  # case-only-different names: shortest path wins
-    ("HOMEPAGE", "q.md", "Cards/Homepage.md", True),
+    ("HOMEPAGE", "q.md", "Cards/Pending/HOMEPAGE.md", True),  # the name in the same case wins
     ("Pending/HOMEPAGE", "q.md", "Cards/Pending/HOMEPAGE.md", False),
     ("pending/homepage", "q.md", "Cards/Pending/HOMEPAGE.md", False),
     ("deep", "q.md", "a/b/c/deep.md", False),
@@ -444,6 +444,65 @@ def test_stem_beats_alias_and_readd_replaces_aliases():
     r.remove("a/Topic.md")
     assert r.resolve("topic", "q.md").path is None
     assert r.resolve("other", "q.md").path == "b/note.md"
+
+
+# Repeated basenames: exact case, then nearest folder (own, then closest ancestor), then shortest, then order.
+REPEATED = ["Note.md", "b/Note.md", "a/b/Note.md", "zzzz/Note.md", "p/q/r/Note.md", "p/Note.md",
+            "x/Todo.md", "y/todo.md", "y/z/w/todo.md", "m/Same.md", "n/Same.md"]
+
+
+@pytest.mark.parametrize(("target", "source", "path", "candidates"), [
+    ("Note", "zzzz/deep/s.md", "Note.md", ()),  # an exact vault path wins over everything
+    ("b/Note", "zzzz/s.md", "b/Note.md", ()),  # a partial path that is an exact vault path
+    ("Note", "b/s.md", "Note.md", ()),  # ... even over a note beside the source
+    ("todo", "y/s.md", "y/todo.md", ()),  # own folder, same case: step 2
+    ("Todo", "y/z/w/s.md", "x/Todo.md", ("x/Todo.md", "y/z/w/todo.md", "y/todo.md")),  # case first
+    ("todo", "y/z/w/s.md", "y/z/w/todo.md", ()),  # own folder, same case: step 2
+    ("todo", "y/z/s.md", "y/todo.md", ("y/todo.md", "y/z/w/todo.md", "x/Todo.md")),  # closest ancestor
+    ("todo", "q/s.md", "y/todo.md", ("y/todo.md", "y/z/w/todo.md", "x/Todo.md")),  # same case, shortest
+    ("TODO", "y/z/s.md", "y/todo.md", ("y/todo.md", "x/Todo.md", "y/z/w/todo.md")),  # no exact case: nearest
+    ("Todo", "q/s.md", "x/Todo.md", ("x/Todo.md", "y/todo.md", "y/z/w/todo.md")),
+    ("same", "q/s.md", "m/Same.md", ("m/Same.md", "n/Same.md")),  # same length: code-point order
+    ("same", "n/s.md", "n/Same.md", ("n/Same.md", "m/Same.md")),  # own folder, other case: still nearest
+])
+def test_resolution_order_for_repeated_names(target, source, path, candidates):
+    r = LinkResolver(REPEATED).resolve(target, source)
+    assert (r.path, r.ambiguous, r.candidates) == (path, bool(candidates), candidates)
+
+
+def test_resolution_order_nearest_ancestor_and_shortest():
+    r = LinkResolver(["a/b/c/Note.md", "a/x/Note.md", "a/Note2.md", "a/b/Note.md", "k/Note.md"])
+    # from a/b/c/d: own folder none, parent a/b/c has one
+    assert r.resolve("note", "a/b/c/d/s.md").path == "a/b/c/Note.md"
+    # from a/b/x: ancestor a/b wins over the shorter k/Note.md
+    assert r.resolve("note", "a/b/x/s.md").candidates == ("a/b/Note.md", "k/Note.md", "a/x/Note.md",
+                                                          "a/b/c/Note.md")
+    # unrelated folder: shortest path, then code points
+    assert r.resolve("note", "q/s.md").candidates == ("k/Note.md", "a/b/Note.md", "a/x/Note.md", "a/b/c/Note.md")
+
+
+def test_alias_candidates_use_the_same_order():
+    r = LinkResolver(["a/one.md", "b/c/two.md", "b/three.md"],
+                     {"a/one.md": ["Topic"], "b/c/two.md": ["topic"], "b/three.md": ["TOPIC"]})
+    assert r.resolve("topic", "b/c/s.md").path == "b/c/two.md"  # exact case and own folder
+    assert r.resolve("Topic", "b/c/s.md").path == "a/one.md"  # exact case beats the nearer one
+    assert r.resolve("tOpIc", "b/c/s.md").candidates == ("b/c/two.md", "b/three.md", "a/one.md")
+
+
+def test_resolution_does_not_depend_on_insertion_order():
+    import random
+
+    names = REPEATED + ["y/z/Todo.md", "TODO.md"]
+    links = [(t, s) for t in ("todo", "Todo", "TODO", "note", "Note", "same", "b/note")
+             for s in ("q.md", "y/z/w/s.md", "y/z/s.md", "p/q/r/s/s.md", "n/s.md", "b/s.md")]
+    want = [LinkResolver(names).resolve(t, s) for t, s in links]
+    for seed in range(5):
+        shuffled = names[:]
+        random.Random(seed).shuffle(shuffled)
+        r = LinkResolver()
+        for p in shuffled:
+            r.add(p)
+        assert [r.resolve(t, s) for t, s in links] == want
 
 
 def test_normalize_name():

@@ -25,9 +25,12 @@ Every scan is linear in the input: ``str.find``, a single-character-class regex 
 never a backtracking pattern (a typical wikilink regex takes ~10 s on 40,000 ``[``, see PITFALLS.md).
 
 Resolution (:class:`LinkResolver`) implements DESIGN §4 Decision: exact vault path, then the path relative to
-the linking note, then the unique stem / path suffix / alias match (case-insensitive after NFC; shortest path
-wins when several match), else a dangling virtual node. Matching a bare ``[[alias]]`` through the ``aliases``
-frontmatter is our decision; Obsidian itself leaves such a link unresolved.
+the linking note, then the stem / path suffix / alias match (case-insensitive after NFC). When several files
+match, Obsidian's order picks one: an exact-case match of the name first, then the candidate nearest the
+linking note (its own folder, then the closest ancestor folder), then the shortest path, then the path's code
+points; the link is marked ambiguous and :attr:`Resolution.candidates` lists every match in that order. Else a
+dangling virtual node. Matching a bare ``[[alias]]`` through the ``aliases`` frontmatter is our decision; Obsidian
+itself leaves such a link unresolved.
 """
 
 from __future__ import annotations
@@ -678,13 +681,16 @@ def normalize_name(s: str) -> str:
 
 @dataclass(frozen=True)
 class Resolution:
-    """``path``: vault-relative path of the file, ``None`` when dangling. ``ambiguous``: several files matched by
-    stem/suffix/alias and the shortest path won. ``virtual``: node id for a dangling link (normalised target,
-    ``.md`` added when it has no extension), ``""`` when resolved."""
+    """``path``: vault-relative path of the file, ``None`` when dangling. ``ambiguous``: several files matched
+    (by stem/suffix/alias, or by a path that differs only in case) and the resolution order picked ``path``.
+    ``virtual``: node id for a dangling link (normalised target, ``.md`` added when it has no extension), ``""``
+    when resolved. ``candidates``: when ambiguous, every matching path in resolution order (``path`` first),
+    else ``()``."""
 
     path: str | None
     ambiguous: bool
     virtual: str
+    candidates: tuple[str, ...] = ()
 
 
 _EXT = re.compile(r"\.([A-Za-z0-9]{1,8})$")
@@ -695,9 +701,42 @@ def _has_ext(name: str) -> bool:
     return bool(m) and any(ch.isalpha() for ch in m.group(1))
 
 
-def _pick(cands: Iterable[str]) -> tuple[str, bool]:
-    lst = sorted(set(cands), key=lambda p: (len(p), p))
-    return lst[0], len(lst) > 1
+def _pick(cands: Iterable[str]) -> list[str]:
+    """Case-variants of one path: shortest, then code points (deterministic)."""
+    return sorted(set(cands), key=lambda p: (len(p), p))
+
+
+def _nfc(s: str) -> str:
+    return unicodedata.normalize("NFC", s)
+
+
+def _name_is_exact(path: str, target: str) -> bool:
+    """``path`` (NFC) ends with the link's name ``target`` (NFC) spelled in the same case, ``.md`` optional."""
+    p = _nfc(path)
+    for t in (target, target + ".md"):
+        if p == t or p.endswith("/" + t):
+            return True
+    return False
+
+
+_FAR = 1 << 30
+
+
+def _proximity(cand_folder: str, source_folder: str) -> int:
+    """0 in the linking note's folder, k for its k-th ancestor folder, ``_FAR`` elsewhere (folders normalised)."""
+    if cand_folder == source_folder:
+        return 0
+    if cand_folder == "":
+        return source_folder.count("/") + 1
+    if source_folder.startswith(cand_folder + "/"):
+        return source_folder.count("/") - cand_folder.count("/")
+    return _FAR
+
+
+def _resolved(ranked: list[str]) -> Resolution:
+    if len(ranked) > 1:
+        return Resolution(ranked[0], True, "", tuple(ranked))
+    return Resolution(ranked[0], False, "")
 
 
 class LinkResolver:
@@ -709,9 +748,13 @@ class LinkResolver:
        vault; a link escaping the vault or starting with ``/`` is dangling);
     3. files whose name (``stem`` for notes, full name for attachments) or trailing partial path
        (``folder/note``) matches case-insensitively after NFC; when none, notes whose ``aliases`` entry equals
-       the target. Several candidates: shortest path, then lexicographic, and ``ambiguous=True``;
+       the target. Several candidates are ranked (Obsidian's order): the name spelled in the same case first,
+       then the nearest to the linking note (same folder, then the closest ancestor folder; other folders
+       after), then the shortest path, then code-point order; ``ambiguous=True`` and ``candidates`` lists them;
     4. dangling: :attr:`Resolution.virtual` names the node.
 
+    Steps 1 and 2 take a bare or partial name only when its case matches exactly; a case-insensitive hit there
+    is a step-3 candidate, so ``[[Note]]`` prefers ``b/Note.md`` over ``note.md`` at the root.
     An empty target (``[[#heading]]``) is the linking note itself.
     """
 
@@ -762,16 +805,35 @@ class LinkResolver:
     def __contains__(self, path: object) -> bool:
         return path in self._files
 
-    def _exact(self, path: str) -> tuple[str, bool] | None:
+    def _exact(self, path: str, *, case_exact: bool = False) -> Resolution | None:
         tries = [path] if path.lower().endswith(".md") else [path + ".md", path]
         for p in tries:
             if p in self._files:
-                return p, False
+                return Resolution(p, False, "")
+            n = _nfc(p)
+            if n != p and n in self._files:
+                return Resolution(n, False, "")
+        if case_exact:
+            return None
         for p in tries:
             cands = self._by_path.get(normalize_name(p))
             if cands:
-                return _pick(cands)
+                return _resolved(_pick(cands))
         return None
+
+    def _rank(self, cands: set[str], target: str, source_path: str, by_alias: bool) -> list[str]:
+        """``cands`` in resolution order (see the class docstring, step 3)."""
+        t = _nfc(target)
+        src = posixpath.dirname(normalize_name(source_path))
+
+        def key(p: str) -> tuple:
+            if by_alias:
+                exact = any(_nfc(a.strip()) == t for a in self._aliases.get(p, ()))
+            else:
+                exact = _name_is_exact(p, t)
+            return (not exact, _proximity(posixpath.dirname(normalize_name(p)), src), len(p), p)
+
+        return sorted(cands, key=key)
 
     def resolve(self, target: str, source_path: str) -> Resolution:
         t = target.strip()
@@ -786,22 +848,23 @@ class LinkResolver:
                 return Resolution(None, False, virtual)
             hit = self._exact(rooted)
             if hit:
-                return Resolution(hit[0], hit[1], "")
+                return hit
             return Resolution(None, False, normalize_name(rooted) + ("" if _has_ext(rooted) else ".md"))
         segments = t.split("/")
         relative = any(s in (".", "..") for s in segments)
         if not relative:
-            hit = self._exact(t)
+            hit = self._exact(t, case_exact=True)
             if hit:
-                return Resolution(hit[0], hit[1], "")
+                return hit
         folder = posixpath.dirname(source_path)
         joined = posixpath.normpath(posixpath.join(folder, t)) if folder else posixpath.normpath(t)
         if joined == ".." or joined.startswith("../") or joined.startswith("/"):
             return Resolution(None, False, virtual)  # never outside the vault
         if folder or relative:
-            hit = self._exact(joined)
+            # A bare name in the linking note's folder: case-exact here; other spellings are ranked below.
+            hit = self._exact(joined, case_exact=not relative)
             if hit:
-                return Resolution(hit[0], hit[1], "")
+                return hit
         if relative:
             return Resolution(None, False, normalize_name(joined) + ("" if _has_ext(joined) else ".md"))
         nt = normalize_name(t)
@@ -811,11 +874,11 @@ class LinkResolver:
             suffixes = ("/" + nt, "/" + nt + ".md")
             cands = {p for p in cands
                      if (k := normalize_name(p)) in (nt, nt + ".md") or k.endswith(suffixes)}
-        if not cands:
+        by_alias = not cands
+        if by_alias:
             cands = set(self._by_alias.get(nt, ()))
         if cands:
-            path, amb = _pick(cands)
-            return Resolution(path, amb, "")
+            return _resolved(self._rank(cands, t, source_path, by_alias))
         return Resolution(None, False, virtual)
 
 
