@@ -23,6 +23,7 @@ import argparse
 import inspect
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -535,17 +536,23 @@ def tool_specs() -> list[ToolSpec]:
 
 
 def _annotation(p) -> Any:
-    """The Python type of a job parameter, with its description (pydantic turns it into the JSON schema)."""
+    """The Python type of a job parameter, with its description (pydantic turns it into the JSON schema).
+
+    A ``str`` parameter whose help is a list of choices (``"hybrid | keyword | vector"``, optionally after a
+    ``label: ``) becomes an enum, so clients see the valid values."""
+    from typing import Literal
+
     from pydantic import Field
 
+    desc = p.help or PARAM_HELP.get(p.name, "")
     base = {"str": str, "int": int, "float": float, "bool": bool, "list": list[str], "json": Any}.get(p.type, str)
-    if p.type == "json" and p.name != "conversation":
-        base = dict[str, Any]
-    elif p.name == "conversation":
-        base = list[dict[str, str]]
+    choices = re.fullmatch(r"(?:[^:|]*: )?([\w-]+(?: \| [\w-]+)+)", desc) if p.type == "str" else None
+    if choices:
+        base = Literal[tuple(choices.group(1).split(" | "))]  # type: ignore[misc]
+    elif p.type == "json":
+        base = list[dict[str, str]] if p.name == "conversation" else dict[str, Any]
     if not p.required and p.default is None:
         base = base | None
-    desc = p.help or PARAM_HELP.get(p.name, "")
     return Annotated[base, Field(description=desc)] if desc else base
 
 

@@ -103,6 +103,8 @@ async def test_every_tool_on_the_demo_vault(demo_vault, tmp_path):
         assert tools["search"].input_schema["required"] == ["query"]
         assert {"query", "limit", "mode", "layer", "date_from", "date_to", "frontmatter", "path_prefix"} <= set(
             tools["search"].input_schema["properties"])
+        assert tools["search"].input_schema["properties"]["mode"]["enum"] == ["hybrid", "keyword", "vector"]
+        assert tools["traverse"].input_schema["properties"]["direction"]["enum"] == ["out", "in", "both"]
         assert "expected_sha" in tools["write_note"].input_schema["properties"]
         assert "expected_sha" in tools["edit_note"].input_schema["properties"]
 
@@ -119,7 +121,7 @@ async def test_every_tool_on_the_demo_vault(demo_vault, tmp_path):
         paths = [h["path"] for h in r["hits"]]
         assert "daily/2026-11-26/光伏产业链入门.md" in paths
         assert not [p for p in paths if re.search(r"2026-11-(?!26)\d\d", p)]  # no other day
-        assert "unknown layer" in await fail(s, "search", query="x", layer="nope")
+        assert "layer" in await fail(s, "search", query="x", layer="nope")  # refused by the schema's enum
 
         # -- read_note (with or without .md, line ranges) ------------------------------------------------
         raw = (v / "digest/wiki/光伏产业链.md").read_bytes()
