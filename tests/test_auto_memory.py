@@ -4,6 +4,8 @@ import json
 
 import pytest
 from conftest import tree
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reme_engine.config import LLMSettings
 from reme_engine.engine import EngineError
@@ -533,6 +535,30 @@ def test_merge_ignores_headings_in_code_and_keeps_crlf_and_chinese_sections():
     assert "## 时间线\n\n- 09:00 开会\n- 10:00 写周报\n" in lf
     assert "## 当前状态\n\n新的状态\n" in lf and "旧的状态" not in lf
     assert lf.endswith("## 要点\n\n- 喜欢早起\n")
+
+
+_LINE = st.sampled_from(["## Current state", "## Timeline", "## Notes", "- 09:00 a", "- b", "", "  ", "```", "~~~",
+                         "<!-- reme:end -->", "<!-- reme:begin 0123456789abcdef -->", "---", "name: x",
+                         "description: mine", "reme_provenance: app 0123456789abcdef", "mine \t", "# T"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(_LINE, max_size=14), crlf=st.booleans(), bom=st.booleans(), final_nl=st.booleans(),
+       reply=st.fixed_dictionaries({"description": st.sampled_from(["", "new desc", "mine"]),
+                                    "current_state": st.sampled_from(["", "now", "mine"]),
+                                    "timeline": st.lists(st.sampled_from(["a", "c", "d"]), max_size=3),
+                                    "notes": st.lists(st.sampled_from(["b", "e"]), max_size=2)}))
+def test_merging_into_a_user_card_never_loses_a_user_line(lines, crlf, bom, final_nl, reply):
+    nl = "\r\n" if crlf else "\n"
+    text = ("\ufeff" if bom else "") + nl.join(lines) + (nl if final_nl and lines else "")
+    if P.note_ownership(text).app_owned:
+        return
+    card = am.CardReply(**reply)
+    once = am.merge_into_block(text, card, time_label="09:00", sources=["session/dialog/s.jsonl"])
+    twice = am.merge_into_block(once, am.CardReply(timeline=["z"]), time_label="10:00")
+    for old, new in ((text, once), (once, twice)):
+        assert P.keeps_user_lines(old, new) and not P.note_ownership(new).app_owned
+        assert new.startswith("\ufeff") == bom
 
 
 def test_model_headings_cannot_split_the_card():

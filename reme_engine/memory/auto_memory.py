@@ -495,15 +495,14 @@ def merge_into_block(text: str, reply: CardReply, *, time_label: str, language: 
     that); timeline items (``- <time_label> <item>``) and notes are appended unless a line of the card (the
     user's or the block's) already says the same (:func:`normalize_item`); ``sources`` (vault paths, e.g. the
     session record) are listed as links, old ones kept. Every other byte of ``text`` is kept, CRLF and BOM
-    included. Raises FrontmatterError for an invalid frontmatter block.
+    included (an invalid frontmatter block too: it is never touched). Never raises.
     """
     lf = text.replace("\r\n", "\n")
-    fm = parse_frontmatter(lf)
     parts = block_parts(P.live_block(text))
     before = render_block_parts(parts, language)
     seen = {normalize_item(x) for x in lf.split("\n") if x.strip()}
     desc = _one_line(reply.description)
-    if desc and desc != _one_line(str(fm.meta.get("description") or "")):
+    if desc and desc != _one_line(str(parse_frontmatter(lf).meta.get("description") or "")):
         parts["description"] = desc
     current = _safe_block(reply.current_state) if reply.current_state else ""
     # A new current state replaces the block's, unless the card (the user's text or the block) says it already.
