@@ -11,9 +11,11 @@ Sets (built from ``../shared/data`` into a cache dir; the data itself is never c
   ``title en→zh``, ``sentence en→zh``.
 * ``locomo`` — LoCoMo (CC BY-NC 4.0, evaluation only; Maharana et al. 2024, arXiv:2402.17753). Each conversation
   is its own vault; each session a daily card ``daily/<date>/<sample>-s<n>.md`` (one paragraph per turn:
-  ``**Speaker**: text``, a shared photo as ``[shares a photo: caption]``). Questions of categories 1–4; an
+  ``**Speaker**: text``, a shared photo as ``[shares a photo: caption]``; the session summary as the card's
+  ``description``), and the app writes each day page (``daily/<date>.md``, its generated card list). Questions of categories 1–4; an
   evidence turn counts as found when its whole text lies inside a returned chunk. Kinds: ``cat1 multi-hop``,
   ``cat2 temporal``, ``cat3 open-domain``, ``cat4 single-hop``. Also recall within a 2,000-character budget.
+  ``locomo-500``: the same at ``chunk_bytes: 500`` (not used to choose the fusion).
 * ``words`` — short Chinese words on knowledge-garden-zh: 瓶颈 (quoted in the issue) + two-character words jieba
   knows, found in 5–40 notes, picked by hash; relevant = a top-5 note that contains the word (R@k here is the
   share of the top-k distinct notes that contain it).
@@ -54,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (REPO, SHARED_DATA, cache_root, emit, loadavg, log, machine, open_engine,  # noqa: E402
                      stats)
 
-BUILD_VERSION = "1"  # bump when a builder's output changes
+BUILD_VERSION = {"locomo": "2"}  # per set label (default "1"): bump when a builder's output changes
 RESULTS_MD = REPO / "bench" / "RESULTS.md"
 SECTION_START = "<!-- bench_quality:start -->"
 SECTION_END = "<!-- bench_quality:end -->"
@@ -65,7 +67,7 @@ def held_out(qid: str) -> bool:
 
 
 def _cached_dir(label: str, key: str) -> Path:
-    h = hashlib.sha256(f"{BUILD_VERSION}|{key}".encode()).hexdigest()[:12]
+    h = hashlib.sha256(f"{BUILD_VERSION.get(label, '1')}|{key}".encode()).hexdigest()[:12]
     d = cache_root() / f"quality-{label}-{h}"
     d.mkdir(parents=True, exist_ok=True)
     return d
@@ -150,13 +152,16 @@ def build_locomo(quick: bool) -> tuple[dict[str, Path], list[dict]]:
         base = _cached_dir("locomo", sid)
         conv = sample["conversation"]
         turns: dict[str, str] = {}
+        dates: set[str] = set()
         for key, value in conv.items():
             if not (key.startswith("session_") and isinstance(value, list)):
                 continue
             n = key.split("_")[1]
             when = _locomo_date(conv.get(f"session_{n}_date_time", "")) or datetime(2023, 1, 1)
+            summary = " ".join(str(sample.get("session_summary", {}).get(f"session_{n}_summary", "")).split())
+            desc = json.dumps(summary[:300], ensure_ascii=False)
             lines = [f"---\nname: \"{conv['speaker_a']} & {conv['speaker_b']}, session {n}\"\n"
-                     f"date: {when.date().isoformat()}\n---\n",
+                     f"description: {desc}\ndate: {when.date().isoformat()}\n---\n",
                      f"# {conv['speaker_a']} & {conv['speaker_b']} — {conv.get(f'session_{n}_date_time', '')}\n"]
             for t in value:
                 text = str(t.get("text", ""))
@@ -164,6 +169,11 @@ def build_locomo(quick: bool) -> tuple[dict[str, Path], list[dict]]:
                 photo = f" [shares a photo: {t['blip_caption']}]" if t.get("blip_caption") else ""
                 lines.append(f"**{t['speaker']}**: {text}{photo}\n")
             _write(base / "vault" / "daily" / when.date().isoformat() / f"{sid}-s{int(n):02d}.md", "\n".join(lines))
+            dates.add(when.date().isoformat())
+        from reme_engine.vault.daily import daily_reindex
+
+        for day in sorted(dates):  # the app's generated day pages, listing that day's cards
+            daily_reindex(base / "vault", day)
         for i, qa in enumerate(sample["qa"]):
             cat = qa.get("category")
             if cat not in CATEGORIES:
@@ -270,7 +280,11 @@ def build_known(quick: bool) -> tuple[dict[str, Path], list[dict]]:
     return roots, queries
 
 
-BUILDERS = {"crossling": build_crossling, "locomo": build_locomo, "words": build_words, "known": build_known}
+BUILDERS = {"crossling": build_crossling, "locomo": build_locomo, "words": build_words, "known": build_known,
+            "locomo-500": build_locomo}
+#: sets indexed with other settings than the defaults (own state dir): not used to choose the fusion
+SET_SETTINGS = {"locomo-500": {"chunk_bytes": 500}}
+MAIN_SETS = ("crossling", "locomo", "words", "known")
 
 
 # ---------------------------------------------------------------------------------------------------- scoring
@@ -340,38 +354,43 @@ def mean_metrics(rows: list[dict]) -> dict:
 
 # -------------------------------------------------------------------------------------------------- candidates
 def candidates(FusionConfig) -> dict:
-    """name → (mode, FusionConfig). ``legacy`` = the seed's RRF, no field rules (the default before this)."""
+    """name → (mode, FusionConfig). The legs and ``legacy`` (the seed's RRF, the default before this harness) run
+    without the field rules; every other fused candidate runs with them (title boost 0.5, day-index demotion) and
+    without a floor, so the fusion is chosen on the pipeline it will run in; the floor is measured separately."""
     plain = dict(title_boost=0.0, demote_day_index=False, relative_floor=0.0)
+    rules = dict(title_boost=0.5, demote_day_index=True, relative_floor=0.0)
     c = {
         "keyword": ("keyword", FusionConfig(**plain)),
         "vector": ("vector", FusionConfig(**plain)),
         "legacy rrf 0.7/0.3 k60": ("hybrid", FusionConfig(method="rrf", **plain)),
-        "rrf 0.5/0.5 k60": ("hybrid", FusionConfig(method="rrf", vector_weight=0.5, keyword_weight=0.5, **plain)),
+        "rrf 0.7/0.3 k60": ("hybrid", FusionConfig(method="rrf", **rules)),
+        "rrf 0.5/0.5 k60": ("hybrid", FusionConfig(method="rrf", vector_weight=0.5, keyword_weight=0.5, **rules)),
         "rrf 0.5/0.5 k10": ("hybrid", FusionConfig(method="rrf", vector_weight=0.5, keyword_weight=0.5, rrf_k=10,
-                                                   **plain)),
-        "rrf 0.7/0.3 k60 cos≥0.2": ("hybrid", FusionConfig(method="rrf", cosine_floor=0.2, **plain)),
-        "interleave": ("hybrid", FusionConfig(method="interleave", **plain)),
-        "tmm α0.3": ("hybrid", FusionConfig(method="tmm", keyword_share=0.3, **plain)),
-        "tmm α0.5": ("hybrid", FusionConfig(method="tmm", keyword_share=0.5, **plain)),
-        "choose τ0.5": ("hybrid", FusionConfig(method="choose", choose_threshold=0.5, **plain)),
+                                                   **rules)),
+        "rrf 0.7/0.3 k60 cos≥0.2": ("hybrid", FusionConfig(method="rrf", cosine_floor=0.2, **rules)),
+        "interleave": ("hybrid", FusionConfig(method="interleave", **rules)),
+        "tmm α0.3": ("hybrid", FusionConfig(method="tmm", keyword_share=0.3, **rules)),
+        "tmm α0.5": ("hybrid", FusionConfig(method="tmm", keyword_share=0.5, **rules)),
+        "choose τ0.5": ("hybrid", FusionConfig(method="choose", choose_threshold=0.5, **rules)),
+        "choose τ0.3": ("hybrid", FusionConfig(method="choose", choose_threshold=0.3, **rules)),
     }
     for a in (0.3, 0.4, 0.5, 0.6, 0.7):
-        c[f"convex α{a}"] = ("hybrid", FusionConfig(method="convex", keyword_share=a, **plain))
-    for lo, hi in ((0.05, 0.5), (0.15, 0.6), (0.1, 0.8), (0.2, 0.7)):
-        c[f"convex α0.5 cos {lo}–{hi}"] = ("hybrid", FusionConfig(method="convex", cosine_lo=lo, cosine_hi=hi,
-                                                                 **plain))
+        c[f"convex α{a}"] = ("hybrid", FusionConfig(method="convex", keyword_share=a, **rules))
+    for a, lo, hi in ((0.5, 0.05, 0.5), (0.5, 0.15, 0.6), (0.5, 0.1, 0.8), (0.5, 0.2, 0.7), (0.5, 0.1, 1.0),
+                      (0.6, 0.1, 0.8), (0.6, 0.1, 1.0)):
+        c[f"convex α{a} cos {lo}–{hi}"] = ("hybrid", FusionConfig(method="convex", keyword_share=a, cosine_lo=lo,
+                                                                 cosine_hi=hi, **rules))
     return c
 
 
 def rule_variants(base) -> dict:
-    """The field rules and floors on top of the chosen fusion, measured one at a time and together."""
-    return {
-        "+title boost 0.5": replace(base, title_boost=0.5),
-        "+day-index demotion": replace(base, demote_day_index=True),
-        "+floor 0.2": replace(base, relative_floor=0.2),
-        "+floor 0.3": replace(base, relative_floor=0.3),
-        "+floor 0.4": replace(base, relative_floor=0.4),
-    }
+    """Ablations of the default: each field rule off, and other relative floors."""
+    out = {"default − title boost": replace(base, title_boost=0.0),
+           "default − day-index demotion": replace(base, demote_day_index=False)}
+    for f in (0.0, 0.1, 0.15, 0.2, 0.3):
+        if f != base.relative_floor:
+            out[f"default, floor {f}"] = replace(base, relative_floor=f)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------------- main
@@ -384,7 +403,9 @@ def run_set(name: str, quick: bool, emb, cands: dict, extra: dict, lat_n: int) -
     engines, index_info = {}, {}
     for key, root in roots.items():
         t = time.perf_counter()
-        eng = open_engine(root / "vault", root / "state", emb)
+        over = SET_SETTINGS.get(name, {})
+        state = root / ("state" + "".join(f"-{k}{v}" for k, v in over.items()))
+        eng = open_engine(root / "vault", state, emb, **over)
         eng.index()
         index_info[key] = {"seconds": round(time.perf_counter() - t, 1),
                            "chunks": eng.store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]}
@@ -482,9 +503,11 @@ def write_results_md(out: dict, cmd: str) -> None:
                                                                "default (chosen + field rules)")]
             parts.append(f"{k} ({mm['keyword']['kinds'][k]['n_queries']}): " + " / ".join(f"{v:.2f}" for v in vals))
         lines.append(f"- **{s}**: " + "; ".join(parts))
-    if "locomo" in out["sets"]:
-        mm = out["sets"]["locomo"]["methods"]
-        lines += ["", "LoCoMo evidence recall within 2,000 characters returned: " + ", ".join(
+    for lset in ("locomo", "locomo-500"):
+        if lset not in out["sets"]:
+            continue
+        mm = out["sets"][lset]["methods"]
+        lines += ["", f"{lset}: evidence recall within 2,000 characters returned: " + ", ".join(
             f"{x} {mm[x]['all'].get('r_budget', 0):.2f}" for x in ("keyword", "vector", "legacy rrf 0.7/0.3 k60",
                                                                    "default (chosen + field rules)")) + "."]
     lines += ["", "Fusion choice (dev split; worst margin = min over sets of R@5 − the better leg's R@5):", "",
@@ -505,7 +528,7 @@ def write_results_md(out: dict, cmd: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--sets", default="crossling,locomo,words,known")
+    ap.add_argument("--sets", default="crossling,locomo,words,known,locomo-500")
     ap.add_argument("--write-results", action="store_true", help="replace the quality section of bench/RESULTS.md")
     ap.add_argument("--latency-queries", type=int, default=50)
     args = ap.parse_args()
@@ -519,17 +542,16 @@ def main() -> None:
     cands = candidates(FusionConfig)
     default = FusionConfig()
     extra = {"default (chosen + field rules)": default}
-    extra.update({k: v for k, v in rule_variants(replace(default, title_boost=0.0, demote_day_index=False,
-                                                          relative_floor=0.0)).items()})
+    extra.update(rule_variants(default))
     for name in args.sets.split(","):
         out["sets"][name] = run_set(name, args.quick, emb, cands, extra, args.latency_queries)
         out["sets"][name]["loadavg"] = loadavg()
     fused = [m for m in cands if m not in ("keyword", "vector")]
-    out["choice"] = choose(out["sets"], fused)
+    out["choice"] = choose({k: v for k, v in out["sets"].items() if k in MAIN_SETS}, fused)
     out["loadavg_end"] = loadavg()
     if args.write_results:
         cmd = "$PY bench/bench_quality.py" + (" --quick" if args.quick else "") + \
-              (f" --sets {args.sets}" if args.sets != "crossling,locomo,words,known" else "") + " --write-results"
+              (f" --sets {args.sets}" if args.sets != ap.get_default("sets") else "") + " --write-results"
         write_results_md(out, cmd)
     emit(out)
 

@@ -109,9 +109,9 @@ class SearchSettings:
     """
 
     fusion: str = "convex"
-    keyword_share: float = 0.5
+    keyword_share: float = 0.6
     cosine_lo: float = 0.1
-    cosine_hi: float = 0.6
+    cosine_hi: float = 0.8
     relative_floor: float = 0.2
     title_boost: float = 0.5
     demote_day_index: bool = True

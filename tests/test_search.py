@@ -198,7 +198,7 @@ def test_convex_fusion_never_ranks_zero_scores_and_cuts_noise_vectors():
     ranked; a full keyword match outranks a vector hit at noise cosine."""
     from reme_engine.search.hybrid import FusionConfig, fuse
 
-    cfg = FusionConfig()  # convex, α 0.5, cosine scale 0.1..0.6
+    cfg = FusionConfig(method="convex", keyword_share=0.5, cosine_lo=0.1, cosine_hi=0.6)
     legs = {"keyword": [(1, 4.0), (2, 0.0)], "vector": [(3, 0.15), (4, 0.05), (1, 0.12)]}
     fused = fuse(legs, cfg, idf_sum=4.0)
     assert 2 not in fused and 4 not in fused

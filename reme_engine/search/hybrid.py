@@ -143,10 +143,10 @@ class SearchResult:
     hidden: int = 0
 
     def to_dict(self) -> dict:
-        return {"hidden": self.hidden, 
+        return {
             "query": self.query, "mode": self.mode, "hits": [h.to_dict() for h in self.hits],
             "neighbors": self.neighbors, "took_ms": round(self.took_ms, 3), "keyword_ms": round(self.keyword_ms, 3),
-            "vector_ms": round(self.vector_ms, 3), "degraded": self.degraded,
+            "vector_ms": round(self.vector_ms, 3), "degraded": self.degraded, "hidden": self.hidden,
         }
 
 
@@ -235,9 +235,9 @@ class FusionConfig:
     """
 
     method: str = "convex"
-    keyword_share: float = 0.5
+    keyword_share: float = 0.6
     cosine_lo: float = 0.1
-    cosine_hi: float = 0.6
+    cosine_hi: float = 0.8
     vector_weight: float = 0.7
     keyword_weight: float = 0.3
     rrf_k: int = 60
@@ -373,6 +373,15 @@ def impute_convex(fused: dict[int, dict], keyword: list[tuple[int, float]], wait
         d["vector_imputed"] = True
 
 
+def _alias_list(v) -> list[str]:
+    if isinstance(v, str):
+        try:
+            v = json.loads(v or "[]")
+        except ValueError:
+            return []
+    return [str(a) for a in v] if isinstance(v, list) else []
+
+
 def normalise_name(text: str) -> str:
     """Case-folded ``text`` without punctuation, emoji or spaces (for title/alias equality). Pure."""
     return _NORM_RE.sub("", text.casefold())
@@ -390,11 +399,13 @@ def is_day_index_chunk(path: str, text: str) -> bool:
 
 
 def adjust(fused: dict[int, dict], rows: dict[int, tuple], query: str, cfg: FusionConfig) -> None:
-    """Field-aware ranking on fused candidates. ``rows``: {id: (path, name, aliases list, text)}. Mutates
-    ``fused`` (``score``; ``field_boost`` and ``demoted`` in the details). Pure apart from that.
+    """Field-aware ranking on fused candidates. ``rows``: {id: (path, name, aliases (list or JSON text), text or
+    None)}. Mutates ``fused`` (``score``; ``field_boost`` and ``demoted`` in the details). Pure apart from that.
 
     1. The best chunk of a note whose name, file stem or an alias equals the query (after
        :func:`normalise_name`) gains ``title_boost × best score``; half when one of them contains the query.
+       Only keyword hits are checked: name, stem and aliases are indexed as the note's title field, so a note
+       named like the query is always one.
     2. A generated day-index chunk (:func:`is_day_index_chunk`) that lists a note also among the candidates
        scores just below that note's best chunk: the page is a table of contents, the card is the answer.
     """
@@ -407,11 +418,11 @@ def adjust(fused: dict[int, dict], rows: dict[int, tuple], query: str, cfg: Fusi
         seen: set[str] = set()
         for cid in order:
             r = rows.get(cid)
-            if r is None or r[0] in seen or not q:
+            if r is None or r[0] in seen or not q or "keyword_rank" not in fused[cid]:
                 continue
             seen.add(r[0])
             stem = r[0].rsplit("/", 1)[-1].rsplit(".", 1)[0]
-            names = {normalise_name(x) for x in (stem, r[1], *r[2]) if x}
+            names = {normalise_name(x) for x in (stem, r[1], *_alias_list(r[2])) if x}
             names.discard("")
             gain = 0.0
             if q in names:
@@ -431,7 +442,7 @@ def adjust(fused: dict[int, dict], rows: dict[int, tuple], query: str, cfg: Fusi
                     best_of[key] = max(best_of.get(key, 0.0), d["score"])
         for cid, d in fused.items():
             r = rows.get(cid)
-            if r is None or not is_day_index_chunk(r[0], r[3]):
+            if r is None or not r[3] or not is_day_index_chunk(r[0], r[3]):
                 continue
             own = r[0].rsplit("/", 1)[-1].rsplit(".", 1)[0]
             targets = {m.strip() + ".md" if "/" in m else m.strip() for m in _WIKILINK_RE.findall(r[3])}
@@ -465,9 +476,12 @@ class HybridSearcher:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     # -- legs ---------------------------------------------------------------------------------------------
-    def keyword_leg(self, query: str, n: int, filters: SearchFilters | None) -> list[tuple[int, float]]:
-        """BM25 top ``n`` as ``[(chunk id, score)]``, score = −bm25() so higher is better."""
-        tokens = self.tokenizer.query_tokens(query)
+    def keyword_leg(self, query: str, n: int, filters: SearchFilters | None, *,
+                    tokens: list[str] | None = None) -> list[tuple[int, float]]:
+        """BM25 top ``n`` as ``[(chunk id, score)]``, score = −bm25() so higher is better. ``tokens``: the
+        query's tokens when the caller has them already."""
+        if tokens is None:
+            tokens = self.tokenizer.query_tokens(query)
         if not tokens:
             return []
         where, params = ("1", [])
@@ -534,10 +548,12 @@ class HybridSearcher:
         return vs.search(qv, n, allowed)
 
     # -- search -------------------------------------------------------------------------------------------
-    def query_idf_sum(self, query: str) -> float:
+    def query_idf_sum(self, query: str, tokens: list[str] | None = None) -> float:
         """Σ FTS5 idf over the query's terms (absent terms count with the idf of a term in no row): the BM25
         score of a chunk holding each query term once at average length, the keyword leg's normaliser."""
-        tokens = self.tokenizer.query_tokens(query)[:MAX_QUERY_TERMS]
+        if tokens is None:
+            tokens = self.tokenizer.query_tokens(query)
+        tokens = tokens[:MAX_QUERY_TERMS]
         if not tokens:
             return 0.0
         n_rows = self._chunk_count()
@@ -556,6 +572,7 @@ class HybridSearcher:
         legs: dict[str, list[tuple[int, float]]] = {}
         kw_ms = vec_ms = 0.0
         vec_future = None
+        tokens = None
         if mode in ("hybrid", "vector"):
             if self.vectors is None:
                 degraded = "no embedder configured: keyword search only"
@@ -569,7 +586,8 @@ class HybridSearcher:
                 vec_future = self._pool.submit(run_vec)
         if mode in ("hybrid", "keyword") or vec_future is None:
             ts = time.perf_counter()
-            legs["keyword"] = self.keyword_leg(query, n, filters)
+            tokens = self.tokenizer.query_tokens(query)
+            legs["keyword"] = self.keyword_leg(query, n, filters, tokens=tokens)
             kw_ms = (time.perf_counter() - ts) * 1000
         if vec_future is not None:
             try:
@@ -578,7 +596,7 @@ class HybridSearcher:
                 degraded = f"embedder failed, keyword search only: {exc}"
                 if "keyword" not in legs:
                     legs["keyword"] = self.keyword_leg(query, n, filters)
-        idf_sum = self.query_idf_sum(query) if legs.get("keyword") else 0.0
+        idf_sum = self.query_idf_sum(query, tokens) if legs.get("keyword") else 0.0
         waiting: set[int] = set()
         if "vector" in legs and legs.get("keyword") and self.vectors is not None and self.vectors.index is not None:
             waiting = self._waiting_for_vector([doc for doc, _ in legs["keyword"]])
@@ -605,7 +623,7 @@ class HybridSearcher:
                                        cfg.vector_weight, cfg.rrf_k)
             elif cfg.method in ("convex", "tmm"):
                 impute_convex(fused, legs["keyword"], run["waiting"], cfg, run["idf_sum"])
-        rows = self._rows(list(fused))
+        rows = self._meta(list(fused))
         fused = {cid: d for cid, d in fused.items() if cid in rows}  # stale vector ids: chunk vanished
         adjust(fused, rows, query, cfg)
         top = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], kv[0]))
@@ -615,7 +633,8 @@ class HybridSearcher:
             keep = [kv for kv in top if kv[1]["score"] >= cut]
             hidden = len(top) - len(keep)
             top = keep
-        hits = [self._hit(cid, d, rows[cid]) for cid, d in top[:limit]]
+        full = self._rows([cid for cid, _ in top[:limit]])
+        hits = [self._hit(cid, d, full[cid]) for cid, d in top[:limit] if cid in full]
         return hits, hidden
 
     def search(self, query: str, *, limit: int = 10, mode: str = "hybrid", filters: SearchFilters | None = None,
@@ -652,8 +671,28 @@ class HybridSearcher:
         result.took_ms = (time.perf_counter() - t0) * 1000
         return result
 
+    def _meta(self, ids: list[int]) -> dict[int, tuple]:
+        """{id: (path, name, aliases JSON, text or None)} of live chunks, for :func:`adjust`; the text only of
+        day-page chunks (the rest is not needed to rank, and fetching it cost ~4 ms a query)."""
+        out: dict[int, tuple] = {}
+        day: list[int] = []
+        c = self.store.conn
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            for r in c.execute("SELECT c.id, f.path, f.name, f.aliases FROM chunks c JOIN files f ON f.id = c.file_id"
+                               f" WHERE c.id IN ({','.join('?' * len(part))})", part):
+                out[r[0]] = (r[1], r[2], r[3], None)
+                if _DAY_PAGE_RE.search(r[1]):
+                    day.append(r[0])
+        if day:
+            for cid, text in c.execute(f"SELECT id, text FROM chunks WHERE id IN ({','.join('?' * len(day))})", day):
+                r = out[cid]
+                out[cid] = (r[0], r[1], r[2], text)
+        return out
+
     def _rows(self, ids: list[int]) -> dict[int, tuple]:
-        """{id: (path, name, aliases, text, start_line, end_line, headings JSON, description)} of live chunks."""
+        """{id: (path, name, aliases JSON, text, start_line, end_line, headings JSON, description)} of live
+        chunks."""
         out: dict[int, tuple] = {}
         c = self.store.conn
         for i in range(0, len(ids), 500):
@@ -662,11 +701,7 @@ class HybridSearcher:
                     "SELECT c.id, f.path, f.name, f.aliases, c.text, c.start_line, c.end_line, c.headings,"
                     " f.description FROM chunks c JOIN files f ON f.id = c.file_id"
                     f" WHERE c.id IN ({','.join('?' * len(part))})", part):
-                try:
-                    aliases = [str(a) for a in json.loads(r[3] or "[]")]
-                except ValueError:
-                    aliases = []
-                out[r[0]] = (r[1], r[2], aliases, r[4], r[5], r[6], r[7], r[8])
+                out[r[0]] = (r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8])
         return out
 
     @staticmethod
