@@ -427,7 +427,7 @@ def merge_card(text: str, reply: CardReply, *, time_label: str, language: str = 
 
 # --------------------------------------------------------------------------------------------------- user's cards
 
-#: Title and hint of the app's block in a card the user owns (the same wording as auto_dream's block).
+#: Title and hint of the app's block in a card the user owns (the title is auto_dream's, so one look for both).
 BLOCK_TEXT = {
     "en": ("Updates proposed by reme",
            "*Proposed by reme, not part of your card yet. To accept, edit it into your text; to dismiss, delete "
