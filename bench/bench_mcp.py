@@ -37,9 +37,9 @@ from _common import (VAULT_ZH, bench_tmpdir, copy_tree, emit, index_with_cache, 
 #: Questions a person would ask of knowledge-garden-zh (Chinese and English).
 QUERIES = [
     "读书笔记 认知", "永久笔记", "卡片盒笔记法", "双链笔记 anki", "数字花园", "注意力 流量", "PKM 原则",
-    "肌肉恢复 训练频率", "Redis 持久化", "MySQL 索引", "消息队列 rocketMQ", "OKR 目标管理", "写作 输出",
-    "学习方法 费曼", "情绪 心理", "时间管理", "Obsidian plugins", "progressive web apps", "spaced repetition",
-    "knowledge management", "cloudflare", "productivity tools", "自上而下", "发展的眼光",
+    "肌肉恢复 训练频率", "Redis 持久化", "MySQL 索引", "消息队列 rocketMQ", "OKR 目标管理",
+    "写作 输出", "学习方法 费曼", "情绪 心理", "时间管理", "Obsidian plugins", "progressive web apps",
+    "spaced repetition", "knowledge management", "cloudflare", "productivity tools", "自上而下", "发展的眼光",
 ]
 
 

@@ -4,17 +4,19 @@ Built on the official ``mcp`` SDK (``MCPServer``); nothing of the protocol is wr
 wrapper over a job of :mod:`reme_engine.jobs` (the engine façade's named jobs): its JSON input schema is derived
 from the job's parameter table (names, types, defaults, help), its description is the wrapper's docstring, its
 result is one JSON object in a text block, and its errors are the job's own one-line messages (the ones
-``reme-tui job …`` prints), returned as MCP tool errors (``isError: true``). ``--read-only`` registers no writing tool at all.
+``reme-tui job …`` prints), returned as MCP tool errors (``isError: true``). ``--read-only`` registers no
+writing tool at all.
 
 Transports: stdio (what desktop clients launch) or, with ``--http``, streamable HTTP bound to 127.0.0.1 only.
 
-Start-up is kept short: the SDK (≈1 s of imports, mostly its pydantic protocol models) is imported only when
-serving, the engine opens on a background thread while the client initialises, and the embedding model loads on
-the first hybrid/vector query. After opening, a keyword + graph catch-up pass runs, then the vault watcher (no
-cron: dreaming stays with the app or ``--serve``); a ``--read-only`` server writes nothing into the vault, so it
-runs no watcher (which also regenerates day pages) and re-syncs its index every ``RESYNC_S`` seconds instead. Beside the TUI or ``--serve`` the server shares the vault's
-index, journal and cross-process writer lock (``revert`` takes it); its writes are conflict-checked, atomic, and
-indexed at once, so the other process's watcher finds them already indexed.
+Start-up: the SDK (≈1.2 s of imports on a quiet 2-core EPYC, mostly its pydantic protocol models) is imported
+only when serving; the engine opens on a background thread once the tools are registered, and the embedding
+model loads on the first hybrid/vector query. After opening, a keyword + graph catch-up pass runs, then the
+vault watcher (no cron: dreaming stays with the app or ``--serve``). A ``--read-only`` server writes nothing
+into the vault, so it runs no watcher (which also regenerates day pages) and re-syncs its index every
+``RESYNC_S`` seconds instead. Beside the TUI or ``--serve`` the server shares the vault's index, journal and
+cross-process writer lock (``revert`` takes it); its writes are conflict-checked, atomic and indexed at once, so
+the other process's watcher finds them already indexed.
 """
 
 from __future__ import annotations
@@ -232,8 +234,9 @@ def _search(vs: VaultServer, a: dict) -> dict:
 
     Each hit gives its path and line range (read more with read_note), the heading breadcrumb, a snippet and why it
     ranked (each leg's rank and score); the first hit of each note also lists the note's hop-2 neighbours (the
-    notes it links to and that link to it, with their names and descriptions). Filters: layer (daily | digest | resource | session), path_prefix,
-    paths, date_from/date_to, frontmatter values. mode=keyword skips the embedding model.
+    notes it links to and that link to it, with their names and descriptions). Filters: layer (daily | digest |
+    resource | session), path_prefix, paths, date_from/date_to, frontmatter values. mode=keyword skips the
+    embedding model.
     """
     eng = vs.indexed_engine()
     layer = a.pop("layer", None)
