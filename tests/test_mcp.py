@@ -24,7 +24,11 @@ from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
+from reme_engine.config import LLMSettings  # noqa: E402
+from reme_engine.llm.client import make_client  # noqa: E402
+from reme_engine.markdown.frontmatter import parse_frontmatter  # noqa: E402
 from reme_engine.vault.io import content_hash  # noqa: E402
+from wire.server import ScriptedServer, anthropic_message  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 READERS = {"search", "read_note", "list_notes", "traverse", "today", "agenda", "changes"}
@@ -257,7 +261,7 @@ async def test_streamable_http_on_loopback(demo_vault, tmp_path):
                 assert hits[0]["path"] == "digest/wiki/光伏产业链.md"
                 w = await call(s, "write_note", path="digest/wiki/over-http.md", content="# Over HTTP\n")
                 assert (demo_vault / w["path"]).read_text() == "# Over HTTP\n"
-                assert await fail(s, "read_note", path="nope.md") == "no such file: nope.md"
+                assert await fail(s, "read_note", path="nope.md") == "no such note: nope.md"
     finally:
         proc.terminate()
         assert proc.wait(timeout=20) == 0  # SIGTERM: a clean stop (engine closed)
@@ -299,5 +303,24 @@ async def test_beside_the_app_watcher_on_one_vault(demo_vault, tmp_path):
             assert msg.startswith("revert not run: writer lock held by pid") and str(os.getpid()) in msg
             assert (v / r["path"]).is_file()
             assert (await call(s, "revert", run_id=r["run_id"]))["restored"] == [r["path"]]
+            # a conversation the agent recorded is a chat session auto_memory distils later, in the app: the
+            # agent's note is context for the model, never evidence of what the person said
+            r = await call(s, "remember", text="Training for a half marathon in March.", agent="coach",
+                           conversation=[{"role": "user", "content": "I signed up for the March half marathon"},
+                                         {"role": "assistant", "content": "Great, twelve weeks to go."}])
+        card = {"name": "Half marathon", "description": "Training plan", "slug": "half-marathon",
+                "timeline": ["Signed up for the March half marathon"], "current_state": "Training", "notes": []}
+        with ScriptedServer([anthropic_message("```json\n" + json.dumps(card) + "\n```")]) as srv:
+            llm = make_client(LLMSettings(provider="anthropic", model="m", base_url=f"http://127.0.0.1:{srv.port}",
+                                          api_key="k"))
+            rep = eng.auto_memory(r["session_id"], llm=llm)
+            sent = srv.requests[0]["body"]["messages"][-1]["content"]
+        evidence = sent.split("<evidence")[1].split("</evidence>")[0]
+        context = sent.split("<context_not_evidence")[1].split("</context_not_evidence>")[0]
+        assert "I signed up for the March half marathon" in evidence and "coach" not in evidence
+        assert "recorded by agent coach" in context
+        assert rep.status == "ok" and len(rep.created) == 1
+        meta = parse_frontmatter((v / rep.created[0]).read_text()).meta
+        assert meta["source_conversation"] == f"[[{r['session_path']}]]" and meta["session_id"] == r["session_id"]
     finally:
         eng.close()
