@@ -35,6 +35,8 @@ class EngineError(Exception):
 
 #: Lines a single ``read`` returns at most.
 MAX_READ_LINES = 5000
+#: Files health_check and the refresh summary list per kind of problem (the counts are always complete).
+HEALTH_FIRST_N = 20
 
 
 @dataclass
@@ -86,6 +88,8 @@ class StatResult:
     sha: str | None = None
     warning: str | None = None
     skipped_reason: str | None = None
+    #: links of this note that several files match: ``{line, target, resolved, candidates}`` (chosen first)
+    ambiguous_links: list[dict] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,69 @@ class Engine:
             return resolve(self.vault, rel, allow_root=allow_root, for_write=for_write)
         except VaultPathError as exc:
             raise EngineError(str(exc)) from exc
+
+    def _note(self, path: str, *, for_write: bool = False):
+        """The existing file ``path`` names, written with or without ``.md`` (as Obsidian links omit it).
+
+        A folder does not count (``foo`` finds ``foo.md`` beside a folder ``foo/``); a dangling symlink does (so
+        it can be deleted). Raises EngineError ``no such note: X — did you mean Y?`` when nothing matches."""
+        vp = self._resolve(path, for_write=for_write)
+
+        def present(v) -> bool:
+            return os.path.lexists(v.abs) and not v.abs.is_dir()
+
+        if present(vp):
+            return vp
+        if vp.rel and not vp.rel.lower().endswith(".md"):
+            alt = self._resolve(vp.rel + ".md", for_write=for_write)
+            if present(alt):
+                return alt
+        raise EngineError(self._missing_note(vp.rel or path))
+
+    def _missing_note(self, rel: str) -> str:
+        """``no such note: X`` plus up to three suggestions: what a link ``[[X]]`` would open, else near names."""
+        import difflib
+
+        msg = f"no such note: {rel}"
+        name = rel[:-3] if rel.lower().endswith(".md") else rel
+        try:
+            r = self.indexer.build_resolver().resolve(name, "")
+            found = list(r.candidates or ([r.path] if r.path else []))
+            if not found:
+                rows = self.store.conn.execute("SELECT path FROM files").fetchall()
+                by_key: dict[str, str] = {}
+                for (p,) in rows:
+                    stem = p[:-3] if p.lower().endswith(".md") else p
+                    by_key.setdefault(stem.lower(), p)
+                    by_key.setdefault(stem.rsplit("/", 1)[-1].lower(), p)
+                for k in difflib.get_close_matches(name.lower(), list(by_key), n=3, cutoff=0.6):
+                    if by_key[k] not in found:
+                        found.append(by_key[k])
+        except Exception:  # a damaged index must not hide the real error
+            log.debug("no suggestions for %s", rel, exc_info=True)
+            found = []
+        if found:
+            msg += " — did you mean " + " or ".join(found[:3]) + "?"
+        return msg
+
+    def _ambiguous_links(self, src: str | None = None, limit: int | None = None) -> tuple[int, list[dict]]:
+        """(number of ambiguous links, the first ``limit`` as ``{source, line, target, resolved, candidates}``),
+        of one note (``src``) or the whole vault; candidates in resolution order, the chosen one first."""
+        q = ("SELECT f.path, l.line, l.target, l.resolved FROM links l JOIN files f ON f.id = l.src_id"
+             " WHERE l.ambiguous = 1")
+        args: tuple = ()
+        if src is not None:
+            q += " AND f.path = ?"
+            args = (src,)
+        rows = self.store.conn.execute(q + " ORDER BY f.path, l.line, l.id", args).fetchall()
+        if not rows:
+            return 0, []
+        resolver = self.indexer.build_resolver()
+        out = []
+        for path, line, target, resolved in rows[: len(rows) if limit is None else limit]:
+            cands = list(resolver.resolve(target, path).candidates) or [resolved]
+            out.append({"source": path, "line": line, "target": target, "resolved": resolved, "candidates": cands})
+        return len(rows), out
 
     def _protected(self, rel: str) -> bool:
         layers = self.settings.layers
@@ -324,13 +391,13 @@ class Engine:
     def neighbors(self, path: str, limit_out: int | None = 10, limit_in: int | None = 10):
         from .search.graph import neighborhood
 
-        return neighborhood(self.store, self._resolve(path).rel, limit_out, limit_in)
+        return neighborhood(self.store, self._note(path).rel, limit_out, limit_in)
 
     def traverse(self, path: str, depth: int = 1, direction: str = "both", max_nodes: int = 200):
         from .search.graph import traverse
 
         try:
-            return traverse(self.store, self._resolve(path).rel, depth, direction, max_nodes)
+            return traverse(self.store, self._note(path).rel, depth, direction, max_nodes)
         except ValueError as exc:
             raise EngineError(str(exc)) from exc
 
@@ -353,7 +420,7 @@ class Engine:
     # -- file jobs ----------------------------------------------------------------------------------------
     def read(self, path: str, start_line: int = 1, end_line: int | None = None) -> ReadResult:
         """Lines ``start_line``..``end_line`` (1-based, inclusive) of a text file; at most MAX_READ_LINES."""
-        vp = self._resolve(path)
+        vp = self._note(path)
         if not vp.abs.is_file():
             raise EngineError(f"no such file: {vp.rel}")
         try:
@@ -409,8 +476,8 @@ class Engine:
         """
         if not old:
             raise EngineError("old text must not be empty")
-        vp = self._resolve(path, for_write=True)
-        r = self.read(path, 1, None)
+        vp = self._note(path, for_write=True)
+        r = self.read(vp.rel, 1, None)
         if r.truncated:
             raise EngineError(f"{r.path} is too long to edit in one piece")
         tf = read_text(vp.abs, self.settings.max_file_bytes)
@@ -437,8 +504,9 @@ class Engine:
         vp = self._resolve(path, for_write=True)
         if self._protected(vp.rel):
             raise EngineError(f"refusing to delete the vault root or a layer folder: {vp.rel or '/'}")
-        if vp.abs.is_dir():
+        if vp.abs.is_dir():  # never falls back to foo.md: a delete must name exactly what goes
             raise EngineError(f"{vp.rel} is a folder; delete its files one by one")
+        vp = self._note(path, for_write=True)
         if not vp.abs.exists() and not vp.abs.is_symlink():
             raise EngineError(f"no such file: {vp.rel}")
         from .search.graph import inlinks
@@ -459,6 +527,8 @@ class Engine:
         A linking file changed meanwhile is reported in ``conflicts`` and left untouched.
         """
         s = self._resolve(src, for_write=True)
+        if not s.abs.is_dir():
+            s = self._note(src, for_write=True)
         d = self._resolve(dst, for_write=True)
         if self._protected(s.rel) or self._protected(d.rel):
             raise EngineError("refusing to move the vault root or a layer folder")
@@ -616,7 +686,16 @@ class Engine:
         return {"path": vp.rel, "entries": entries, "truncated": truncated}
 
     def stat(self, path: str) -> StatResult:
+        """Metadata of ``path`` (``.md`` optional for a note). A missing file is ``exists=False``, not an error.
+
+        ``warning``: the file's frontmatter problem with its true file line; ``ambiguous_links``: its links that
+        several files match (see :meth:`_ambiguous_links`)."""
         vp = self._resolve(path, allow_root=True)
+        if vp.rel and not vp.abs.exists():
+            try:
+                vp = self._note(vp.rel)
+            except EngineError:
+                pass
         exists = vp.abs.exists()
         st = vp.abs.stat() if exists else None
         info = self.store.file_info(vp.rel)
@@ -627,7 +706,8 @@ class Engine:
         return StatResult(vp.rel, exists, vp.abs.is_dir(), st.st_size if st else None, st.st_mtime if st else None,
                           info is not None, chunks, info["name"] if info else None,
                           info["description"] if info else None, info["sha"] if info else None,
-                          info["warning"] if info else None, sk[0] if sk else None)
+                          info["warning"] if info else None, sk[0] if sk else None,
+                          self._ambiguous_links(vp.rel)[1] if info else [])
 
     # -- frontmatter --------------------------------------------------------------------------------------
     def frontmatter_read(self, path: str) -> dict:
@@ -642,7 +722,7 @@ class Engine:
         """Merge ``updates`` into / remove ``delete`` keys from the frontmatter, keeping order and unknown keys."""
         from .markdown.frontmatter import FrontmatterError, parse_frontmatter, update_frontmatter
 
-        vp = self._resolve(path, for_write=True)
+        vp = self._note(path, for_write=True)
         if not vp.abs.is_file():
             raise EngineError(f"no such file: {vp.rel}")
         if updates is not None and not isinstance(updates, dict):
@@ -657,7 +737,7 @@ class Engine:
                 _check_encodable(new_text)
             except (FrontmatterError, RecursionError, TypeError, ValueError) as exc:
                 raise EngineError(f"{vp.rel}: frontmatter not updated: {exc}") from exc
-            if parse_frontmatter(new_text).warning:
+            if (after := parse_frontmatter(new_text)).warning and after.has_block:
                 raise EngineError(f"{vp.rel}: frontmatter not updated: the result would not parse")
             if tf.encoding == "utf-8-sig" and not new_text.startswith("\ufeff"):
                 new_text = "\ufeff" + new_text
@@ -1131,8 +1211,27 @@ class Engine:
                                                                  else "")
         if self.repair_notice:
             checks["repair"] = self.repair_notice
-        return {"ok": ok, "version": __version__, "checks": checks, "index": self.store.counts(),
-                "skipped": self.store.skipped()}
+        out = {"ok": ok, "version": __version__, "checks": checks, "index": self.store.counts(),
+               "skipped": self.store.skipped()}
+        out.update(self.file_problems())
+        return out
+
+    def file_problems(self, first: int = HEALTH_FIRST_N) -> dict:
+        """Per-file problems the index knows of, each as ``{"count": n, "first": [...]}`` (the first ``first``,
+        by path): ``file_warnings`` — ``{path, warning}`` (invalid or unclosed frontmatter, with true file
+        lines); ``ambiguous_links`` — ``{source, line, target, resolved, candidates}``. Empty on a damaged
+        index (health_check reports that)."""
+        import sqlite3
+
+        try:
+            rows = self.store.conn.execute(
+                "SELECT path, warning FROM files WHERE warning IS NOT NULL AND warning != '' ORDER BY path").fetchall()
+            n_amb, amb = self._ambiguous_links(limit=first)
+        except sqlite3.DatabaseError as exc:
+            log.warning("file problems unavailable: %s", exc)
+            rows, n_amb, amb = [], 0, []
+        return {"file_warnings": {"count": len(rows), "first": [{"path": p, "warning": w} for p, w in rows[:first]]},
+                "ambiguous_links": {"count": n_amb, "first": amb}}
 
 
 def _check_encodable(text: str) -> None:

@@ -194,6 +194,7 @@ def run_refresh(args: argparse.Namespace) -> int:
             if not args.no_vectors:
                 engine.embed_pending(bar, report)
             counts = engine.store.counts()
+            problems = engine.file_problems()
             bar.close()
             from reme_engine.llm.client import LLMError, LLMNotConfigured
 
@@ -239,8 +240,31 @@ def run_refresh(args: argparse.Namespace) -> int:
             lines.append(f"  {s['path']}: {s['reason']}")
         if len(report.skipped) > 15:
             lines.append(f"  … and {len(report.skipped) - 15} more (see `reme-tui job health_check`)")
+    lines.extend(_problem_lines(problems))
     print("\n".join(lines))
     return 1 if failed else 0
+
+
+def _problem_lines(problems: dict, first: int = 15) -> list[str]:
+    """Summary lines for :meth:`Engine.file_problems`: a count line, then the first ``first`` of each kind."""
+    warn, amb = problems["file_warnings"], problems["ambiguous_links"]
+    if not warn["count"] and not amb["count"]:
+        return []
+    out = [f"problems   {warn['count']} file(s) with a frontmatter warning  {amb['count']} ambiguous link(s)"]
+    if warn["count"]:
+        out.append("frontmatter warnings:")
+        out += [f"  {w['path']}: {w['warning']}" for w in warn["first"][:first]]
+        if warn["count"] > min(first, len(warn["first"])):
+            out.append(f"  … and {warn['count'] - min(first, len(warn['first']))} more "
+                       "(see `reme-tui job health_check`)")
+    if amb["count"]:
+        out.append("ambiguous links (the first candidate is used):")
+        out += [f"  {a['source']}:{a['line']} [[{a['target']}]] → {', '.join(a['candidates'])}"
+                for a in amb["first"][:first]]
+        if amb["count"] > min(first, len(amb["first"])):
+            out.append(f"  … and {amb['count'] - min(first, len(amb['first']))} more "
+                       "(see `reme-tui job health_check`)")
+    return out
 
 
 def run_serve(args: argparse.Namespace) -> int:

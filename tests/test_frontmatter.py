@@ -63,7 +63,6 @@ def test_block_at_end_of_file_without_final_newline():
 
 
 @pytest.mark.parametrize("text", [
-    "---\nJust a paragraph after a thematic break.\n\nMore text.\n",  # never closes
     "----\na: 1\n----\nbody",  # four dashes: not a fence
     " ---\na: 1\n---\nbody",  # not the very first line
     "\n---\na: 1\n---\nbody",
@@ -73,6 +72,17 @@ def test_block_at_end_of_file_without_final_newline():
 def test_leading_thematic_break_without_closing_fence_is_body(text):
     fm = parse_frontmatter(text)
     assert fm == Frontmatter({}, None, 1, 0, None, False)
+
+
+@pytest.mark.parametrize("text", ["---\nJust a paragraph after a thematic break.\n\nMore text.\n",
+                                  "---\ntitle: x\ntags: [a]\n\n# Heading\n", "\ufeff--- \r\na: 1\r\n"])
+def test_unclosed_frontmatter_is_body_with_a_warning(text):
+    fm = parse_frontmatter(text)
+    assert (fm.meta, fm.raw, fm.body_start_line, fm.body_offset, fm.has_block) == ({}, None, 1, 0, False)
+    assert fm.warning and fm.warning.startswith("frontmatter not closed") and "line 1" in fm.warning
+    # updating such a note adds a real block in front and leaves the user's text as it was
+    out = update_frontmatter(text, {"k": "v"})
+    assert out.lstrip("\ufeff").endswith(text.lstrip("\ufeff")) and parse_frontmatter(out).meta == {"k": "v"}
 
 
 def test_prose_between_fences_is_a_broken_block_with_a_warning():
@@ -89,8 +99,24 @@ def test_invalid_yaml_keeps_true_line_numbers():
     text = "---\na: [unclosed\nb: 2\n---\nline 5\n"
     fm = parse_frontmatter(text)
     assert fm.meta == {} and fm.has_block
-    assert fm.warning is not None and fm.warning.startswith("invalid YAML:")
+    assert fm.warning == ("invalid YAML at line 3, column 2: while parsing a flow sequence (line 2); "
+                          "did not find expected ',' or ']'")
     assert fm.body_start_line == 5 and text[fm.body_offset :] == "line 5\n"
+
+
+@pytest.mark.parametrize(("text", "line"), [
+    ("---\ntitle: ok\nbad: : here\n---\nbody\n", 3),
+    ("\ufeff---\r\na: 1\r\nb: 2\r\n  c: 3\r\n---\r\n", 4),  # BOM and CRLF do not shift lines
+    ("---\n" + "k%d: v\n" * 0 + "x: 1\ny: 2\nz: 3\nw: 'open\n---\n", 5),
+    ("---\nq: \"never closed\n---\n", 2),
+])
+def test_yaml_error_names_the_true_file_line(text, line):
+    w = parse_frontmatter(text).warning
+    assert w is not None and w.startswith("invalid YAML at line ")
+    got = int(w.split("line ", 1)[1].split(",", 1)[0])
+    body = text.lstrip("\ufeff").replace("\r\n", "\n").split("\n")
+    # the named line is the offending one (or, for an unterminated scalar, where the block ends)
+    assert got == line or (got == len([ln for ln in body[: body.index("---", 1)]]) + 1 and "(line %d)" % line in w), w
 
 
 @pytest.mark.parametrize(("raw", "kind"), [("- a\n- b\n", "list"), ("42\n", "int"), ("true\n", "bool"),
@@ -335,7 +361,8 @@ def test_update_then_parse_returns_the_updates(existing, body, updates, delete, 
     before = parse_frontmatter(text)
     out = update_frontmatter(text, updates, delete)
     after = parse_frontmatter(out)
-    assert after.warning is None
+    # a leading '---' that never closes stays body text: a warning, never a block
+    assert after.warning is None or (not after.has_block and after.warning.startswith("frontmatter not closed"))
     for k, v in updates.items():
         if k in delete:
             assert k not in after.meta

@@ -184,7 +184,7 @@ def test_unparseable_yaml_is_an_error(tmp_path):
     assert r.content is not None  # raw text still offered with include_content
 
 
-@pytest.mark.parametrize("text", ["- title: a\n", "just a sentence\n", "42\n"])
+@pytest.mark.parametrize("text", ["just a sentence\n", "42\n"])
 def test_non_mapping_top_level_is_an_error(tmp_path, text):
     put(tmp_path, "2026-06-20", text)
     r = read(tmp_path, date="2026-06-20")
@@ -205,13 +205,45 @@ def test_unreadable_files_are_errors(tmp_path):
 @pytest.mark.parametrize(
     "text",
     ["", "\n# only a comment\n", "version: 2\n", "version: 2\ntopics: []\n", "version: 2\ntopics: nope\n",
-     "topics:\n  - just a string\n  - {reason: no title}\n  - {title: ''}\n  - title: ~\n"],
+     "topics:\n  - [a, list]\n  - {reason: no title}\n  - {title: ''}\n  - title: ~\n"],
 )
 def test_valid_file_without_valid_topics(tmp_path, text):
     put(tmp_path, "2026-06-20", text)
     r = read(tmp_path, date="2026-06-20")
     assert r.success and not r.skipped and r.topics == [] and r.error is None
     assert r.summary == "Read 0 proactive topic(s) from daily/2026-06-20/interests.yaml"
+    # nothing the file holds vanishes without a word
+    assert len(r.warnings) == (1 if "nope" in text else 4 if "title" in text else 0), r.warnings
+    assert r.to_dict()["warnings"] == r.warnings
+
+
+def test_older_plain_list_form_is_read_with_a_warning(tmp_path):
+    put(tmp_path, "2026-06-20", "- {title: Solar supply chain, reason: three notes, confidence: 0.7}\n"
+                                "- Battery recycling\n- {reason: no title}\n")
+    r = read(tmp_path, date="2026-06-20")
+    assert r.success and r.version == 1 and r.error is None
+    assert [(t["title"], t["confidence"]) for t in r.topics] == [("Solar supply chain", 0.7),
+                                                                ("Battery recycling", 0.5)]
+    assert r.warnings == [
+        "daily/2026-06-20/interests.yaml is in the older plain-list form: read its 3 entries as topics",
+        "topic 2 is plain text: read as a topic titled 'Battery recycling'",
+        "topic 3 has no title: skipped"]
+    d = r.to_dict()
+    assert {"success", "skipped", "date", "path", "topics", "summary", "answer", "version", "warnings"} <= set(d)
+
+
+@pytest.mark.parametrize(("raw", "want", "how"), [
+    ("0.7", 0.7, None), ("'0.7'", 0.7, None), ("high", 0.8, "'high' read as 0.8"), ("Low", 0.2, "'Low' read as 0.2"),
+    ("'85%'", 0.85, "'85%' read as a percentage: 0.85"), ("85", 0.85, "'85' read as a percentage: 0.85"),
+    ("1.5", 1.0, "'1.5' is outside [0, 1], read as 1"), ("-0.2", 0.0, "'-0.2' is outside [0, 1], read as 0"),
+    ("[0.5]", 0.5, "not a number (list), read as 0.5"), ("true", 0.5, "'true' is not a number, read as 0.5"), ("{a: 1}", 0.5, "not a number (dict), read as 0.5"),
+    ("sure", 0.5, "'sure' is not a number, read as 0.5"), (".nan", 0.5, "'.nan' is not a number, read as 0.5"),
+])
+def test_mistyped_confidence_is_coerced_with_a_warning(tmp_path, raw, want, how):
+    put(tmp_path, "2026-06-20", f"version: 2\ntopics:\n  - {{id: t, title: T, confidence: {raw}}}\n")
+    r = read(tmp_path, date="2026-06-20", min_confidence=0.0)
+    assert [t["confidence"] for t in r.topics] == [want]
+    assert r.warnings == ([] if how is None else [f"topic 1 (t) 'T': confidence {how}"])
 
 
 # --------------------------------------------------------------------------------------------- v2 / v1
@@ -345,13 +377,20 @@ suppressed:
 def test_filtering_rules(tmp_path):
     put(tmp_path, "2026-06-20", FILTER_FILE)
     r = read(tmp_path, date="2026-06-20")
-    assert [t["title"] for t in r.topics] == ["Keep me", "Exactly at threshold", "Not resolved", "Missing confidence"]
-    assert [t["confidence"] for t in r.topics] == [0.9, 0.4, 0.9, 0.5]
+    assert [t["title"] for t in r.topics] == ["Keep me", "Exactly at threshold", "Not resolved", "Bad confidence",
+                                              "Out of range", "Missing confidence"]
+    assert [t["confidence"] for t in r.topics] == [0.9, 0.4, 0.9, 0.8, 1.0, 0.5]  # mistyped ones coerced
     assert [a["title"] for a in r.agenda] == ["a1", "a8"]
-    assert r.summary == "Read 4 proactive topic(s) from daily/2026-06-20/interests.yaml"
+    assert r.summary == "Read 6 proactive topic(s) from daily/2026-06-20/interests.yaml"
+    assert r.warnings == [
+        "topic 9 (badconf) 'Bad confidence': confidence 'high' read as 0.8",
+        "topic 10 (range) 'Out of range': confidence '1.5' is outside [0, 1], read as 1",
+        "agenda item 6 names topic 'ghost', which the file does not hold: skipped",
+        "agenda item 7 has no topic_id: skipped",
+        "agenda item 8 is not a mapping (str): skipped"]
 
     r = read(tmp_path, date="2026-06-20", min_confidence=0.85)
-    assert [t["id"] for t in r.topics] == ["keep", "notdone"]
+    assert [t["id"] for t in r.topics] == ["keep", "notdone", "range"]
     assert [a["title"] for a in r.agenda] == ["a1"]
 
     r = read(tmp_path, date="2026-06-20", min_confidence=0.0)
@@ -403,6 +442,8 @@ def test_horizon_reads_truth_source(tmp_path):
     r = read(tmp_path, date="2026-06-20", horizon_days=4)
     assert r.success and r.path == "daily/_proactive.yaml"
     assert [t["id"] for t in r.topics] == ["t1", "t2", "t5"]
+    assert r.warnings == ["1 topic(s) of daily/_proactive.yaml have no readable first_seen/last_evidence_at, so no "
+                          "horizon can hold them: 'No dates'"]
     assert r.summary.startswith("Read 3 proactive topic(s) from daily/_proactive.yaml")
     assert r.content == TRUTH
     assert [a["topic_id"] for a in r.agenda] == ["t2"]  # agenda of the day file, filtered

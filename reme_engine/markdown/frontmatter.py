@@ -5,10 +5,13 @@ Contract (DESIGN §4 "Frontmatter"):
 * A block exists only when the very first line (after an optional UTF-8 BOM) is ``---`` and a later line is
   ``---`` or ``...`` (trailing blanks and CRLF tolerated). An opening ``---`` that never closes is a thematic
   break, not frontmatter, so it can never swallow the body (python-frontmatter and markdown-it's front_matter
-  plugin both get this wrong, see PITFALLS.md).
+  plugin both get this wrong, see PITFALLS.md); it gives a ``warning`` (``frontmatter not closed…``) with
+  ``has_block`` False, as it is usually a block missing its end.
 * A block that closes but holds invalid YAML or a non-mapping gives ``meta == {}`` plus a ``warning``; the body
   still starts after the block, so line numbers stay true file lines. This matches Obsidian, which also treats
   such a block as (broken) properties rather than as body text. ``raw`` keeps the text for callers that want it.
+  A YAML error names true file lines and 1-based columns (``invalid YAML at line 4, column 7: …``; the
+  opening ``---`` is line 1, a BOM does not count).
 * YAML is read with PyYAML's safe machinery but with YAML 1.2 core-schema scalars, the schema Obsidian's
   js-yaml uses: only ``true``/``false`` are booleans (``NO``, ``on``, ``yes`` stay strings), ``12:30`` is not a
   sexagesimal number, ``0755`` is decimal. Timestamps (``2026-06-20``) become ISO-8601 strings. Unknown tags
@@ -56,8 +59,9 @@ class Frontmatter:
     ``meta``: the mapping (keys ``str``, dates as ISO strings, JSON-compatible values), ``{}`` when absent or
     invalid. ``raw``: YAML text between the fences (original newlines), ``None`` without a block.
     ``body_start_line``: 1-based file line where the body starts (1 without a block). ``body_offset``: character
-    offset of the body in the BOM-stripped text. ``warning``: why ``meta`` is empty although a block exists.
-    ``has_block``: a closed fenced block was found, valid or not.
+    offset of the body in the BOM-stripped text. ``warning``: why ``meta`` is empty although a block exists
+    (invalid YAML, with its file line; not a mapping), or that a leading ``---`` never closes (then
+    ``has_block`` is False). ``has_block``: a closed fenced block was found, valid or not.
     """
 
     meta: dict
@@ -228,12 +232,27 @@ def _normalise(value: Any, budget: list[int], active: set[int]) -> Any:
     return str(value)
 
 
-def _load_yaml(raw: str) -> tuple[Any, str | None]:
-    """(data, error message). ``data`` is normalised; ``error`` says why loading failed."""
+def _yaml_message(exc: yaml.YAMLError, first_line: int) -> str:
+    """One line naming the problem and where it is as a true file line (``first_line``: file line of the
+    block's first YAML line) and 1-based column; PyYAML's own text counts lines inside the block."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        parts = [" ".join(str(p).split()) for p in (exc.context, exc.problem) if p]
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {first_line + mark.line}, column {mark.column + 1}" if mark is not None else ""
+        ctx = exc.context_mark
+        if exc.context and ctx is not None and exc.problem_mark is not None and ctx.line != exc.problem_mark.line:
+            parts[0] += f" (line {first_line + ctx.line})"
+        return f"invalid YAML{where}: " + ("; ".join(parts) or type(exc).__name__)
+    return "invalid YAML: " + " ".join(str(exc).split())
+
+
+def _load_yaml(raw: str, first_line: int = 1) -> tuple[Any, str | None]:
+    """(data, error message). ``data`` is normalised; ``error`` says why loading failed, with file lines
+    counted from ``first_line`` (the file line of ``raw``'s first line)."""
     try:
         data = yaml.load(raw, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader subclass
     except yaml.YAMLError as exc:
-        return None, "invalid YAML: " + " ".join(str(exc).split())[:300]
+        return None, _yaml_message(exc, first_line)[:300]
     except (ValueError, TypeError, RecursionError, OverflowError) as exc:
         return None, f"invalid YAML: {type(exc).__name__}: {exc}"[:300]
     try:
@@ -286,10 +305,15 @@ def parse_frontmatter(text: str) -> Frontmatter:
         text = text[1:]
     block = _find_block(text)
     if block is None:
+        nl = text.find("\n")
+        if nl >= 0 and _is_fence(text[:nl], closing=False):
+            # Read as a thematic break (body text), but say so: it usually is frontmatter missing its end.
+            return Frontmatter({}, None, 1, 0, "frontmatter not closed: the --- on line 1 has no closing --- "
+                               "line, so the note has no properties (read as body text)", False)
         return Frontmatter({}, None, 1, 0, None, False)
     raw_start, raw_end, body_offset, n_lines = block
     raw = text[raw_start:raw_end]
-    data, error = _load_yaml(raw)
+    data, error = _load_yaml(raw, first_line=2)
     if error:
         return Frontmatter({}, raw, n_lines + 1, body_offset, error, True)
     if data is None:  # empty block or only comments: fine, just no keys
@@ -460,7 +484,7 @@ def update_frontmatter(text: str, updates: dict | None = None, delete: Iterable[
     nl = _newline_of(body_text)
     fm = parse_frontmatter(body_text)
     norm_updates = _normalise(updates, [0], set())
-    if fm.warning:
+    if fm.warning and fm.has_block:
         raise FrontmatterError(fm.warning)
     if not fm.has_block:
         if not norm_updates:

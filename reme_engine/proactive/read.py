@@ -21,8 +21,13 @@ Reading rules (decisions where the seed is silent are marked *):
   and titles such as ``NO`` stay the text the file holds; ``confidence`` is parsed as a number, ``version`` as an
   int, booleans (``resolved``, ``push``) from true/yes/on/1, date fields normalised to ISO ``YYYY-MM-DD``
   (timestamps to ISO 8601). Everything in the result is JSON-serialisable.
-- A topic is valid when it is a mapping with a non-empty ``title``. *A ``confidence`` that is present but not a
-  number in [0, 1] makes the topic invalid (dropped).
+- Nothing the file holds is dropped silently: every coercion and every entry that cannot be read adds a line
+  to ``warnings`` (``[]`` when the file is clean), beside the seed's ``skipped`` and ``error``.
+- A topic is a mapping with a non-empty ``title`` (*a plain string entry is read as a topic with that title,
+  with a warning; other entries are skipped with a warning). *A ``confidence`` that is present but not a number
+  in [0, 1] is coerced with a warning, never dropped: ``"85%"`` and numbers from 2 to 100 read as percentages,
+  other out-of-range numbers are clamped to [0, 1], ``high``/``medium``/``low`` read as 0.8/0.5/0.2, anything
+  else as 0.5.
 - Dropped: topics below ``min_confidence``; topics with ``resolved: true`` or ``status`` ``resolved`` /
   ``suppressed``; topics whose id (or, for entries without id, title) is listed in the file's ``suppressed``.
 - Agenda items are kept, in file order, only when their ``topic_id`` names a kept topic (so items of resolved,
@@ -30,10 +35,14 @@ Reading rules (decisions where the seed is silent are marked *):
   None (absent from :meth:`ProactiveReadResult.to_dict`) when the file has no ``agenda`` key.
 - Topic/agenda dicts hold the known keys in canonical order, then any other keys of the file (as text).
   *v1 topics get no synthesised ``id``.
-- *A non-mapping top level (e.g. a bare list or a scalar) is an error; an empty file is a valid file with no topics.
+- *A top-level list is the older plain-list form (the list of topics): read as v1, with a warning. Any other
+  non-mapping top level (a scalar) is an error; an empty file is a valid file with no topics.
+- Agenda items that are not mappings, lack a ``topic_id`` or name a topic the file does not hold are left out
+  with a warning (items of filtered topics are left out without one: that is the filter).
 - ``horizon_days > 1`` *: topics come from the truth source ``daily/_proactive.yaml`` (a mapping with ``topics``,
   same fields), keeping those whose ``last_evidence_at`` (else ``first_seen``) lies in the ``horizon_days`` days
-  ending at ``date`` (inclusive; later dates excluded; topics with neither date dropped); the same filters apply.
+  ending at ``date`` (inclusive; later dates excluded; topics with neither date left out, with a warning); the
+  same filters apply.
   The agenda then comes from the day file when it exists and parses (filtered against the kept topics).
   ``path``/``content``/``summary`` name the truth source. When the truth source does not exist, the day file is
   read exactly as with ``horizon_days=1``; an unparseable truth source is an error (no silent fallback).
@@ -98,9 +107,11 @@ class ProactiveReadResult:
     content: str | None = None
     error: str | None = None
     version: int | None = None
+    #: what was coerced or could not be read, one line each (never a silent drop); [] for a clean file
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        """Plain dict; ``agenda``, ``content`` and ``error`` are omitted when None."""
+        """Plain dict; ``agenda``, ``content`` and ``error`` are omitted when None; ``warnings`` is always there."""
         out: dict[str, Any] = {
             "success": self.success,
             "skipped": self.skipped,
@@ -117,6 +128,7 @@ class ProactiveReadResult:
         if self.error is not None:
             out["error"] = self.error
         out["version"] = self.version
+        out["warnings"] = self.warnings
         return out
 
 
@@ -228,17 +240,37 @@ def _value(key: str, v: Any) -> Any:
     return _plain(v)
 
 
+_CONFIDENCE_WORDS = {"high": 0.8, "medium": 0.5, "med": 0.5, "mid": 0.5, "low": 0.2}
+
+
 def _confidence(v: Any) -> float | None:
-    """Parsed confidence, or None when invalid."""
-    if isinstance(v, bool) or v is None:
-        return None
+    """Confidence in [0, 1] coerced as :func:`_confidence_how` does; None when absent (``None``)."""
+    return None if v is None else _confidence_how(v)[0]
+
+
+def _confidence_how(v: Any) -> tuple[float, str | None]:
+    """(confidence in [0, 1], how it was coerced or None when it already was one); see the module docstring."""
+    if v is None or isinstance(v, (bool, dict, list)):
+        shown = type(v).__name__ if isinstance(v, (dict, list)) else _scalar_text(v)
+        return LEGACY_CONFIDENCE, f"not a number ({shown}), read as {LEGACY_CONFIDENCE}"
+    text = str(v).strip()
+    word = _CONFIDENCE_WORDS.get(text.casefold())
+    if word is not None:
+        return word, f"{text!r} read as {word}"
+    percent = text.endswith("%")
     try:
-        c = float(str(v).strip())
+        c = float(text[:-1].strip() if percent else text)
     except ValueError:
-        return None
-    if math.isnan(c) or c < 0 or c > 1:
-        return None
-    return c
+        return LEGACY_CONFIDENCE, f"{text!r} is not a number, read as {LEGACY_CONFIDENCE}"
+    if math.isnan(c):
+        return LEGACY_CONFIDENCE, f"{text!r} is not a number, read as {LEGACY_CONFIDENCE}"
+    if percent or 2 <= c <= 100:
+        c2 = min(1.0, max(0.0, c / 100))
+        return c2, f"{text!r} read as a percentage: {c2:g}"
+    if 0 <= c <= 1:
+        return c, None
+    c2 = min(1.0, max(0.0, c))
+    return c2, f"{text!r} is outside [0, 1], read as {c2:g}"
 
 
 def _ordered(raw: dict, keys: tuple[str, ...], fixed: dict[str, Any]) -> dict:
@@ -279,21 +311,34 @@ def _suppressed_keys(data: dict) -> tuple[set[str], set[str]]:
     return ids, titles
 
 
-def _topics(data: dict, *, min_confidence: float) -> list[dict]:
+def _topic_name(i: int, raw: Any) -> str:
+    tid = _scalar_text(raw.get("id")) if isinstance(raw, dict) else None
+    return f"topic {i + 1}" + (f" ({tid.strip()})" if tid and tid.strip() else "")
+
+
+def _topics(data: dict, *, min_confidence: float, warnings: list[str] | None = None) -> list[dict]:
+    warn = warnings if warnings is not None else []
     sup_ids, sup_titles = _suppressed_keys(data)
     raw_topics = data.get("topics")
     out: list[dict] = []
-    for raw in raw_topics if isinstance(raw_topics, list) else []:
+    if raw_topics is not None and not isinstance(raw_topics, list):
+        warn.append(f"topics is not a list ({type(raw_topics).__name__}): no topics read")
+    for i, raw in enumerate(raw_topics if isinstance(raw_topics, list) else []):
+        if isinstance(raw, str) and raw.strip():
+            warn.append(f"{_topic_name(i, raw)} is plain text: read as a topic titled {str(raw).strip()!r}")
+            raw = {"title": str(raw).strip()}
         if not isinstance(raw, dict):
+            warn.append(f"{_topic_name(i, raw)} is not a mapping ({type(raw).__name__}): skipped")
             continue
         title = _scalar_text(raw.get("title"))
         if not title or not title.strip():
+            warn.append(f"{_topic_name(i, raw)} has no title: skipped")
             continue
         fixed: dict[str, Any] = {"title": title.strip()}
         if "confidence" in raw and raw["confidence"] is not None:
-            conf = _confidence(raw["confidence"])
-            if conf is None:
-                continue
+            conf, how = _confidence_how(raw["confidence"])
+            if how:
+                warn.append(f"{_topic_name(i, raw)} {title.strip()!r}: confidence {how}")
         else:
             conf = LEGACY_CONFIDENCE  # v1 topics (and v2 topics missing it) read as 0.5
         fixed["confidence"] = conf
@@ -316,17 +361,37 @@ def _topics(data: dict, *, min_confidence: float) -> list[dict]:
     return out
 
 
-def _agenda(data: dict, topics: list[dict]) -> list[dict] | None:
+def _topic_ids(data: dict) -> set[str]:
+    raw = data.get("topics")
+    return {(_scalar_text(t.get("id")) or "").strip() for t in (raw if isinstance(raw, list) else [])
+            if isinstance(t, dict)}
+
+
+def _agenda(data: dict, topics: list[dict], warnings: list[str] | None = None,
+            known: set[str] = frozenset()) -> list[dict] | None:
+    """Agenda items of ``data`` for the kept ``topics``; ``known``: other topic ids that exist (an item naming
+    one of them is filtered quietly; an item naming no topic at all gets a warning)."""
     if "agenda" not in data or data["agenda"] is None:
         return None
+    warn = warnings if warnings is not None else []
     kept = {t["id"] for t in topics if "id" in t}
+    known = kept | set(known) | _topic_ids(data)
     out: list[dict] = []
     items = data["agenda"]
-    for raw in items if isinstance(items, list) else []:
+    if not isinstance(items, list):
+        warn.append(f"agenda is not a list ({type(items).__name__}): no agenda items read")
+    for i, raw in enumerate(items if isinstance(items, list) else []):
         if not isinstance(raw, dict):
+            warn.append(f"agenda item {i + 1} is not a mapping ({type(raw).__name__}): skipped")
             continue
         tid = (_scalar_text(raw.get("topic_id")) or "").strip()
-        if not tid or tid not in kept:
+        if not tid:
+            warn.append(f"agenda item {i + 1} has no topic_id: skipped")
+            continue
+        if tid not in known:
+            warn.append(f"agenda item {i + 1} names topic {tid!r}, which the file does not hold: skipped")
+            continue
+        if tid not in kept:
             continue
         status = (_scalar_text(raw.get("status")) or "").strip().casefold()
         if status in _RESOLVED_STATUSES or ("resolved" in raw and _bool(raw["resolved"])):
@@ -335,12 +400,14 @@ def _agenda(data: dict, topics: list[dict]) -> list[dict] | None:
     return out
 
 
-def _version(data: dict) -> int | None:
+def _version(data: dict, warnings: list[str] | None = None) -> int | None:
     if "version" not in data or data["version"] is None:
         return 1
     try:
         return int(str(data["version"]).strip())
     except ValueError:
+        if warnings is not None:
+            warnings.append(f"version {_scalar_text(data['version'])!r} is not a number: read as the newest format")
         return None
 
 
@@ -351,6 +418,7 @@ def _version(data: dict) -> int | None:
 class _Loaded:
     text: str
     data: dict
+    warnings: list[str] = field(default_factory=list)
 
 
 def _read_yaml(abs_path: Path, rel: str, max_bytes: int) -> _Loaded:
@@ -373,6 +441,9 @@ def _read_yaml(abs_path: Path, rel: str, max_bytes: int) -> _Loaded:
         raise err from exc
     if data is None:
         data = {}
+    if isinstance(data, list):  # the older plain-list form: the file is the list of topics
+        return _Loaded(tf.text, {"topics": data},
+                       [f"{rel} is in the older plain-list form: read its {len(data)} entries as topics"])
     if not isinstance(data, dict):
         err = _InvalidFile(f"invalid interests file {rel}: top level must be a mapping, got {type(data).__name__}")
         err.text = tf.text  # type: ignore[attr-defined]
@@ -480,9 +551,10 @@ def _read_day(day, date: str, min_conf: float, include_content: bool, max_bytes:
         )
     except _InvalidFile as exc:
         return _error(date, rel, str(exc), getattr(exc, "text", None) if include_content else None)
-    version = _version(loaded.data)
-    topics = _topics(loaded.data, min_confidence=min_conf)
-    agenda = _agenda(loaded.data, topics)
+    warnings = loaded.warnings
+    version = _version(loaded.data, warnings)
+    topics = _topics(loaded.data, min_confidence=min_conf, warnings=warnings)
+    agenda = _agenda(loaded.data, topics, warnings)
     content = loaded.text if include_content else None
     summary = f"Read {len(topics)} proactive topic(s) from {rel}"
     return ProactiveReadResult(
@@ -496,6 +568,7 @@ def _read_day(day, date: str, min_conf: float, include_content: bool, max_bytes:
         agenda=agenda,
         content=content,
         version=version,
+        warnings=warnings,
     )
 
 
@@ -509,17 +582,28 @@ def _read_truth(day, truth, date: str, horizon: int, min_conf: float, include_co
         return _error(date, rel, str(exc), getattr(exc, "text", None) if include_content else None)
     end = _dt.date.fromisoformat(date)
     start = end - _dt.timedelta(days=horizon - 1)
-    version = _version(loaded.data)
+    warnings = loaded.warnings
+    version = _version(loaded.data, warnings)
     topics = []
-    for t in _topics(loaded.data, min_confidence=min_conf):
+    undated = []
+    for t in _topics(loaded.data, min_confidence=min_conf, warnings=warnings):
         when = _date_of(t.get("last_evidence_at")) or _date_of(t.get("first_seen"))
-        if when is not None and start <= when <= end:
+        if when is None:
+            undated.append(t["title"])
+        elif start <= when <= end:
             topics.append(t)
+    if undated:
+        warnings.append(f"{len(undated)} topic(s) of {rel} have no readable first_seen/last_evidence_at, so no "
+                        f"horizon can hold them: {', '.join(repr(x) for x in undated[:5])}")
     agenda = None
     try:
         day_loaded = _read_yaml(day.abs, day.rel, max_bytes)
-        agenda = _agenda(day_loaded.data, topics)
-    except (FileNotFoundError, _InvalidFile):
+        warnings.extend(day_loaded.warnings)
+        agenda = _agenda(day_loaded.data, topics, warnings, known=_topic_ids(loaded.data))
+    except FileNotFoundError:
+        agenda = None
+    except _InvalidFile as exc:
+        warnings.append(f"agenda not read: {exc}")
         agenda = None
     content = loaded.text if include_content else None
     summary = f"Read {len(topics)} proactive topic(s) from {rel} ({horizon}-day horizon ending {date})"
@@ -534,4 +618,5 @@ def _read_truth(day, truth, date: str, horizon: int, min_conf: float, include_co
         agenda=agenda,
         content=content,
         version=version,
+        warnings=warnings,
     )
