@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+import re
+
 import pytest
 import yaml
 
@@ -45,8 +47,16 @@ def card(vault: Path, name: str, fm: str | None, body: str = "body\n", date: str
 
 
 def section(text: str) -> str:
-    s = text.index(INDEX_START) + len(INDEX_START)
+    """The lines between the day-index markers (the start marker carries a hash of them)."""
+    s = text.index("<!-- reme:day-index:start")
+    s = text.index("-->", s) + 3
     return text[s : text.index(INDEX_END, s)]
+
+
+def start_marker(inner: str) -> str:
+    from reme_engine.vault.provenance import block_digest
+
+    return f"<!-- reme:day-index:start {block_digest(inner)} -->"
 
 
 # --------------------------------------------------------------------------------------------- valid_date
@@ -82,7 +92,7 @@ def test_daily_create_is_idempotent(tmp_path):
     assert r1.page == "daily/2026-11-28.md" and r1.folder == "daily/2026-11-28"
     page = tmp_path / "daily" / "2026-11-28.md"
     text = page.read_text(encoding="utf-8")
-    assert INDEX_START in text and INDEX_END in text
+    assert "<!-- reme:day-index:start " in text and INDEX_END in text
     meta = yaml.safe_load(text.split("---\n")[1])
     assert str(meta["name"]) == DATE and str(meta["date"]) == DATE
     assert (tmp_path / "daily" / DATE).is_dir()
@@ -236,7 +246,7 @@ def test_reindex_regenerates_section_and_keeps_user_text(tmp_path):
     page = tmp_path / "daily" / f"{DATE}.md"
     text = page.read_text(encoding="utf-8")
     before_user, after_user = "Morning thoughts 早上的想法\n\n", "\n\n## Notes\n- keep me  \n- 保留我\n"
-    s, e = text.index(INDEX_START), text.index(INDEX_END) + len(INDEX_END)
+    s, e = text.index("<!-- reme:day-index:start"), text.index(INDEX_END) + len(INDEX_END)
     page.write_text(text[:s] + before_user + text[s:e] + after_user, encoding="utf-8")
     prefix = page.read_text(encoding="utf-8")[: s + len(before_user)]
 
@@ -266,7 +276,7 @@ def test_reindex_keeps_crlf_and_bom_byte_for_byte(tmp_path):
     page = tmp_path / "daily" / f"{DATE}.md"
     head = "\ufeff---\r\nname: day\r\n---\r\n\r\nUser line with trailing spaces   \r\n".encode("utf-8")
     tail = "\r\nAfter the index\r\nlast line without newline".encode("utf-8")
-    write(page, head + f"{INDEX_START}\r\n- stale\r\n{INDEX_END}".encode() + tail)
+    write(page, head + f"{INDEX_START}\r\n- [[daily/{DATE}/gone|Gone]]\r\n{INDEX_END}".encode() + tail)
     card(tmp_path, "a.md", "name: Alpha")
     r = daily_reindex(tmp_path, DATE)
     assert r.changed
@@ -274,7 +284,8 @@ def test_reindex_keeps_crlf_and_bom_byte_for_byte(tmp_path):
     assert data.startswith(head)
     assert data.endswith(tail)
     middle = data[len(head) : len(data) - len(tail)].decode("utf-8")
-    assert middle == f"{INDEX_START}\r\n- [[daily/{DATE}/a|Alpha]]\r\n{INDEX_END}"
+    inner = f"- [[daily/{DATE}/a|Alpha]]"
+    assert middle == f"{start_marker(inner)}\r\n{inner}\r\n{INDEX_END}"
     assert b"\n" not in data.replace(b"\r\n", b"")
     assert not daily_reindex(tmp_path, DATE).changed
 
@@ -291,7 +302,8 @@ def test_reindex_never_inserts_into_foreign_page_unless_enabled(tmp_path):
     assert r.changed and r.skipped is None
     text = page.read_text(encoding="utf-8")
     assert text.startswith(before.decode())
-    assert text.endswith(f"{INDEX_START}\n- [[daily/{DATE}/a|Alpha]]\n{INDEX_END}\n")
+    inner = f"- [[daily/{DATE}/a|Alpha]]"
+    assert text.endswith(f"{start_marker(inner)}\n{inner}\n{INDEX_END}\n")
     # Once inserted, later runs regenerate in place.
     assert not daily_reindex(tmp_path, DATE).changed
 
@@ -376,10 +388,40 @@ def test_quoted_marker_is_user_text(tmp_path):
     page.parent.mkdir(parents=True)
     (tmp_path / "daily" / "2026-11-28").mkdir()
     (tmp_path / "daily" / "2026-11-28" / "card.md").write_text("---\nname: Card\n---\nx\n")
-    page.write_text(f"Notes about `{INDEX_START}` markers.\nMY IMPORTANT JOURNAL TEXT\n\n{INDEX_START}\nold\n{INDEX_END}\n")
+    page.write_text(f"Notes about `{INDEX_START}` markers.\nMY IMPORTANT JOURNAL TEXT\n\n{INDEX_START}\n"
+                    f"- [[daily/2026-11-28/stale|Stale]]\n{INDEX_END}\n")
     daily_reindex(tmp_path, "2026-11-28", None)
     text = page.read_text()
-    assert "MY IMPORTANT JOURNAL TEXT" in text and "old" not in text and "Card" in text
+    assert "MY IMPORTANT JOURNAL TEXT" in text and "Stale" not in text and "Card" in text
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["hashed", "bare-marker"])
+def test_a_line_the_user_types_inside_the_index_is_never_replaced(tmp_path, legacy):
+    """The generated section is the app's only while it is as generated (its start marker's hash; for pages from
+    before the hash: only card bullets). A line the user adds inside makes it theirs: reindex leaves the page
+    byte for byte and says why; removing that line hands it back."""
+    from reme_engine.vault.daily import SKIP_USER_EDITED
+    from reme_engine.vault.provenance import note_ownership
+
+    card(tmp_path, "a.md", "name: Alpha")
+    daily_create(tmp_path, DATE)
+    page = tmp_path / "daily" / f"{DATE}.md"
+    text = page.read_text(encoding="utf-8")
+    if legacy:
+        text = re.sub(r"<!-- reme:day-index:start [0-9a-f]{16} -->", INDEX_START, text)
+        page.write_text(text, encoding="utf-8")
+    own = note_ownership(text)
+    assert own.owner == "user" and [b.intact for b in own.blocks] == [True]  # the page is yours, the index reme's
+    edited = text.replace(f"|Alpha]]\n", f"|Alpha]]\nmy note about Alpha — keep\n")
+    page.write_text(edited, encoding="utf-8")
+    card(tmp_path, "b.md", "name: Beta")
+    r = daily_reindex(tmp_path, DATE)
+    assert r.skipped == SKIP_USER_EDITED and not r.changed
+    assert page.read_text(encoding="utf-8") == edited
+    assert [b.intact for b in note_ownership(edited).blocks] == [False]
+    page.write_text(text, encoding="utf-8")  # the user takes their line out again
+    r = daily_reindex(tmp_path, DATE)
+    assert r.changed and "Beta" in page.read_text(encoding="utf-8")
 
 
 def test_daily_folder_of_an_existing_obsidian_vault_is_found(tmp_path, make_engine):

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..llm.client import LLMError, Message, UsageTally
 from ..llm.structured import StructuredReplyError, extract_data
 from ..markdown.frontmatter import parse_frontmatter
-from ..vault.daily import INDEX_END, INDEX_START, valid_date
+from ..vault.daily import strip_day_index, valid_date
 from ..vault.io import SkipFile, read_text
 from ..vault.paths import VaultPathError, is_hidden, resolve, to_rel
 from .models import BUCKETS, DreamInput, ExtractReply, Unit
@@ -137,13 +137,6 @@ def daily_files(vault: Path, daily_dir: str, dates: list[str]) -> list[str]:
     return out
 
 
-def strip_day_index(text: str) -> str:
-    """Remove the generated card index of a day page (it only repeats the cards' names, which are inputs too)."""
-    s = text.find(INDEX_START)
-    e = text.find(INDEX_END, s + 1) if s >= 0 else -1
-    if s < 0 or e < 0:
-        return text
-    return text[:s] + text[e + len(INDEX_END):]
 
 
 def _is_trivial(text: str) -> bool:

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from reme_engine.llm.client import Message, UsageTally
 from reme_engine.llm.structured import StructuredReplyError, parse_reply
 from reme_engine.markdown.links import parse_links
-from reme_engine.vault.daily import INDEX_END, INDEX_START
+from reme_engine.vault.daily import strip_day_index
 from reme_engine.vault.io import SkipFile, read_text
 from reme_engine.vault.paths import VaultPathError, is_hidden, resolve, to_rel
 
@@ -114,12 +114,7 @@ def changed_files(files: list[DailyFile], catalog: dict[str, str], *, keyword_mo
 def note_text(f: DailyFile) -> str:
     """The text worth reading: the app's generated day index (links to the cards, which are inputs themselves)
     removed."""
-    t = f.text
-    i = t.find(INDEX_START)
-    j = t.find(INDEX_END, i + 1) if i >= 0 else -1
-    if i >= 0 and j > i:
-        t = t[:i] + t[j + len(INDEX_END):]
-    return t
+    return strip_day_index(f.text)
 
 
 def is_blank(f: DailyFile) -> bool:

@@ -23,9 +23,18 @@ from typing import Any
 from reme_engine.config import LayerSettings
 from reme_engine.vault.io import SkipFile, WriteConflict, atomic_write, read_text
 from reme_engine.vault.paths import is_hidden, resolve, to_rel
+from reme_engine.vault.provenance import DAY_INDEX_END, DAY_INDEX_START, block_digest, day_index_state
 
-INDEX_START = "<!-- reme:day-index:start -->"
-INDEX_END = "<!-- reme:day-index:end -->"
+#: The generated section of a day page opens with ``<!-- reme:day-index:start <hash> -->`` (hash of the lines
+#: between the markers, :func:`~reme_engine.vault.provenance.block_digest`; pages from before the hash have the
+#: bare form) and closes with :data:`INDEX_END`. A section whose lines no longer match its hash was edited by the
+#: user and is theirs (the provenance rule): it is never regenerated. Locate it with :func:`day_index_span`.
+INDEX_START = DAY_INDEX_START + " -->"  # the bare form, as pages before the hash have it
+INDEX_END = DAY_INDEX_END
+_START_LINE_RE = re.compile(r"^[ \t]*<!-- reme:day-index:start(?: [0-9a-f]{16})? -->[ \t]*\r?$", re.M)
+#: skip reason for a section the user edited
+SKIP_USER_EDITED = ("the generated day index was edited by you, so it is yours and left as it is (remove the lines "
+                    "you added there, or the whole section, to have it generated again)")
 
 #: Default size limit for reading cards and day pages (matches ``Settings.max_file_bytes``).
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
@@ -303,7 +312,24 @@ def render_day_index(date: str, cards: list[DailyCard]) -> str:
 
 
 def _section(inner: str, nl: str) -> str:
-    return INDEX_START + nl + inner.replace("\n", nl) + INDEX_END
+    return f"{DAY_INDEX_START} {block_digest(inner)} -->" + nl + inner.replace("\n", nl) + INDEX_END
+
+
+def day_index_span(text: str) -> tuple[int, int] | None:
+    """``(start, end)`` offsets of a day page's generated section, both markers included (``end`` just after
+    :data:`INDEX_END`), or None when the page has no complete section. Markers count only on a line of their own."""
+    m = _START_LINE_RE.search(text)
+    if not m:
+        return None
+    s = m.start() + (len(m.group(0)) - len(m.group(0).lstrip(" \t")))
+    e = _marker_at_line(text, INDEX_END, m.end())
+    return (s, e + len(INDEX_END)) if e >= 0 else None
+
+
+def strip_day_index(text: str) -> str:
+    """``text`` without its generated card index (it only repeats the cards' names, which are inputs themselves)."""
+    span = day_index_span(text)
+    return text if span is None else text[: span[0]] + text[span[1]:]
 
 
 def _new_page(date: str, inner: str) -> str:
@@ -413,17 +439,20 @@ def daily_reindex(
         text = tf.text
         nl = "\r\n" if "\r\n" in text else "\n"
         # Markers count only on a line of their own: a quoted marker (inline code, prose) is user text.
-        s = _marker_at_line(text, INDEX_START)
-        e = _marker_at_line(text, INDEX_END, s + len(INDEX_START)) if s >= 0 else -1
-        if s < 0 and _marker_at_line(text, INDEX_END) < 0:
+        span = day_index_span(text)
+        has_start = _START_LINE_RE.search(text) is not None
+        if span is None and not has_start and _marker_at_line(text, INDEX_END) < 0:
             if not insert_markers:
                 return result(skipped=SKIP_NO_MARKERS, sha=tf.sha)
             sep = "" if text == "" else (nl if text.endswith("\n") else nl + nl)
             new = text + sep + _section(inner, nl) + nl
-        elif s < 0 or e < 0:
+        elif span is None:
             return result(skipped="page has malformed reme index markers (start and end do not pair up)", sha=tf.sha)
         else:
-            new = text[:s] + _section(inner, nl) + text[e + len(INDEX_END) :]
+            state = day_index_state(text)
+            if state is not None and not state[2]:
+                return result(skipped=SKIP_USER_EDITED, sha=tf.sha)
+            new = text[: span[0]] + _section(inner, nl) + text[span[1]:]
         if new == text:
             return result(sha=tf.sha)
         try:

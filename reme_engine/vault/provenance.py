@@ -51,6 +51,13 @@ _STAMP_RE = re.compile(rf"^{KEY}:[ \t]*app[ \t]+([0-9a-f]{{{_HASH_LEN}}})[ \t]*$
 _KEY_LINE_RE = re.compile(rf"^{KEY}[ \t]*:")
 _BEGIN_RE = re.compile(rf"^<!-- reme:begin ([0-9a-f]{{{_HASH_LEN}}}) -->[ \t]*$")
 _END_RE = re.compile(r"^<!-- reme:end -->[ \t]*$")
+#: The generated card index of a day page (reme_engine.vault.daily): the same rule, its own marker names. The
+#: hash is optional: pages written before it was added are judged by :func:`_looks_generated` instead.
+DAY_INDEX_START = "<!-- reme:day-index:start"
+DAY_INDEX_END = "<!-- reme:day-index:end -->"
+_DAY_BEGIN_RE = re.compile(rf"^[ \t]*<!-- reme:day-index:start(?: ([0-9a-f]{{{_HASH_LEN}}}))? -->[ \t]*$")
+_DAY_END_RE = re.compile(r"^[ \t]*<!-- reme:day-index:end -->[ \t]*$")
+_GENERATED_LINE_RE = re.compile(r"^- \[\[[^\[\]|]+\|[^\[\]]*\]\](?: — .*)?$")
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _BOM = "\ufeff"
 
@@ -198,24 +205,52 @@ def stamp(text: str) -> str:
 
 
 # -- blocks -----------------------------------------------------------------------------------------------------
-def _blocks(lines: list[str]) -> list[tuple[int, int, bool]]:
-    """``(begin index, end index, intact)`` 0-based, for every well-formed marker pair outside fenced code. A begin
-    with no end before the next begin is not a block (the user deleted its end: everything there is theirs)."""
+def block_digest(inner: str) -> str:
+    """The hash a begin marker carries for the lines ``inner`` (LF or CRLF, no trailing newline needed)."""
+    return _digest("\n".join(_content(p) for p in _pieces(inner.strip("\r\n"))))
+
+
+def _looks_generated(inner: list[str]) -> bool:
+    """A day index written before its marker carried a hash: intact while every line is a generated card bullet
+    (``- [[path|name]] — description``) or blank."""
+    return all(not ln.strip() or _GENERATED_LINE_RE.match(ln) for ln in inner)
+
+
+def _blocks(lines: list[str], *, day_index: bool = True) -> list[tuple[int, int, bool]]:
+    """``(begin index, end index, intact)`` 0-based, for every well-formed marker pair outside fenced code (reme
+    blocks and day-index sections). A begin with no end before the next begin is not a block (the user deleted its
+    end: everything there is theirs). ``day_index=False``: reme blocks only (the ones :func:`set_block` writes)."""
     mask = _fenced(lines)
-    out, open_at, want = [], None, ""
+    out, open_at, want, kind = [], None, "", ""
     for i, ln in enumerate(lines):
         if mask[i]:
             continue
         m = _BEGIN_RE.match(ln)
-        if m:
-            open_at, want = i, m.group(1)
+        d = None if m else _DAY_BEGIN_RE.match(ln)
+        if m or d:
+            open_at, want, kind = i, (m or d).group(1), "block" if m else "day"
             continue
-        if open_at is not None and _END_RE.match(ln):
+        if open_at is not None and (_END_RE if kind == "block" else _DAY_END_RE).match(ln):
             inner = lines[open_at + 1 : i]
-            intact = _digest("\n".join(inner)) == want or not "".join(inner).strip()
-            out.append((open_at, i, intact))
+            if want is None:  # a day index without a hash (older pages)
+                intact = _looks_generated(inner)
+            else:
+                intact = _digest("\n".join(inner)) == want or not "".join(inner).strip()
+            if day_index or kind == "block":
+                out.append((open_at, i, intact))
             open_at = None
     return out
+
+
+def day_index_state(text: str) -> tuple[int, int, bool] | None:
+    """The first day-index section of a day page: ``(begin line, end line, intact)`` (0-based line indexes of the
+    two markers), or None when there is none. ``intact`` False: the user edited inside it, so it is theirs."""
+    body = text[1:] if text.startswith(_BOM) else text
+    lines = [_content(p) for p in _pieces(body)]
+    for a, b, ok in _blocks(lines):
+        if _DAY_BEGIN_RE.match(lines[a]):
+            return a, b, ok
+    return None
 
 
 def note_ownership(text: str) -> Ownership:
@@ -249,7 +284,7 @@ def live_block(text: str) -> str | None:
     None when it has none. For an emptied block: ``""``."""
     body = text[1:] if text.startswith(_BOM) else text
     lines = [_content(p) for p in _pieces(body)]
-    intact = [(a, b) for a, b, ok in _blocks(lines) if ok]
+    intact = [(a, b) for a, b, ok in _blocks(lines, day_index=False) if ok]
     if not intact:
         return None
     a, b = intact[-1]
@@ -273,7 +308,7 @@ def set_block(text: str, inner: str) -> str:
     nl = "\r\n" if "\r\n" in t else "\n"
     pieces = _pieces(t)
     lines = [_content(p) for p in pieces]
-    intact = [(a, b) for a, b, ok in _blocks(lines) if ok]
+    intact = [(a, b) for a, b, ok in _blocks(lines, day_index=False) if ok]
     if intact:
         a, b = intact[-1]
         end_nl = pieces[b][len(pieces[b].rstrip("\r\n")):]
