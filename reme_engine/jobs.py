@@ -3,17 +3,29 @@
 ``run_job(engine, name, params)`` is what ``reme-tui job NAME key=value …`` calls; ``JOBS`` is the table that
 ``reme-tui job help`` prints. Every job returns ``{"success": bool, "job": name, ...result fields}``; failures
 carry ``error``.
+
+One exit-code rule for every job (:func:`exit_code`): 0 success, 1 the job failed (including a pipeline run
+whose ``status`` is ``failed``), 2 bad usage (unknown job, unknown/missing/mistyped parameter; such results
+carry ``"usage_error": true``). An unexpected exception never escapes: its traceback goes to the log and the
+result is a failure saying so.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import __version__
 from .config import ConfigError
 from .engine import Engine, EngineError, result_to_dict
+
+
+log = logging.getLogger("reme.jobs")
+
+#: exit status of ``reme-tui job``: success, the job failed, bad usage
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 class JobError(ValueError):
@@ -219,16 +231,38 @@ def run_job(engine: Engine | None, name: str, raw: dict[str, Any]) -> dict:
         return {"success": False, "job": name, "error": f"unknown job {name!r}; run `reme-tui job help`"}
     try:
         args = parse_params(job, raw)
+    except JobError as exc:
+        return {"success": False, "job": name, "error": str(exc), "usage_error": True}
+    try:
         result = result_to_dict(job.run(engine, args))
-    except (JobError, EngineError, ConfigError) as exc:
+    except JobError as exc:  # a parameter the job itself found invalid
+        return {"success": False, "job": name, "error": str(exc), "usage_error": True}
+    except (EngineError, ConfigError) as exc:
         return {"success": False, "job": name, "error": str(exc)}
     except Exception as exc:
         from .llm.client import LLMError
 
         if isinstance(exc, LLMError):  # includes LLMNotConfigured: one line saying how to configure
             return {"success": False, "job": name, "error": str(exc)}
-        raise
+        log.error("job %s failed unexpectedly", name, exc_info=True)
+        return {"success": False, "job": name,
+                "error": f"internal error: {type(exc).__name__}: {exc} (the traceback is in the log)"}
     if isinstance(result, dict):
         success = result.pop("success", True)
+        if result.get("status") == "failed":  # a pipeline run that failed is a failed job, whatever else it says
+            success = False
+        if not success and not result.get("error"):
+            errors = result.get("errors") or []
+            result["error"] = (result.get("message") or "; ".join(str(e) for e in errors[:3])
+                               or f"{name} failed")
         return {"success": success, "job": name, **result}
     return {"success": True, "job": name, "result": result}
+
+
+def exit_code(result: dict) -> int:
+    """The process exit status for a :func:`run_job` result: 0 success, 1 the job failed, 2 bad usage."""
+    if result.get("success"):
+        return EXIT_OK
+    if result.get("usage_error") or result.get("job") not in JOBS:
+        return EXIT_USAGE
+    return EXIT_FAILED

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -59,12 +60,63 @@ def _err(msg: str) -> None:
     print(f"reme-tui: {msg}", file=sys.stderr)
 
 
+class _OneLine(logging.Formatter):
+    """``reme-tui: message`` without the traceback (that goes to the job log)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"reme-tui: {record.getMessage()}"
+
+
+def _print_json(result: dict) -> None:
+    try:
+        # one JSON object; indented for a person at a terminal, one line for pipes and scripts
+        indent = 2 if sys.stdout.isatty() else None
+        print(json.dumps(result, ensure_ascii=False, default=str, indent=indent), flush=True)
+    except BrokenPipeError:  # `| head` closed the pipe: not an error of the job
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _usage(name: str | None, msg: str) -> int:
+    _print_json({"success": False, "job": name, "error": msg, "usage_error": True})
+    return 2
+
+
 def run_job_cli(args: argparse.Namespace, rest: list[str]) -> int:
-    from reme_engine.jobs import JOBS, run_job
+    """``reme-tui job NAME key=value …``: exactly one JSON object on stdout, whatever happens, and the exit
+    status of :func:`reme_engine.jobs.exit_code` (0 success, 1 the job failed, 2 bad usage). Warnings and errors
+    are one line each on stderr; tracebacks go to ``<state dir>/job.log`` only."""
+    root = logging.getLogger()
+    to_stderr = logging.StreamHandler(sys.stderr)
+    to_stderr.setLevel(logging.WARNING)
+    to_stderr.setFormatter(_OneLine())
+    added: list[logging.Handler] = [to_stderr]
+    root.addHandler(to_stderr)
+    try:
+        return _run_job_cli(args, rest, lambda state_dir: _log_to_state_dir(root, state_dir, added))
+    finally:
+        for h in added:
+            root.removeHandler(h)
+            if h is not to_stderr:
+                h.close()
+
+
+def _log_to_state_dir(root: logging.Logger, state_dir, added: list) -> None:
+    """Full records (tracebacks included) of this job run appended to ``<state dir>/job.log``."""
+    try:
+        h = logging.FileHandler(os.path.join(str(state_dir), "job.log"), encoding="utf-8")
+    except OSError:
+        return
+    h.setLevel(logging.WARNING)
+    h.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(h)
+    added.append(h)
+
+
+def _run_job_cli(args: argparse.Namespace, rest: list[str], log_to) -> int:
+    from reme_engine.jobs import JOBS, exit_code, run_job
 
     if not rest:
-        _err("job needs a name; `reme-tui job help` lists them")
-        return 2
+        return _usage(None, "job needs a name; `reme-tui job help` lists them")
     # Flags may follow the job name too (`reme-tui job search query=x --vault V`).
     flags = [a for a in rest if a.startswith("--")]
     if flags:
@@ -76,20 +128,18 @@ def run_job_cli(args: argparse.Namespace, rest: list[str]) -> int:
                 flag_args.append(rest[i + 1])
         ns, unknown = build_parser().parse_known_args(flag_args)
         if unknown:
-            _err(f"unknown option(s) for job: {' '.join(unknown)}")
-            return 2
+            return _usage(rest[0] if not rest[0].startswith("--") else None,
+                          f"unknown option(s) for job: {' '.join(unknown)}")
         for key in ("vault", "config", "state_dir", "embedder"):
             if getattr(ns, key):
                 setattr(args, key, getattr(ns, key))
         rest = [a for a in rest if a not in flag_args]
     if not rest:
-        _err("job needs a name; `reme-tui job help` lists them")
-        return 2
+        return _usage(None, "job needs a name; `reme-tui job help` lists them")
     name, raw = rest[0], {}
     for item in rest[1:]:
         if "=" not in item:
-            print(json.dumps({"success": False, "job": name, "error": f"expected key=value, got {item!r}"}))
-            return 2
+            return _usage(name, f"expected key=value, got {item!r}")
         k, v = item.split("=", 1)
         raw[k] = v
     job = JOBS.get(name)
@@ -99,26 +149,33 @@ def run_job_cli(args: argparse.Namespace, rest: list[str]) -> int:
             from reme_engine.engine import Engine
 
             engine = Engine.open(load(args))
+            log_to(engine.state_dir)
             if name in ("search", "traverse", "stat", "health_check") and not engine.store.get_meta("last_sync"):
                 # A vault never indexed before: a keyword + graph pass first (seconds), vectors later.
                 engine.index(vectors=False)
         result = run_job(engine, name, raw)
-    except Exception as exc:  # config errors and the like: still one JSON object
+    except Exception as exc:  # opening the vault failed (config, disk, a bug): still one JSON object
         from reme_engine.config import ConfigError
 
-        if not isinstance(exc, (ConfigError, OSError)):
-            raise
-        result = {"success": False, "job": name, "error": str(exc)}
+        if isinstance(exc, ConfigError):
+            result = {"success": False, "job": name, "error": str(exc), "usage_error": True}
+        elif isinstance(exc, OSError):
+            result = {"success": False, "job": name, "error": str(exc)}
+        else:
+            logging.getLogger("reme.cli").error("job %s: %s: %s", name, type(exc).__name__, exc, exc_info=True)
+            result = {"success": False, "job": name,
+                      "error": f"internal error: {type(exc).__name__}: {exc} (the traceback is in the log)"}
     finally:
         if engine is not None:
-            engine.close()
-    try:
-        # one JSON object; indented for a person at a terminal, one line for pipes and scripts
-        indent = 2 if sys.stdout.isatty() else None
-        print(json.dumps(result, ensure_ascii=False, default=str, indent=indent), flush=True)
-    except BrokenPipeError:  # `| head` closed the pipe: not an error of the job
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0 if result.get("success") else 1
+            try:
+                engine.close()
+            except Exception as exc:  # the result is already decided; closing must not add a traceback
+                logging.getLogger("reme.cli").warning("closing the vault: %s", exc, exc_info=True)
+    code = exit_code(result)
+    if code == 2:
+        result.setdefault("usage_error", True)
+    _print_json(result)
+    return code
 
 
 class _Bar:

@@ -306,3 +306,81 @@ def test_job_json_is_indented_at_a_terminal_and_one_line_in_a_pipe(demo_vault, c
     os.close(master)
     text = out.decode().replace("\r\n", "\n").strip()
     assert json.loads(text) == json.loads(piped.stdout) and "\n  " in text
+
+
+# -- one exit-code rule: 0 success, 1 the job failed, 2 bad usage; one JSON object on stdout, never a traceback --
+
+
+def _main(argv, capsys, monkeypatch):
+    """``reme-tui`` in-process: (exit status, the one JSON object on stdout, stderr)."""
+    from reme_engine.index import indexer
+    from reme_tui.cli import main
+
+    monkeypatch.setattr(indexer, "PARALLEL_ENABLED", indexer.PARALLEL_ENABLED)  # main() switches it on
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert len(lines) == 1, out  # exactly one JSON object, on one line (stdout is not a terminal here)
+    assert "Traceback" not in out + err
+    return rc, json.loads(lines[0]), err
+
+
+@pytest.mark.parametrize(("args", "code", "needle"), [
+    (["stat", "path=README"], 0, None),
+    (["read", "path=nope"], 1, "no such note: nope"),
+    (["read", "path=../x"], 1, "not allowed"),
+    (["search", "query=x", "limit=many"], 2, "parameter limit"),
+    (["search", "qurey=x"], 2, "unknown parameter"),
+    (["read"], 2, "missing parameter path"),
+    (["no_such_job"], 2, "unknown job"),
+    (["read", "README.md"], 2, "expected key=value"),
+    (["search", "query=x", "--bogus"], 2, "unknown option"),
+    ([], 2, "needs a name"),
+])
+def test_exit_code_rule(demo_vault, tmp_path, capsys, monkeypatch, args, code, needle):
+    base = ["--vault", str(demo_vault), "--state-dir", str(tmp_path / "st"), "--embedder", "none", "job"]
+    rc, res, _err = _main(base + args, capsys, monkeypatch)
+    assert rc == code, res
+    assert res["success"] is (code == 0)
+    assert needle is None or needle in res["error"]
+    assert res.get("usage_error", False) is (code == 2)
+
+
+def test_an_unexpected_exception_is_one_json_line_and_a_traceback_in_the_log(demo_vault, tmp_path, capsys,
+                                                                            monkeypatch):
+    from reme_engine.engine import Engine
+
+    def boom(self, *a, **kw):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(Engine, "list", boom)
+    state = tmp_path / "st"
+    rc, res, err = _main(["--vault", str(demo_vault), "--state-dir", str(state), "--embedder", "none",
+                          "job", "list"], capsys, monkeypatch)
+    assert rc == 1 and res == {"success": False, "job": "list",
+                               "error": "internal error: KeyError: 'a bug' (the traceback is in the log)"}
+    assert err.strip() == "reme-tui: job list failed unexpectedly"
+    log = next(state.rglob("job.log")).read_text(encoding="utf-8")
+    assert "Traceback" in log and "KeyError: 'a bug'" in log
+
+
+def _llm_config(tmp_path, srv) -> str:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"llm:\n  provider: openai\n  model: m\n  base_url: {srv.base_url}\n  api_key: k\n"
+                   "  max_retries: 0\n", encoding="utf-8")
+    return str(cfg)
+
+
+@pytest.mark.parametrize("job", ["auto_dream", "proactive_refresh"])
+def test_a_failed_llm_run_is_a_failed_job(demo_vault, tmp_path, capsys, monkeypatch, job):
+    """The server answers every request with a 500: the run fails, so the job says so and exits 1."""
+    from wire.server import ScriptedServer
+
+    err = (500, {"error": {"message": "upstream down", "type": "server_error"}})
+    with ScriptedServer(default=lambda p, b: err) as srv:
+        rc, res, _ = _main(["--vault", str(demo_vault), "--state-dir", str(tmp_path / "st"), "--embedder", "none",
+                            "--config", _llm_config(tmp_path, srv), "job", job, "date=2026-11-28"],
+                           capsys, monkeypatch)
+        assert srv.requests  # the LLM was really called
+    assert (rc, res["success"], res["status"]) == (1, False, "failed"), res
+    assert "upstream down" in res["error"] or "500" in res["error"], res["error"]

@@ -147,3 +147,49 @@ def test_budget_comes_from_settings():
     s = load_settings({"llm": {"max_calls_per_run": 7}}, env={})
     t = UsageTally.for_settings(s)
     assert t.max_calls == 7 and t.max_tokens == 2_000_000
+
+
+ERR500 = (500, {"type": "error", "error": {"type": "api_error", "message": "boom"}})
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+@pytest.mark.parametrize("streamed", [False, True])
+def test_tally_counts_every_http_request_including_sdk_retries(provider, streamed):
+    """A scripted 500 then 200: the SDK retries once; the tally says 2 calls, as the server saw."""
+    ok = (STREAM[provider](["fine"]) if streamed else REPLY[provider]("fine"))
+    with ScriptedServer([ERR500, ok]) as srv:
+        c = _client(provider, srv, max_retries=2)
+        tally = UsageTally()
+        if streamed:
+            assert "".join(p.text for p in c.stream([Message("user", "x")], step="s", tally=tally)) == "fine"
+        else:
+            assert c.complete([Message("user", "x")], step="s", tally=tally).text == "fine"
+        assert len(srv.requests) == 2
+        d = tally.to_dict()
+        assert (d["calls"], d["retries"], d["failed_calls"], d["by_step"]["s"]["calls"]) == (2, 1, 0, 2)
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_failed_call_counts_all_its_attempts(provider):
+    with ScriptedServer(default=lambda p, b: ERR500) as srv:
+        c = _client(provider, srv, max_retries=2)
+        tally = UsageTally()
+        with pytest.raises(LLMError):
+            c.complete([Message("user", "x")], tally=tally)
+        assert len(srv.requests) == 3 and (tally.calls, tally.retries, tally.failed_calls) == (3, 2, 1)
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_call_budget_bounds_the_requests_retries_included(provider):
+    """max_calls_per_run bounds what reaches the server: near the budget a call gets only the retries left."""
+    from reme_engine.llm.client import LLMBudgetExceeded
+
+    with ScriptedServer([ERR500, REPLY[provider]("a"), ERR500, ERR500, ERR500], default=lambda p, b: ERR500) as srv:
+        c = _client(provider, srv, max_retries=2)
+        tally = UsageTally(max_calls=4)
+        assert c.complete([Message("user", "1")], tally=tally).text == "a"  # 2 requests
+        with pytest.raises(LLMError):
+            c.complete([Message("user", "2")], tally=tally)  # 2 left: one try, one retry
+        with pytest.raises(LLMBudgetExceeded):
+            c.complete([Message("user", "3")], tally=tally)
+        assert len(srv.requests) == tally.calls == 4

@@ -3,9 +3,11 @@ its ``base_url`` makes it any OpenAI-compatible server: Ollama, vLLM, LM Studio,
 
 - ``complete(messages, system=…)`` → :class:`LLMReply` (text + token usage);
 - ``stream(messages, system=…)`` → iterator of :class:`StreamDelta` (text pieces, then one final item with usage);
-- every call is counted in a :class:`UsageTally` (per pipeline run);
+- every HTTP request is counted in a :class:`UsageTally` (per pipeline run), the SDKs' own retries included:
+  an httpx request hook on the SDK's HTTP client counts what actually goes on the wire;
 - retries with exponential backoff on timeouts, 429 and 5xx are the SDKs' own (``max_retries``), so the real
-  retry code runs; failures surface as :class:`LLMError` with a one-line reason.
+  retry code runs; near the run's ``max_calls`` budget a call gets only the retries the budget has left, so the
+  requests of a run never exceed it; failures surface as :class:`LLMError` with a one-line reason.
 
 SDK imports are lazy (``anthropic`` costs ~1.3 s to import, PITFALLS).
 """
@@ -69,9 +71,13 @@ class StreamDelta:
 
 @dataclass
 class UsageTally:
-    """Calls and tokens of one run (thread-safe). ``by_step`` splits the same figures per pipeline step."""
+    """Calls and tokens of one run (thread-safe). ``by_step`` splits the same figures per pipeline step.
+
+    ``calls``: HTTP requests sent (an SDK retry is a call: it costs like one); ``retries``: how many of them
+    were retries; ``failed_calls``: logical calls that failed after their retries."""
 
     calls: int = 0
+    retries: int = 0
     failed_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -97,21 +103,31 @@ class UsageTally:
             if self.max_tokens and used >= self.max_tokens:
                 raise LLMBudgetExceeded(f"LLM budget of this run used up: {used} tokens (max_tokens_per_run)")
 
-    def add(self, step: str, input_tokens: int, output_tokens: int, failed: bool = False) -> None:
+    def calls_left(self) -> int | None:
+        """Calls the run's budget still allows (None: unlimited)."""
         with self._lock:
-            self.calls += 1
+            return None if not self.max_calls else max(0, self.max_calls - self.calls)
+
+    def add(self, step: str, input_tokens: int, output_tokens: int, failed: bool = False, requests: int = 1) -> None:
+        """Record one logical call that sent ``requests`` HTTP requests (1 plus the SDK's retries; 0 when it
+        failed before anything was sent)."""
+        requests = max(0, int(requests))
+        with self._lock:
+            self.calls += requests
+            self.retries += max(0, requests - 1)
             self.failed_calls += int(failed)
             self.input_tokens += input_tokens
             self.output_tokens += output_tokens
             s = self.by_step.setdefault(step, {"calls": 0, "input_tokens": 0, "output_tokens": 0})
-            s["calls"] += 1
+            s["calls"] += requests
             s["input_tokens"] += input_tokens
             s["output_tokens"] += output_tokens
 
     def to_dict(self) -> dict:
         """Plain dict (the lock is not copyable, so ``dataclasses.asdict`` cannot be used)."""
         with self._lock:
-            return {"calls": self.calls, "failed_calls": self.failed_calls, "input_tokens": self.input_tokens,
+            return {"calls": self.calls, "retries": self.retries, "failed_calls": self.failed_calls,
+                    "input_tokens": self.input_tokens,
                     "output_tokens": self.output_tokens, "by_step": {k: dict(v) for k, v in self.by_step.items()}}
 
 
@@ -139,7 +155,43 @@ def _msgs(messages: Sequence[Message]) -> list[dict]:
     return [{"role": m.role, "content": m.content} for m in messages]
 
 
-class AnthropicClient:
+class _RequestCounter:
+    """HTTP requests the SDK sent from the current thread since :meth:`start` (an httpx ``request`` event hook:
+    it runs for every attempt, so the SDK's retries count too)."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def hook(self, request) -> None:
+        self._local.n = getattr(self._local, "n", 0) + 1
+
+    def start(self) -> None:
+        self._local.n = 0
+
+    def count(self) -> int:
+        return getattr(self._local, "n", 0)
+
+
+class _SDKClient:
+    """What both clients share: the request counter on the SDK's HTTP client and the budget-aware retries."""
+
+    def _setup(self, sdk, cls, api_key, base_url, timeout, max_retries) -> None:
+        self._sdk = sdk
+        self._max_retries = max_retries
+        self._counter = _RequestCounter()
+        http = sdk.DefaultHttpxClient(event_hooks={"request": [self._counter.hook]})
+        self._client = cls(api_key=api_key or "unset", base_url=base_url, timeout=timeout, max_retries=max_retries,
+                           http_client=http)
+
+    def _sdk_for(self, tally: UsageTally | None):
+        """The SDK client for one call: fewer retries when the run's call budget has less room than them."""
+        left = tally.calls_left() if tally is not None else None
+        if left is None or left > self._max_retries:
+            return self._client
+        return self._client.with_options(max_retries=max(0, left - 1))
+
+
+class AnthropicClient(_SDKClient):
     """Anthropic Messages API through ``anthropic.Anthropic``."""
 
     provider = "anthropic"
@@ -150,9 +202,7 @@ class AnthropicClient:
 
         self.model = model
         self._key = api_key
-        self._sdk = anthropic
-        self._client = anthropic.Anthropic(api_key=api_key or "unset", base_url=base_url, timeout=timeout,
-                                           max_retries=max_retries)
+        self._setup(anthropic, anthropic.Anthropic, api_key, base_url, timeout, max_retries)
 
     def _error(self, exc: Exception) -> LLMError:
         return LLMError(redact(f"anthropic: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}", self._key))
@@ -161,18 +211,20 @@ class AnthropicClient:
         if tally is not None:
             tally.check_budget()
         kw = {"system": system} if system else {}
+        client = self._sdk_for(tally)
+        self._counter.start()
         try:
             # This SDK generation has no sampling-temperature parameter on Messages; the model's default applies.
-            resp = self._client.messages.create(model=self.model, max_tokens=max_tokens, messages=_msgs(messages), **kw)
+            resp = client.messages.create(model=self.model, max_tokens=max_tokens, messages=_msgs(messages), **kw)
         except self._sdk.AnthropicError as exc:
             if tally is not None:
-                tally.add(step, 0, 0, failed=True)
+                tally.add(step, 0, 0, failed=True, requests=self._counter.count())
             raise self._error(exc) from exc
         text = "".join(getattr(b, "text", "") for b in resp.content if getattr(b, "type", "") == "text")
         usage = resp.usage
         reply = LLMReply(text, usage.input_tokens or 0, usage.output_tokens or 0, resp.model, resp.stop_reason)
         if tally is not None:
-            tally.add(step, reply.input_tokens, reply.output_tokens)
+            tally.add(step, reply.input_tokens, reply.output_tokens, requests=self._counter.count())
         return reply
 
     def stream(self, messages, *, system="", max_tokens=2048, temperature=0.2, step="", tally=None):
@@ -181,9 +233,13 @@ class AnthropicClient:
         kw = {"system": system} if system else {}
         inp = out = 0
         stop = None
+        client = self._sdk_for(tally)
+        self._counter.start()
+        sent = 0
         try:
-            with self._client.messages.stream(model=self.model, max_tokens=max_tokens, messages=_msgs(messages),
-                                              **kw) as s:
+            with client.messages.stream(model=self.model, max_tokens=max_tokens, messages=_msgs(messages),
+                                        **kw) as s:
+                sent = self._counter.count()  # the request (and its retries) is made on entering
                 for text in s.text_stream:
                     if text:
                         yield StreamDelta(text=text)
@@ -191,14 +247,14 @@ class AnthropicClient:
                 inp, out, stop = final.usage.input_tokens or 0, final.usage.output_tokens or 0, final.stop_reason
         except self._sdk.AnthropicError as exc:
             if tally is not None:
-                tally.add(step, inp, out, failed=True)
+                tally.add(step, inp, out, failed=True, requests=sent or self._counter.count())
             raise self._error(exc) from exc
         if tally is not None:
-            tally.add(step, inp, out)
+            tally.add(step, inp, out, requests=sent)
         yield StreamDelta(done=True, input_tokens=inp, output_tokens=out, stop_reason=stop)
 
 
-class OpenAIClient:
+class OpenAIClient(_SDKClient):
     """OpenAI Chat Completions through ``openai.OpenAI`` (any compatible server via ``base_url``)."""
 
     provider = "openai"
@@ -209,9 +265,7 @@ class OpenAIClient:
 
         self.model = model
         self._key = api_key
-        self._sdk = openai
-        self._client = openai.OpenAI(api_key=api_key or "unset", base_url=base_url, timeout=timeout,
-                                     max_retries=max_retries)
+        self._setup(openai, openai.OpenAI, api_key, base_url, timeout, max_retries)
 
     def _error(self, exc: Exception) -> LLMError:
         return LLMError(redact(f"openai: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}", self._key))
@@ -224,22 +278,25 @@ class OpenAIClient:
     def complete(self, messages, *, system="", max_tokens=2048, temperature=0.2, step="", tally=None) -> LLMReply:
         if tally is not None:
             tally.check_budget()
+        client = self._sdk_for(tally)
+        self._counter.start()
         try:
-            resp = self._client.chat.completions.create(model=self.model, max_tokens=max_tokens,
-                                                        temperature=temperature,
-                                                        messages=self._with_system(messages, system))
+            resp = client.chat.completions.create(model=self.model, max_tokens=max_tokens, temperature=temperature,
+                                                  messages=self._with_system(messages, system))
         except self._sdk.OpenAIError as exc:
             if tally is not None:
-                tally.add(step, 0, 0, failed=True)
+                tally.add(step, 0, 0, failed=True, requests=self._counter.count())
             raise self._error(exc) from exc
         if not resp.choices:
+            if tally is not None:
+                tally.add(step, 0, 0, failed=True, requests=self._counter.count())
             raise LLMError("openai: reply has no choices")
         choice = resp.choices[0]
         usage = resp.usage
         reply = LLMReply(choice.message.content or "", getattr(usage, "prompt_tokens", 0) or 0,
                          getattr(usage, "completion_tokens", 0) or 0, resp.model, choice.finish_reason)
         if tally is not None:
-            tally.add(step, reply.input_tokens, reply.output_tokens)
+            tally.add(step, reply.input_tokens, reply.output_tokens, requests=self._counter.count())
         return reply
 
     def stream(self, messages, *, system="", max_tokens=2048, temperature=0.2, step="", tally=None):
@@ -247,10 +304,14 @@ class OpenAIClient:
             tally.check_budget()
         inp = out = 0
         stop = None
+        client = self._sdk_for(tally)
+        self._counter.start()
+        sent = 0
         try:
-            stream = self._client.chat.completions.create(
+            stream = client.chat.completions.create(
                 model=self.model, max_tokens=max_tokens, temperature=temperature, stream=True,
                 stream_options={"include_usage": True}, messages=self._with_system(messages, system))
+            sent = self._counter.count()  # the request (and its retries) is made by create()
             for chunk in stream:
                 if chunk.usage is not None:
                     inp = chunk.usage.prompt_tokens or 0
@@ -262,10 +323,10 @@ class OpenAIClient:
                         stop = ch.finish_reason
         except self._sdk.OpenAIError as exc:
             if tally is not None:
-                tally.add(step, inp, out, failed=True)
+                tally.add(step, inp, out, failed=True, requests=sent or self._counter.count())
             raise self._error(exc) from exc
         if tally is not None:
-            tally.add(step, inp, out)
+            tally.add(step, inp, out, requests=sent)
         yield StreamDelta(done=True, input_tokens=inp, output_tokens=out, stop_reason=stop)
 
 
