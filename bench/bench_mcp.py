@@ -12,7 +12,9 @@ shared, label ``cli-vault``):
 - **warm latency**: one long-lived server; a hybrid search first (loads the model), one discarded pass, then
   ``--runs`` × the queries below for ``search`` mode=keyword and mode=hybrid (limit 10, hop-2 neighbours
   included), and ``read_note`` of the hit files. Each sample is the client's ``call_tool`` wall time (JSON-RPC
-  over the pipes, argument validation, the engine, serialisation); the engine's own ``took_ms`` is reported too.
+  over the pipes, argument validation, the engine, serialisation); the engine's own ``took_ms`` is reported too,
+  and the CPU time per call of the client and of the server (a loaded machine's wall times include waits for a
+  core; CPU time does not).
 - **start-up breakdown**: the largest imports of a server start (``-X importtime``) and its CPU seconds (a server
   started with stdin at EOF, which stops at once: imports, tool registration, engine open).
 
@@ -72,6 +74,24 @@ async def one_ready(vault: Path, state: Path) -> dict:
     return {"ready": t_ready, "tools_listed": t_list, "first_search": t_first}
 
 
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's live children (the server), from /proc."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        try:
+            kids = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for pid in kids:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 async def warm(vault: Path, state: Path, runs: int) -> dict:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
@@ -88,6 +108,7 @@ async def warm(vault: Path, state: Path, runs: int) -> dict:
             paths: list[str] = []
             for mode in ("keyword", "hybrid"):
                 samples, took, sizes, vec = [], [], [], 0
+                cpu0, srv0 = time.process_time(), children_cpu_s()
                 for rnd in range(runs + 1):  # round 0 is the discarded warm-up
                     for q in QUERIES:
                         t = time.perf_counter()
@@ -103,14 +124,21 @@ async def warm(vault: Path, state: Path, runs: int) -> dict:
                         vec += sum(1 for h in data["hits"] if h["why"].get("vector_rank"))
                         if mode == "keyword" and rnd == 1:
                             paths += [h["path"] for h in data["hits"][:3]]
+                calls = (runs + 1) * len(QUERIES)
+                # CPU per call, client + server: what a call costs without waiting for a core (a loaded machine's
+                # wall times include run-queue waits; ticks are 10 ms, so this is a mean over all calls)
+                cpu = {"client_ms": round((time.process_time() - cpu0) * 1000 / calls, 2),
+                       "server_ms": round((children_cpu_s() - srv0) * 1000 / calls, 2)}
                 limit = 10.0 if mode == "keyword" else 20.0
                 st = stats(samples)
-                out[f"search_{mode}"] = {"call_ms": st, **target(st["p50"], limit), "engine_took_ms": stats(took),
+                out[f"search_{mode}"] = {"call_ms": st, **target(st["p50"], limit), "cpu_per_call": cpu,
+                                         "engine_took_ms": stats(took),
                                          "response_bytes": stats(sizes, 0), "hits_with_vector_rank": vec,
                                          "loadavg": loadavg()}
                 log(f"search {mode}: p50 {st['p50']} ms p95 {st['p95']} ms")
             paths = list(dict.fromkeys(paths))
             samples, sizes = [], []
+            cpu0, srv0 = time.process_time(), children_cpu_s()
             for rnd in range(runs + 1):
                 for p in paths:
                     t = time.perf_counter()
@@ -120,7 +148,11 @@ async def warm(vault: Path, state: Path, runs: int) -> dict:
                     if rnd:
                         samples.append(dt)
                         sizes.append(len(res.content[0].text.encode()))
-            out["read_note"] = {"call_ms": stats(samples), "notes": len(paths), "response_bytes": stats(sizes, 0)}
+            calls = (runs + 1) * len(paths)
+            cpu = {"client_ms": round((time.process_time() - cpu0) * 1000 / calls, 2),
+                   "server_ms": round((children_cpu_s() - srv0) * 1000 / calls, 2)}
+            out["read_note"] = {"call_ms": stats(samples), "cpu_per_call": cpu, "notes": len(paths),
+                                "response_bytes": stats(sizes, 0)}
             log(f"read_note: p50 {out['read_note']['call_ms']['p50']} ms")
     return out
 
