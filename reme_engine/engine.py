@@ -659,12 +659,16 @@ class Engine:
         return len(removed)
 
     def list(self, path: str = "", *, recursive: bool = False, limit: int = 2000) -> dict:
-        """Entries of a folder: ``{path, entries: [{path, is_dir, size, mtime}], truncated}`` (hidden ones skipped)."""
+        """Entries of a folder: ``{path, entries: [{path, is_dir, size, mtime}], truncated}`` (hidden ones skipped).
+
+        A symlink whose target leaves the vault (or cannot be resolved) is listed by name only:
+        ``is_dir`` False, ``size``/``mtime`` None and ``outside_vault`` True — nothing about the target shows."""
         if limit < 1:
             raise EngineError("limit must be >= 1")
         vp = self._resolve(path, allow_root=True)
         if not vp.abs.is_dir():
             raise EngineError(f"not a folder: {vp.rel or '/'}")
+        root = self.vault.resolve()
         entries = []
         truncated = False
         if recursive:
@@ -677,11 +681,20 @@ class Engine:
             if len(entries) >= limit:
                 truncated = True
                 break
+            rel = p.relative_to(self.vault).as_posix()
             try:
+                if p.is_symlink():
+                    try:
+                        inside = p.resolve().is_relative_to(root)
+                    except (OSError, RuntimeError):  # a loop
+                        inside = False
+                    if not inside:
+                        entries.append({"path": rel, "is_dir": False, "size": None, "mtime": None,
+                                        "outside_vault": True})
+                        continue
                 st = p.stat()
             except OSError:
                 continue
-            rel = p.relative_to(self.vault).as_posix()
             entries.append({"path": rel, "is_dir": p.is_dir(), "size": st.st_size, "mtime": st.st_mtime})
         return {"path": vp.rel, "entries": entries, "truncated": truncated}
 

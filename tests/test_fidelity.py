@@ -203,3 +203,42 @@ def test_refresh_summary_lists_frontmatter_warnings_and_ambiguous_links(tmp_path
     assert "  more/n00.md: frontmatter not closed" in out and "more/n14.md" not in out  # the first 15 files
     assert "… and 6 more" in out
     assert "  q/links.md:1 [[Dup]] → x/Dup.md, y/Dup.md" in out
+
+
+# -- 6. symlinks ---------------------------------------------------------------------------------------------
+
+
+def test_a_symlinked_note_is_indexed_once_and_nothing_outside_the_vault_shows(open_engine, tmp_path):
+    v = tmp_path / "v"
+    _write(v, "notes/real.md", "# Real\n\nzebrafish habitat\n")
+    os.symlink("real.md", v / "notes/link.md")  # a second name for a note the scan indexes: skipped
+    _write(v, ".hidden/h.md", "# Hidden\n\nquokka burrow\n")
+    os.symlink(".hidden/h.md", v / "visible.md")  # the only way to a hidden file: indexed under the link
+    outside = tmp_path / "outside.md"
+    outside.write_text("# Outside\n\n" + "secret " * 500, encoding="utf-8")
+    os.symlink(outside, v / "out.md")
+    e = open_engine(v)
+    e.index()
+    hits = e.search("zebrafish", mode="keyword").hits
+    assert [h.path for h in hits] == ["notes/real.md"]
+    assert [h.path for h in e.search("quokka", mode="keyword").hits] == ["visible.md"]
+    assert not e.search("secret", mode="keyword").hits
+    st = e.stat("notes/link.md")
+    assert not st.indexed and st.skipped_reason == "symlink to notes/real.md: indexed there"
+    skipped = {s["path"]: s["reason"] for s in e.health_check()["skipped"]}
+    assert skipped == {"notes/link.md": "symlink to notes/real.md: indexed there",
+                       "out.md": "symlink leaves the vault"}
+    assert e.index().added == 0  # stable: a second scan changes nothing
+    # the watcher's path-by-path sync follows the same rule
+    os.symlink("real.md", v / "notes/link2.md")
+    r = e.index_paths(["notes/link2.md"])
+    assert r.added == 0 and {"path": "notes/link2.md", "reason": "symlink to notes/real.md: indexed there"} in r.skipped
+    assert e.store.file_info("notes/link2.md") is None
+    # list shows the outside link by name only: no size, no time, not even whether it is a folder
+    for recursive in (False, True):
+        entries = {x["path"]: x for x in e.list("", recursive=recursive)["entries"]}
+        assert entries["out.md"] == {"path": "out.md", "is_dir": False, "size": None, "mtime": None,
+                                     "outside_vault": True}
+        assert entries["visible.md"]["size"] == len("# Hidden\n\nquokka burrow\n")
+    with pytest.raises(EngineError, match="leaves the vault"):
+        e.stat("out.md")

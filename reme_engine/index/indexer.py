@@ -326,7 +326,10 @@ class Indexer:
         """Walk the vault. Returns ``({rel: entry} of indexable files, all file paths for link resolution)``.
 
         Hidden files/folders are ignored. Directory symlinks are not followed (no loops); a file symlink is
-        used only when its target is inside the vault. Skips are appended to ``report.skipped``.
+        used only when its target is inside the vault, and a note is indexed once: a symlink to a file this scan
+        indexes itself is skipped ("symlink to X: indexed there"; its name is no file for link resolution
+        either), a symlink to anything else inside the vault (a hidden file, a file outside the indexed kinds) is
+        indexed under the link. Skips are appended to ``report.skipped``.
         """
         root = self.vault.resolve()
         entries: dict[str, ScanEntry] = {}
@@ -363,6 +366,11 @@ class Indexer:
                             if self.is_indexable(rel):
                                 skips.append({"path": rel, "reason": "symlink leaves the vault"})
                             continue
+                        twin = self._indexed_target(real, root)
+                        if twin is not None and twin != rel:
+                            if self.is_indexable(rel):
+                                skips.append({"path": rel, "reason": f"symlink to {twin}: indexed there"})
+                            continue
                         st = os.stat(abs_p)
                     if not stat_mod.S_ISREG(st.st_mode):
                         continue
@@ -377,6 +385,16 @@ class Indexer:
                         continue
                     entries[rel] = ScanEntry(rel, abs_p, st.st_mtime, st.st_size)
         return entries, all_paths
+
+    def _indexed_target(self, real: Path, root: Path) -> str | None:
+        """The vault path of a symlink's (fully resolved) target when a scan indexes that file under its own
+        name (visible, an indexable kind), else None: then the link is just a second name for it."""
+        if not real.is_relative_to(root):
+            return None
+        rel = unicodedata.normalize("NFC", real.relative_to(root).as_posix())
+        if any(part.startswith(".") for part in rel.split("/")) or rel.endswith("~") or not self.is_indexable(rel):
+            return None
+        return rel
 
     # -- parsing ------------------------------------------------------------------------------------------
     def parse(self, entry: ScanEntry) -> ParsedFile:
@@ -649,7 +667,10 @@ class Indexer:
                     try:
                         st = os.stat(p)
                         real = p.resolve()
-                        if stat_mod.S_ISREG(st.st_mode) and real.is_relative_to(root):
+                        twin = self._indexed_target(real, root) if real != p else None
+                        if twin is not None and twin != rel and stat_mod.S_ISREG(st.st_mode):
+                            report.skipped.append({"path": rel, "reason": f"symlink to {twin}: indexed there"})
+                        elif stat_mod.S_ISREG(st.st_mode) and real.is_relative_to(root):
                             entries[rel] = ScanEntry(rel, p, st.st_mtime, st.st_size)
                         elif stat_mod.S_ISREG(st.st_mode):
                             report.skipped.append({"path": rel, "reason": "symlink leaves the vault"})
