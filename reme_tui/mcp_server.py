@@ -24,12 +24,10 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
-import os
 import re
 import sys
 import threading
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Any, Callable
 
 #: Characters of a hit's chunk text returned as its snippet (read_note gives the rest).
