@@ -309,3 +309,26 @@ def test_cron_run_refused_by_the_writer_lock_is_recorded_as_skipped(make_engine,
     assert rec["status"] == "skipped", rec
     assert rec["result"]["skipped"].startswith("another run holds the lock"), rec
     assert e.scheduler.last_runs()["proactive_refresh"]["status"] == "skipped"
+
+
+def test_health_check_finds_and_repairs_corruption_the_open_did_not_see(make_engine, small_vault):
+    from reme_engine.engine import Engine
+    from reme_engine.index.store import Store
+
+    e = make_engine(small_vault, embed=False)
+    e.index()
+    state, settings = e.state_dir, e.settings
+    e.close()
+    _scribble(state / "index.sqlite")
+    (state / "index.sqlite.clean").write_text(json.dumps(Store._stamp(_StampOf(state))))  # looks clean
+    e2 = Engine.open(settings)
+    try:
+        hc = e2.health_check()  # never raises
+        assert hc["ok"], hc
+        assert list(state.glob("index.sqlite.corrupt-*"))
+        assert hc["checks"]["store"].startswith(("ok", "repaired")) and "repair" in hc["checks"], hc["checks"]
+        e2.index()
+        assert e2.search("subject", mode="keyword").hits
+        assert e2.health_check()["checks"]["links"].startswith("ok")
+    finally:
+        e2.close()
