@@ -881,8 +881,8 @@ class Indexer:
         stale = sum(n for res, n in c.execute(
             "SELECT resolved, count(*) FROM links WHERE resolved IS NOT NULL GROUP BY resolved") if res not in paths)
         q = ("SELECT l.target, f.path, l.resolved, l.ambiguous, l.virtual FROM links l JOIN files f ON f.id = l.src_id")
-        rows = c.execute(q + (" ORDER BY random() LIMIT ?" if sample is not None else ""),
-                         (sample,) if sample is not None else ()).fetchall()
+        rows = [] if sample == 0 else c.execute(q + (" ORDER BY random() LIMIT ?" if sample is not None else ""),
+                                                (sample,) if sample is not None else ()).fetchall()
         mismatched = 0
         if rows:
             resolver = self.build_resolver(paths)
