@@ -200,9 +200,74 @@ JOBS: dict[str, Job] = {j.name: j for j in [
 
 
 def jobs_help() -> list[dict]:
-    return [{"name": j.name, "help": j.help,
+    """Every job as ``{name, group, help, params: [{name, type, default, required, help}]}`` (``job help``)."""
+    return [{"name": j.name, "group": job_group(j.name), "help": j.help,
              "params": [{"name": p.name, "type": p.type, "default": p.default, "required": p.required,
                          "help": p.help} for p in j.params]} for j in JOBS.values()]
+
+
+#: How ``job help`` groups the jobs for people, in display order (a job not named here is listed under "other").
+JOB_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("find and read", ("search", "traverse", "read", "list", "stat")),
+    ("change notes", ("write", "edit", "delete", "move", "frontmatter_read", "frontmatter_update",
+                      "frontmatter_delete")),
+    ("daily notes", ("daily_create", "daily_list", "daily_reindex")),
+    ("proactive", ("proactive_read", "proactive_refresh")),
+    ("LLM pipelines", ("auto_memory", "auto_resource", "auto_dream")),
+    ("runs and undo", ("dream_log", "revert")),
+    ("index and status", ("reindex", "health_check", "version", "help")),
+)
+
+
+def job_group(name: str) -> str:
+    """The :data:`JOB_GROUPS` heading of job ``name`` (``"other"`` when none lists it)."""
+    return next((g for g, names in JOB_GROUPS if name in names), "other")
+
+
+def format_jobs_help(width: int = 100) -> str:
+    """``job help`` for a person at a terminal: the jobs grouped, one line each (name, what it does), then its
+    parameters as ``name=<type>`` (``*`` required) with their help and default. ``width`` is the
+    terminal's width in columns; long lines wrap under their text. Pipes and scripts get :func:`jobs_help` as
+    JSON instead."""
+    import textwrap
+
+    groups: dict[str, list[Job]] = {}
+    for j in JOBS.values():
+        groups.setdefault(job_group(j.name), []).append(j)
+    order = [g for g, _ in JOB_GROUPS] + ["other"]
+    out = ["reme-tui job NAME key=value …   (one JSON object on stdout; exit 0 ok, 1 failed, 2 bad usage)", ""]
+    for g in order:
+        if g not in groups:
+            continue
+        out.append(f"{g}:")
+        for j in groups[g]:
+            out.extend(textwrap.wrap(j.help, width=max(40, width), initial_indent=f"  {j.name:<19} ",
+                                     subsequent_indent=" " * 22))
+            for p in j.params:
+                mark = "*" if p.required else " "
+                head = f"{p.name}=<{p.type}>"
+                text = p.help or ""
+                if p.default not in (None, "") and not p.required:
+                    shown = str(p.default).lower() if isinstance(p.default, bool) else p.default
+                    text += f"{' ' if text else ''}(default {shown})"
+                out.extend(textwrap.wrap(text, width=max(40, width),
+                                         initial_indent=f"    {mark}{head:<26} ", subsequent_indent=" " * 32)
+                           or [f"    {mark}{head}"])
+        out.append("")
+    out.append("* required.  Paths name notes with or without .md.  `reme-tui job help | cat` prints the JSON.")
+    return "\n".join(out)
+
+
+def did_you_mean(word: str, choices) -> list[str]:
+    """Up to three of ``choices`` spelt like ``word`` (difflib ratio ≥ 0.6), best first."""
+    import difflib
+
+    return difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)
+
+
+def _suggest(word: str, choices) -> str:
+    close = did_you_mean(word, choices)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
 def parse_params(job: Job, raw: dict[str, Any]) -> dict[str, Any]:
@@ -215,7 +280,8 @@ def parse_params(job: Job, raw: dict[str, Any]) -> dict[str, Any]:
         elif "." in k and k.split(".", 1)[0] in ("fm", "set"):
             out[k] = v
         else:
-            raise JobError(f"job {job.name}: unknown parameter {k!r} (known: {', '.join(spec) or 'none'})")
+            raise JobError(f"job {job.name}: unknown parameter {k!r}{_suggest(k, spec)} "
+                           f"(known: {', '.join(spec) or 'none'})")
     for p in job.params:
         if p.name not in out:
             if p.required:
@@ -228,7 +294,9 @@ def run_job(engine: Engine | None, name: str, raw: dict[str, Any]) -> dict:
     """Run a job; never raises for user errors: returns ``{"success": False, "error": ...}`` instead."""
     job = JOBS.get(name)
     if job is None:
-        return {"success": False, "job": name, "error": f"unknown job {name!r}; run `reme-tui job help`"}
+        close = did_you_mean(name, JOBS)
+        return {"success": False, "job": name, "usage_error": True, "did_you_mean": close,
+                "error": f"unknown job {name!r}{_suggest(name, JOBS)} (`reme-tui job help` lists them)"}
     try:
         args = parse_params(job, raw)
     except JobError as exc:

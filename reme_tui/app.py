@@ -44,6 +44,8 @@ class ReMeApp(App[int]):
         self.background = background
         self.main_screen: MainScreen | None = None
         self.unknown_keymap_ids: list[str] = []
+        #: keep the theme the user picks in ``settings.config_path`` (the real app; tests opt in)
+        self.persist_settings = background
 
     def on_mount(self) -> None:
         theme = getattr(self.settings, "theme", "") or DARK
@@ -51,6 +53,7 @@ class ReMeApp(App[int]):
             self.theme = theme
         else:
             self.notify(f"unknown theme {theme!r}; using {self.theme}", severity="warning")
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
         keymap = dict(getattr(self.settings, "keymap", {}) or {})
         if keymap:
             self.set_keymap(keymap)
@@ -65,6 +68,28 @@ class ReMeApp(App[int]):
             if self.unknown_keymap_ids:
                 self.notify("keymap: unknown binding ids " + ", ".join(self.unknown_keymap_ids)
                             + " (press ? to see the ids)", severity="warning", timeout=8)
+
+    # -- the theme the user picks is kept -------------------------------------------------------------------
+    def _theme_changed(self, theme) -> None:
+        name = getattr(theme, "name", str(theme))
+        if name == (getattr(self.settings, "theme", "") or DARK):
+            return
+        self.settings.theme = name
+        path = getattr(self.settings, "config_path", None)
+        if self.persist_settings and path is not None:
+            self.run_worker(lambda: self._save_theme(Path(path), name), thread=True, group="config",
+                            exclusive=True, exit_on_error=False)
+
+    def _save_theme(self, path: Path, name: str) -> None:
+        """(Worker thread.) Write ``theme: name`` into the config file; say so once, or say why not."""
+        from .config_file import ConfigWriteError, save_setting
+
+        try:
+            save_setting(path, "theme", name)
+        except ConfigWriteError as exc:
+            self.call_from_thread(self.notify, str(exc), title="Theme not kept", severity="warning", timeout=6)
+            return
+        self.call_from_thread(self.notify, f"theme: {name} (kept in {path})", title="Theme", timeout=3)
 
     # -- the main screen never leaves ---------------------------------------------------------------------
     def pop_screen(self) -> AwaitComplete:

@@ -14,6 +14,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import sys
 import time
 
@@ -143,6 +144,15 @@ def _run_job_cli(args: argparse.Namespace, rest: list[str], log_to) -> int:
         k, v = item.split("=", 1)
         raw[k] = v
     job = JOBS.get(name)
+    if name == "help" and not raw and sys.stdout.isatty():
+        # a person at a terminal reads the grouped text; pipes and scripts keep the one JSON object
+        from reme_engine.jobs import format_jobs_help
+
+        try:
+            print(format_jobs_help(shutil.get_terminal_size((100, 24)).columns - 1), flush=True)
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     engine = None
     try:
         if job is not None and job.needs_engine:
@@ -258,6 +268,7 @@ def run_refresh(args: argparse.Namespace) -> int:
             stages = [("resource", lambda: engine.auto_resource()),
                       ("dream", lambda: engine.auto_dream(date)),
                       ("proactive", lambda: engine.proactive_refresh(date))]
+            no_llm = ""  # the how-to-configure hint, printed once however many stages need an LLM
             for name, fn in stages:
                 try:
                     res = result_to_dict(fn())
@@ -265,12 +276,15 @@ def run_refresh(args: argparse.Namespace) -> int:
                     if isinstance(res, dict) and res.get("status") == "failed":
                         failed = True
                 except LLMNotConfigured as exc:
-                    stage_lines.append(f"{name:<10} skipped: {exc}")
+                    stage_lines.append(f"{name:<10} skipped: no LLM configured")
+                    no_llm = no_llm or str(exc).split(": ", 1)[-1]
                 except (LLMError, EngineError) as exc:
                     stage_lines.append(f"{name:<10} failed: {exc}")
                     failed = True
                 except ImportError as exc:
                     stage_lines.append(f"{name:<10} not available: {exc}")
+            if no_llm:
+                stage_lines.append(f"llm        not configured: {no_llm}")
     except Exception as exc:
         bar.close()
         _err(f"refresh failed: {exc}")
@@ -285,9 +299,8 @@ def run_refresh(args: argparse.Namespace) -> int:
         f"chunks     {counts['chunks']} in index  (+{report.chunks_added} / -{report.chunks_removed})",
         f"links      {counts['links']}  ({counts['dangling_links']} dangling)",
         *([f"repair     {engine.repair_notice}"] if engine.repair_notice else []),
-        (f"vectors    embedded {report.embedded}  from cache {report.embed_cached}  "
-         f"pending {counts['chunks_without_vectors']}" + (f"  error: {report.embed_error}" if report.embed_error else "")
-         if settings.embedder.kind != "none" else "vectors    off (embedder: none; keyword search only)"),
+        (_vector_line(counts, report) if settings.embedder.kind != "none"
+         else "vectors    off (embedder: none; keyword search only)"),
         *stage_lines,
         f"time       {dt:.2f}s  (keyword+graph {report.seconds_keyword:.2f}s, vectors {report.seconds_vector:.2f}s)",
     ]
@@ -300,6 +313,21 @@ def run_refresh(args: argparse.Namespace) -> int:
     lines.extend(_problem_lines(problems))
     print("\n".join(lines))
     return 1 if failed else 0
+
+
+def _vector_line(counts: dict, report) -> str:
+    """``vectors`` summary line: how many of the index's chunks have a vector, then what this run did. The run's
+    ``embedded`` counts only chunks embedded now, so it is smaller than the chunk count whenever the embedding
+    cache or an earlier run already held the rest — the line says so instead of two bare numbers."""
+    total, pending = counts["chunks"], counts["chunks_without_vectors"]
+    before = max(0, total - pending - report.embedded - report.embed_cached)
+    line = (f"vectors    {total - pending} of {total} chunks have a vector  (this run: embedded {report.embedded}, "
+            f"from the embedding cache {report.embed_cached}" + (f", {before} had one already)" if before else ")"))
+    if pending:
+        line += f"  pending {pending}: keyword search covers them meanwhile"
+    if report.embed_error:
+        line += f"  error: {report.embed_error}"
+    return line
 
 
 def _problem_lines(problems: dict, first: int = 15) -> list[str]:

@@ -94,6 +94,19 @@ class NoteDocument:
     sources: list = field(default_factory=list)
     #: File line of the first line of ``body`` in the plain view; a long file is shown as a window of lines.
     window_start: int = 1
+    #: Who owns the note (``reme_engine.vault.provenance.note_ownership``): ``"user"`` or ``"app"``; ``owner_stamp``
+    #: ``"current"``/``"stale"``/``"none"``; ``owner_reason`` one line for people.
+    owner: str = "user"
+    owner_stamp: str = "none"
+    owner_reason: str = ""
+    #: 1-based inclusive file-line ranges that are the app's (its intact blocks, or the whole app-owned note).
+    app_ranges: list = field(default_factory=list)
+    #: ``(begin, end, intact)`` 1-based file lines of every reme block / day-index section's two markers.
+    app_blocks: list = field(default_factory=list)
+    #: 0-based body line of each callout → its style group (``render.callouts_and_footnotes``).
+    callouts: dict = field(default_factory=dict)
+    #: Footnote label → file line of its definition.
+    footnotes: dict = field(default_factory=dict)
 
     @property
     def windowed(self) -> bool:

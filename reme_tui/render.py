@@ -373,3 +373,115 @@ def row_width(region_width: int, minimum: int = 8) -> int:
     if region_width <= 1:
         return HIDDEN_PANE_WIDTH
     return max(minimum, region_width - 1)
+
+
+# -- callouts and footnotes -----------------------------------------------------------------------------------
+
+#: Obsidian callout types → (label icon, style group). Unknown types are shown as notes.
+CALLOUT_ICONS = {
+    "note": ("✎", "note"), "info": ("ℹ", "note"), "todo": ("☐", "note"),
+    "abstract": ("≡", "tip"), "summary": ("≡", "tip"), "tldr": ("≡", "tip"),
+    "tip": ("✦", "tip"), "hint": ("✦", "tip"), "important": ("✦", "tip"),
+    "success": ("✔", "success"), "check": ("✔", "success"), "done": ("✔", "success"),
+    "question": ("?", "question"), "help": ("?", "question"), "faq": ("?", "question"),
+    "warning": ("⚠", "warning"), "caution": ("⚠", "warning"), "attention": ("⚠", "warning"),
+    "failure": ("✖", "error"), "fail": ("✖", "error"), "missing": ("✖", "error"),
+    "danger": ("✖", "error"), "error": ("✖", "error"), "bug": ("✖", "error"),
+    "example": ("▸", "note"), "quote": ("❝", "note"), "cite": ("❝", "note"),
+}
+#: Link scheme of a footnote reference; the note view scrolls to the definition's file line on a click.
+FOOTNOTE_SCHEME = "footnote:"
+
+_CALLOUT_RE = re.compile(r"^(\s{0,3}(?:>[ \t]?)+)\[!([A-Za-z][\w-]*)\]([+-]?)[ \t]*(.*)$")
+_FOOTDEF_RE = re.compile(r"^ {0,3}\[\^([^\]\s]+)\]:[ \t]?(.*)$")
+_FOOTREF_RE = re.compile(r"\[\^([^\]\s]+)\](?!:)")
+_CODE_SPAN_RE = re.compile(r"(`+).+?\1")
+_FENCE_LINE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def footnote_mark(label: str) -> str:
+    """How footnote ``label`` is shown: superscript digits for numbers (``1`` → ``¹``), else ``^label``."""
+    return label.translate(_SUPERSCRIPT) if label.isdigit() else f"^{label}"
+
+
+def _footnote_refs(line: str) -> str:
+    """``[^1]`` references in one line (outside code spans) as clickable superscripts."""
+    if "[^" not in line:
+        return line
+    out, pos = [], 0
+    for m in _CODE_SPAN_RE.finditer(line):
+        out.append(_FOOTREF_RE.sub(_footref, line[pos:m.start()]))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(_FOOTREF_RE.sub(_footref, line[pos:]))
+    return "".join(out)
+
+
+def _footref(m: re.Match) -> str:
+    return f"[{_escape(footnote_mark(m[1]))}]({FOOTNOTE_SCHEME}{quote(m[1], safe='')})"
+
+
+def callouts_and_footnotes(body: str) -> tuple[str, dict[int, str], dict[str, int]]:
+    """Obsidian callouts and footnotes in ``body`` made readable by a CommonMark renderer, line for line (the
+    result has exactly the lines of ``body``, so block source lines still map to file lines).
+
+    Returns ``(body, callouts, footnotes)``: a callout's first line ``> [!warning]- Title`` becomes
+    ``> **⚠ Title**`` and a hard break (the type's name when there is no title); a reference ``[^1]`` becomes a ``footnote:``
+    link shown ``¹``; a definition line ``[^1]: text`` becomes ``¹ text`` ending in a hard break. ``callouts``
+    maps the 0-based body line of each callout to its style group (note/tip/success/question/warning/error);
+    ``footnotes`` maps each definition's label to its 0-based body line. Fenced code is left alone.
+    """
+    if "[!" not in body and "[^" not in body:
+        return body, {}, {}
+    lines = body.split("\n")
+    callouts: dict[int, str] = {}
+    notes: dict[str, int] = {}
+    fence = ""
+    for i, line in enumerate(lines):
+        fm = _FENCE_LINE_RE.match(line)
+        if fence:
+            if fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence):
+                fence = ""
+            continue
+        if fm:
+            fence = fm.group(1)
+            continue
+        if "[!" in line and (m := _CALLOUT_RE.match(line)):
+            kind = m[2].lower()
+            icon, group = CALLOUT_ICONS.get(kind, ("✎", "note"))
+            title = m[4].strip() or kind.replace("-", " ").capitalize()
+            lines[i] = f"{m[1]}**{icon} {_footnote_refs(title)}**  "  # a hard break: the body starts below
+            callouts[i] = group
+            continue
+        if "[^" not in line:
+            continue
+        if d := _FOOTDEF_RE.match(line):
+            notes.setdefault(d[1], i)
+            lines[i] = f"{_escape(footnote_mark(d[1]))} {_footnote_refs(d[2])}  "
+        else:
+            lines[i] = _footnote_refs(line)
+    return "\n".join(lines), callouts, notes
+
+
+# -- ownership ------------------------------------------------------------------------------------------------
+
+
+def ownership_label(owner: str) -> str:
+    """The short owner word shown in the note pane's title: ``yours`` or ``reme's``."""
+    return "reme's" if owner == "app" else "yours"
+
+
+def ownership_line(owner: str, stamp: str, intact: int, edited: int) -> str:
+    """The note pane's one-line owner header, or ``""`` when there is nothing beyond "yours" to say (a note you
+    wrote with no reme block in it). ``stamp``: the provenance stamp's state (current/stale/none); ``intact``
+    and ``edited``: reme blocks/sections in the note still as reme wrote them, and ones the user edited inside.
+    Short on purpose (it must fit a narrow pane); the engine's longer ``reason`` goes in its tooltip."""
+    if owner == "app":
+        return "⚙ reme's: written by reme, not edited since (any edit makes it yours)"
+    parts = ["written by reme, edited by you"] if stamp == "stale" else []
+    if intact:
+        parts.append(f"{intact} block{'s' if intact > 1 else ''} proposed by reme ▎")
+    if edited:
+        parts.append(f"{edited} reme block{'s' if edited > 1 else ''} edited by you")
+    return "✎ yours: " + "; ".join(parts) if parts else ""

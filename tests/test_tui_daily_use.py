@@ -4,6 +4,7 @@ demo vault (keyword-only engines)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -189,7 +190,7 @@ def test_switcher_matcher_cjk_aliases_paths_and_recency():
 
 
 async def test_ctrl_o_opens_a_note_by_name_and_offers_to_create_a_missing_one(app_for):
-    from reme_tui.screens.switcher import QuickSwitcherScreen
+    from reme_tui.screens.switcher import LIMIT, QuickSwitcherScreen
 
     app = app_for()
     async with app.run_test(size=(100, 30)) as pilot:
@@ -208,10 +209,15 @@ async def test_ctrl_o_opens_a_note_by_name_and_offers_to_create_a_missing_one(ap
         await pilot.press("enter")
         await wait_for(pilot, lambda: m.note.path == GUANGFU, what="opened")
         assert pilot.app.screen is m
-        # an alias finds its note; a missing name is created at the vault root and opened
+        # the same dialog comes back (kept mounted: no rebuild), emptied, with the note just opened first
+        first = s
         await pilot.press("ctrl+o")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, QuickSwitcherScreen), what="switcher")
         s = pilot.app.screen
+        assert s is first and s.input.value == "" and not s.dismissed
+        await wait_for(pilot, lambda: s.matches and s.matches[0].note.path == GUANGFU, what="recent first again")
+        assert s.list.option_count <= LIMIT
+        # an alias finds its note; a missing name is created at the vault root and opened
         await pilot.press(*"混合检索")
         await wait_for(pilot, lambda: s.matcher is not None and s.input.value == "混合检索" and s.matches,
                        what="alias match")
@@ -495,3 +501,230 @@ async def test_link_picker_filters_as_you_type_and_help_fits_80_columns(app_for)
         table = pilot.app.screen.table(80)
         assert len(table.columns) == 2  # the binding ids give way at 80 columns
         assert len(pilot.app.screen.table(120).columns) == 3
+
+
+# -- the note pane says who owns what (issue 9), callouts and footnotes --------------------------------------------
+
+RUNNING = "digest/personal/晨跑计划.md"
+
+
+def running_note() -> str:
+    """A note the user wrote, with a callout, a footnote and a block reme proposed (its real marker hash)."""
+    from reme_engine.vault.provenance import render_block
+
+    block = render_block("- half marathon in April: see [[half-marathon-training]]\n- a taper week before it")
+    return ("---\nname: 晨跑计划\ndescription: my own plan for the spring\n---\n# 晨跑计划\n\n"
+            "I run three mornings a week[^1], slow.\n\n> [!warning] Knee\n> Long runs under 15 km.\n\n"
+            f"{block}\nMy own line after the block.\n\n[^1]: Monday, Wednesday, Saturday.\n")
+
+
+async def test_note_pane_says_who_owns_what_and_marks_reme_lines(app_for, demo_vault):
+    from reme_engine.vault.provenance import stamp
+    from reme_tui.widgets.note_view import ReMeMarker
+
+    (demo_vault / RUNNING).write_text(running_note(), encoding="utf-8")
+    (demo_vault / "digest/wiki/by-reme.md").write_text(stamp("---\nname: by reme\n---\nA node reme wrote.\n"),
+                                                      encoding="utf-8")
+    (demo_vault / "digest/wiki/broken.md").write_text("---\nname: [unclosed\n---\nBody.\n", encoding="utf-8")
+    app = app_for()
+    async with app.run_test(size=(120, 40)) as pilot:
+        m = await started(pilot)
+        await open_and_wait(pilot, RUNNING)
+        note = m.note
+        assert note.border_title == f"{RUNNING} · yours"
+        owner = str(note.owner_line.render())
+        assert note.owner_line.display and owner.startswith("✎ yours: 1 block proposed by reme")
+        assert "written by you; 1 block" in note.owner_line.tooltip  # the engine's reason, whole
+        # the block's lines (markers included) carry the gutter class; the user's lines do not
+        marked = [b for b in note.markdown.children if b.has_class("-app")]
+        assert [type(b).__name__ for b in marked] == ["ReMeMarker", "MarkdownBulletList", "ReMeMarker"]
+        assert "reme proposes" in str(marked[0].render()) and "end of reme's block" in str(marked[-1].render())
+        mine = [b for b in note.markdown.children if not b.has_class("-app")]
+        assert any("My own line after the block." in str(b.render()) for b in mine)
+        # the callout shows its icon and title in the warning style, the footnote as ¹ followed to its line
+        callout = next(b for b in note.markdown.children if b.has_class("callout"))
+        assert callout.has_class("-callout-warning") and "⚠ Knee" in str(callout.query("*").first().render())
+        assert "[^1]" not in note.markdown.source and "¹" in note.markdown.source
+        def_line = running_note().split("\n").index("[^1]: Monday, Wednesday, Saturday.") + 1
+        assert note.doc.footnotes == {"1": def_line}
+        assert note.follow_footnote("1")
+        assert any(b.has_class("hit-block") and "Monday" in str(b.render()) for b in note.markdown.children)
+
+        # the user edits inside the block: it is theirs now, no longer marked
+        text = (demo_vault / RUNNING).read_text(encoding="utf-8").replace("a taper week", "two taper weeks")
+        (demo_vault / RUNNING).write_text(text, encoding="utf-8")
+        m.open_note(RUNNING, history=False)
+        await wait_for(pilot, lambda: any("reme block you edited: yours now" in str(b.render())
+                                          for b in note.markdown.query(ReMeMarker)), what="edited block shown")
+        assert "1 reme block edited by you" in str(note.owner_line.render())
+        assert not any(b.has_class("-app") for b in note.markdown.children)
+
+        await open_and_wait(pilot, "digest/wiki/by-reme.md")
+        assert note.border_title.endswith("· reme's") and "reme's: written by reme" in str(
+            note.owner_line.render())
+        assert all(b.has_class("-app") for b in note.markdown.children)
+
+        await open_and_wait(pilot, "digest/wiki/broken.md")
+        assert "⚠" in str(note.meta.render()) and not note.owner_line.display
+
+        await open_and_wait(pilot, GUANGFU)  # a note the user wrote, nothing of reme's in it: the title says so
+        assert note.border_title.endswith("· yours") and not note.owner_line.display
+
+
+def test_snapshot_user_note_with_a_reme_block_80x24(app_for, snap_compare, monkeypatch, demo_vault):
+    """A note the user wrote (晨跑计划) with a block reme proposed: the title ends "· yours", the header line says
+    "✎ yours: written by you; 1 block … proposed by reme", the block's two marker lines read "┄ reme proposes …"
+    and "┄ end of reme's block", and the block's lines (markers and its two bullets) have a dim left gutter
+    that the user's own lines (the heading, the paragraph with ¹, the ⚠ Knee callout, "My own line") lack."""
+    (demo_vault / RUNNING).write_text(running_note(), encoding="utf-8")
+
+    async def then(pilot, m):
+        await open_and_wait(pilot, RUNNING)
+        m.show_left = m.show_right = False  # as F2/F3 do: at 80 columns a side column leaves the note little room
+        m._apply_layout()
+        await wait_for(pilot, lambda: not m.query_one("#left").display and not m.query_one("#right").display,
+                       what="side columns collapsed")
+
+    app, run_before = _snap(app_for, monkeypatch, then=then)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+# -- the theme picked is kept -------------------------------------------------------------------------------------
+
+
+async def test_theme_picked_is_kept_in_the_config_file(app_for, tmp_path):
+    config = tmp_path / "config.yaml"
+    mine = "# my settings\nvault: ~/Notes   # where I write\ntheme: textual-dark  # dark for now\nkeymap:\n  search: ctrl+f\n"
+    config.write_text(mine, encoding="utf-8")
+    app = app_for()
+    app.settings.config_path = config
+    app.persist_settings = True  # as the real app (tests otherwise never touch a config file)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await started(pilot)
+        pilot.app.theme = "nord"  # what the palette's theme picker does
+        await wait_for(pilot, lambda: "theme: nord" in config.read_text(encoding="utf-8"), what="theme saved")
+        assert config.read_text(encoding="utf-8") == mine.replace("theme: textual-dark", "theme: nord")
+        await wait_for(pilot, lambda: any("kept in" in n.message for n in pilot.app._notifications),
+                       what="said so")
+    from reme_engine.config import load_settings
+
+    assert load_settings({"config": str(config)}, env={}).theme == "nord"
+    # a config file without the key gets one line appended; the next start uses it
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("vault: ~/Notes", encoding="utf-8")
+    from reme_tui.config_file import save_setting
+
+    save_setting(bare, "theme", "gruvbox")
+    assert bare.read_text(encoding="utf-8") == "vault: ~/Notes\ntheme: gruvbox\n"
+    app2 = app_for(theme="gruvbox")
+    async with app2.run_test(size=(100, 30)) as pilot:
+        await started(pilot)
+        assert pilot.app.theme == "gruvbox"
+
+
+# -- chat citations open the cited lines ----------------------------------------------------------------------------
+
+CITED = "digest/wiki/光伏产业链.md#L10-L12"
+
+
+def _chat_script():
+    from wire.server import openai_chat, openai_stream
+
+    card = {"name": "光伏跟踪", "description": "The user asked about the PV chain", "slug": "pv-chain",
+            "timeline": ["Asked about the PV chain"], "current_state": "Asked", "notes": []}
+    return [openai_stream(["The chain has five stages ", f"[[{CITED}]]"]),
+            openai_chat(json.dumps(card, ensure_ascii=False))]
+
+
+async def _ask(pilot, m, srv) -> object:
+    await pilot.press("c", *"光伏产业链", "enter")
+    await wait_for(pilot, lambda: any(b.role == "assistant" and b.citations and not b.streaming
+                                      for b in m.chat.bubbles.values()), what="answer", timeout=30)
+    await wait_for(pilot, lambda: len(srv.requests) >= 2, what="auto-memory call", timeout=30)
+    await settle(pilot)
+    return next(b for b in m.chat.bubbles.values() if b.role == "assistant")
+
+
+async def test_chat_citations_open_the_cited_lines(app_for):
+    from rich.cells import cell_len
+    from wire.server import ScriptedServer
+
+    from reme_tui.screens.dialogs import LinkPickerScreen
+
+    with ScriptedServer(_chat_script()) as srv:
+        app = app_for(llm={"provider": "openai", "model": "m", "base_url": srv.base_url, "api_key": "k",
+                           "max_retries": 0})
+        async with app.run_test(size=(160, 48)) as pilot:
+            m = await started(pilot)
+            await open_and_wait(pilot, "digest/wiki/新能源.md")
+            bubble = await _ask(pilot, m, srv)
+            assert bubble.citations == [(f"[[{CITED}]]", "digest/wiki/光伏产业链.md", "L10-L12")]
+            # a click on the citation opens the note at the cited lines
+            x = cell_len("reme The chain has five stages ") + 3
+            await pilot.click(bubble, offset=(x, 0))
+            await wait_for(pilot, lambda: m.note.path == GUANGFU, what="cited note opened")
+            await wait_for(pilot, lambda: any(n.message.endswith("L10–L12") for n in pilot.app._notifications),
+                           what="at the cited lines")
+            assert any(b.has_class("hit-block") for b in m.note.markdown.children)
+            # the keyboard way: f in the transcript lists the answer's citations
+            await open_and_wait(pilot, "digest/wiki/新能源.md")
+            m.chat.log_view.focus()
+            await pilot.press("f")
+            await wait_for(pilot, lambda: isinstance(pilot.app.screen, LinkPickerScreen), what="citations")
+            assert pilot.app.screen.title_text == "Citations of the answer"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: m.note.path == GUANGFU, what="opened by keyboard")
+
+
+def test_snapshot_chat_with_an_answer_80x24(app_for, snap_compare, monkeypatch):
+    """The chat pane at 80×24 after one question (光伏产业链) answered through the scripted LLM server: "you
+    光伏产业链 saved", then "reme The chain has five stages [[digest/wiki/光伏产业链.md#L10-L12]]" with the
+    citation underlined (clickable) and the status "… note(s) retrieved · remembered"; the note above."""
+    from wire.server import ScriptedServer
+
+    from reme_tui.widgets import status_line
+
+    monkeypatch.setattr(status_line, "_short_time", lambda stamp: "09:00" if stamp else "")
+    with ScriptedServer(_chat_script()) as srv:
+        app = app_for(today=DEMO_DAY, llm={"provider": "openai", "model": "m", "base_url": srv.base_url,
+                                           "api_key": "k", "max_retries": 0})
+
+        async def run_before(pilot) -> None:
+            m = await started(pilot)
+            await open_and_wait(pilot, GUANGFU)
+            m.show_left = m.show_right = False  # the note and the chat only: 80 columns are few
+            m._apply_layout()
+            await _ask(pilot, m, srv)
+            m.chat.log_view.focus()
+            await settle(pilot)
+            pilot.app.clear_notifications()
+            await pilot.pause()
+
+        assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_snapshot_search_with_hits_80x24(app_for, snap_compare, monkeypatch):
+    """Search at 80×24 with "光伏" typed (hybrid, no embedder: keyword search): "N hits · 2 ms · hybrid", the hits
+    listed with 光伏产业链 first, each hit its path and lines, a snippet with the query in it and the dim "why"
+    line (kw rank, vec —, fused score); the filter row (layer, dates) and the key hints. (Ranking changes move
+    the rows: regenerate with --snapshot-update after checking them.)"""
+    from reme_tui.screens.search import SearchScreen
+
+    async def then(pilot, m):
+        await pilot.press("slash")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, SearchScreen), what="search")
+        s = pilot.app.screen
+        await pilot.press(*"光伏")
+        await wait_for(pilot, lambda: s.result is not None and s.result.query == "光伏" and s.result.hits,
+                       what="hits")
+
+    app, run_before = _snap(app_for, monkeypatch, then=then)
+    search = app.engine.search
+
+    def pinned(*a, **kw):  # the measured time would change the picture on every run
+        res = search(*a, **kw)
+        res.took_ms = 2.0
+        return res
+
+    monkeypatch.setattr(app.engine, "search", pinned)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

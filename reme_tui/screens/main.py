@@ -69,7 +69,13 @@ from ..messages import (
     TreeEntry,
     TreeRootLoaded,
 )
-from ..render import line_anchor, note_links, sources_targets, wikilinks_to_markdown
+from ..render import (
+    callouts_and_footnotes,
+    line_anchor,
+    note_links,
+    sources_targets,
+    wikilinks_to_markdown,
+)
 from ..widgets.agenda import AgendaPane
 from ..widgets.chat import ChatPane
 from ..widgets.daily import DailyPane
@@ -174,6 +180,7 @@ class MainScreen(Screen):
         self.refresh_running = False
         self.neighbour_depth = 1
         self.note_index = None  # the quick switcher's NoteIndex, kept until the vault changes
+        self.switcher = None  # the one quick switcher screen, installed on first use and reused
         self.session_id: str | None = None  # the chat session of this run (created with the first message)
         self._announce = False  # say what a re-index did (only when the user asked for it)
         self._tree_loaded = False
@@ -567,6 +574,7 @@ class MainScreen(Screen):
         """Read the whole file, split off the frontmatter and rewrite wikilinks for the Markdown widget."""
         from reme_engine.engine import EngineError
         from reme_engine.markdown.frontmatter import parse_frontmatter
+        from reme_engine.vault.provenance import note_ownership
 
         eng = self.engine
         worker = get_current_worker()
@@ -595,17 +603,25 @@ class MainScreen(Screen):
             meta, warning, body, body_line = {}, None, text, 1
             links: list = []
             sources: list = []
+            callouts: dict = {}
+            footnotes: dict = {}
+            own = None
             if is_md:
                 fm = parse_frontmatter(text)
-                meta, warning = fm.meta, fm.warning
+                # The index's wording (engine.stat) when this read still has a problem; never a stale one after
+                # the user fixed the frontmatter and the re-index has not run yet.
+                meta, warning = fm.meta, ((st.warning or fm.warning) if fm.warning else None)
                 raw_body = text[fm.body_offset :]
                 links = note_links(meta, raw_body)
                 sources = sources_targets(raw_body)
+                own = note_ownership(text)  # pure and linear in the text: cheap beside the read
                 if not plain:
-                    body, body_line = wikilinks_to_markdown(raw_body), fm.body_start_line
+                    body, callouts, notes = callouts_and_footnotes(wikilinks_to_markdown(raw_body))
+                    body_line = fm.body_start_line
+                    footnotes = {label: i + body_line for label, i in notes.items()}
                     blocks = markdown_blocks(body)
                     if blocks > MAX_MARKDOWN_BLOCKS:
-                        plain, body, body_line = True, text, 1
+                        plain, body, body_line, callouts, footnotes = True, text, 1, {}, {}
                         warning = (warning + "; " if warning else "") + f"long note ({blocks} blocks): shown as plain text"
             if plain and size > MAX_MARKDOWN_BYTES and is_md:
                 warning = (warning + "; " if warning else "") + "large file: shown as plain text"
@@ -617,7 +633,11 @@ class MainScreen(Screen):
                     window_start = max(1, min(want - PLAIN_WINDOW_LINES // 4, len(lines) - PLAIN_WINDOW_LINES + 1))
                     body = "".join(lines[window_start - 1 : window_start - 1 + PLAIN_WINDOW_LINES])
             doc = NoteDocument(path, body, meta, body_line, total or 0, size, plain, warning, links, sources,
-                               window_start)
+                               window_start, callouts=callouts, footnotes=footnotes)
+            if own is not None:
+                doc.owner, doc.owner_stamp, doc.owner_reason = own.owner, own.stamp, own.reason
+                doc.app_ranges = own.app_ranges
+                doc.app_blocks = [(b.start, b.end, b.intact) for b in own.blocks]
         except Exception as exc:  # EngineError: user-facing; anything else: report, keep the app alive
             self.post_message(NoteLoaded(seq, request, None, _err(exc)))
             return
@@ -756,9 +776,17 @@ class MainScreen(Screen):
         self.post_message(OpenNote(message.path, anchor=message.anchor))
 
     def action_follow_link(self) -> None:
-        """Pick one of the open note's links from a list (the keyboard way to follow a link)."""
+        """Pick one of the open note's links from a list (the keyboard way to follow a link); with the chat's
+        transcript focused, one of the last answer's citations."""
         from .dialogs import LinkPickerScreen
 
+        if self.chat.log_view.has_focus and (cites := self.chat.last_citations()):
+            def cited(choice) -> None:
+                if choice is not None:
+                    self.post_message(FollowLink(choice[0], choice[1], None))
+
+            self.app.push_screen(LinkPickerScreen(cites, "Citations of the answer"), cited)
+            return
         doc = self.note.doc
         if doc is None:
             self.notify("Open a note first", timeout=2)
@@ -1222,8 +1250,15 @@ class MainScreen(Screen):
         def keep(index) -> None:
             self.note_index = index
 
-        self.app.push_screen(QuickSwitcherScreen(self.engine, self.recent_paths(), initial=initial,
-                                                 index=self.note_index, keep_index=keep), done)
+        s = self.switcher
+        if isinstance(self.app.screen, QuickSwitcherScreen):
+            return
+        if s is None:
+            s = self.switcher = QuickSwitcherScreen(self.engine, keep_index=keep)
+            # installed: closing keeps it mounted, so later openings skip building and laying out the dialog
+            self.app.install_screen(s, name=f"quick-switcher-{id(self)}")
+        s.reopen(self.recent_paths(), initial, index=self.note_index)
+        self.app.push_screen(s, done)
 
     # -- indexing -------------------------------------------------------------------------------------------
     def action_reindex(self) -> None:

@@ -6,6 +6,10 @@ the notes opened lately, then the newest files. When no note is called what was 
 create it.
 
 Dismisses with ``("open", path)``, ``("create", path)`` or None (Escape).
+
+One instance serves every opening: the main screen installs it, so closing keeps its widgets mounted, and
+:meth:`QuickSwitcherScreen.reopen` resets it before the next push — building and laying out the dialog was most of
+an opening's time. At most :data:`LIMIT` rows are rendered (typing narrows).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.content import Content
 from textual.message import Message
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
@@ -94,6 +99,7 @@ class QuickSwitcherScreen(Dialog[tuple[str, str] | None]):
         self.painted_at: float | None = None  # when the screen had refreshed after that
         self.paint_ms: list[float] = []  # per filtering: from the keystroke's handler until the screen refreshed
         self._open_when_ready = False
+        self._opened = False  # this push's opening has started (see on_screen_resume)
         self.input = Input(initial, placeholder="Open a note: title, alias or path (中文 / English)…",
                            id="switcher-input")
         self.info = Static("", id="switcher-info", markup=False)
@@ -108,12 +114,36 @@ class QuickSwitcherScreen(Dialog[tuple[str, str] | None]):
             yield self.info
             yield self.list
 
-    def on_mount(self) -> None:
+    def reopen(self, recent: list[str] | None = None, initial: str = "", *, index: NoteIndex | None = None) -> None:
+        """Make a closed switcher ready to be pushed again: the input holds ``initial``, notes opened lately are
+        ``recent``, ``index`` is the note index to match against (None: read it again, the vault changed)."""
+        self._dismissed = False
+        self.recent = list(recent or [])
+        self.cached_index = index
+        self.created_at = time.perf_counter()
+        self.ready_at = self.painted_at = None
+        self._open_when_ready = False
+        self._opened = False
+        with self.input.prevent(Input.Changed):
+            self.input.value = initial
+            self.input.cursor_position = len(initial)
+
+    def on_screen_resume(self) -> None:
+        # each push (the first one included) starts an opening; a reopened screen is already mounted
+        if self._opened:
+            return
+        self._opened = True
         self.input.focus()
         if self.cached_index is not None:
-            self.on_quick_switcher_screen_loaded(self.Loaded(self.cached_index, 0.0))
+            if self.matcher is not None and self.matcher.index is self.cached_index:
+                self.matcher = NoteMatcher(self.cached_index, self.recent)  # same folded fields, new recency
+                self._ready()
+            else:
+                self.on_quick_switcher_screen_loaded(self.Loaded(self.cached_index, 0.0))
             return
+        self.matcher = None
         self.info.update(Text("reading the note list…", style="dim italic"))
+        self.list.clear_options()
         self.load_titles()
 
     @work(thread=True, exclusive=True, group="switcher", exit_on_error=False)
@@ -135,6 +165,10 @@ class QuickSwitcherScreen(Dialog[tuple[str, str] | None]):
             self.matcher = NoteMatcher(message.index, self.recent)
             if self.keep_index is not None and message.index is not self.cached_index:
                 self.keep_index(message.index)
+            self.cached_index = message.index
+        self._ready()
+
+    def _ready(self) -> None:
         self.refilter()
         self.ready_at = time.perf_counter()
         if self._open_when_ready:
@@ -143,7 +177,19 @@ class QuickSwitcherScreen(Dialog[tuple[str, str] | None]):
 
     # -- filtering ------------------------------------------------------------------------------------------
     def _row_width(self) -> int:
-        return max(20, self.list.scrollable_content_region.width - 1)
+        width = self.list.scrollable_content_region.width
+        if width <= 1:  # before the first layout: cut to a wide guess, and again once it is known
+            self.call_after_refresh(self._refit)
+            return 100
+        self._fitted_width = width
+        return max(20, width - 1)
+
+    def _refit(self) -> None:
+        if self.matcher is not None and self.list.scrollable_content_region.width != self._fitted_width \
+                and self.list.scrollable_content_region.width > 1:
+            self.refilter()
+
+    _fitted_width = 0
 
     def refilter(self) -> None:
         """Match the typed text and show the rows (plus the "create" row when no note has that name)."""
@@ -153,14 +199,16 @@ class QuickSwitcherScreen(Dialog[tuple[str, str] | None]):
         query = self.input.value
         self.matches = self.matcher.match(query, LIMIT)
         width = self._row_width()
-        opts = [Option(match_prompt(m, width), id=f"m{i}") for i, m in enumerate(self.matches)]
+        # Textual's own Content renders without a Rich console pass per row (a fifth of an opening's CPU)
+        opts = [Option(Content.from_rich_text(match_prompt(m, width)), id=f"m{i}")
+                for i, m in enumerate(self.matches)]
         self.create_path = None
         if query.strip() and not self.matcher.exact(query):
             self.create_path = note_path_for(query)
             if self.create_path:
                 row = Text("+ Create ", style="italic")
                 row.append(self.create_path, style="bold")
-                opts.append(Option(fit_text(row, width), id="create"))
+                opts.append(Option(Content.from_rich_text(fit_text(row, width)), id="create"))
         self.list.set_options(opts)
         if opts:
             self.list.highlighted = 0

@@ -10,19 +10,24 @@ Replies plug in through the streaming API, called on the UI thread as chunks arr
     pane.append_chunk(msg_id, "Hel")           # grows in place; the transcript follows the end
     pane.append_chunk(msg_id, "lo")
     pane.end_stream(msg_id)                    # returns the full text
+
+Wikilinks in a message — an answer's citations ``[[path#L12-L18]]`` — are clickable once the message is complete:
+a click posts :class:`~reme_tui.messages.FollowLink`, which opens the cited note at those lines; ``f`` with the
+transcript focused lists the last answer's citations (:meth:`ChatPane.last_citations`).
 """
 
 from __future__ import annotations
 
 import uuid
 
+from rich.style import Style
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Input, Static
 
-from ..messages import ChatSubmitted
+from ..messages import ChatSubmitted, FollowLink
 
 ROLE_LABELS = {"user": "you", "assistant": "reme", "system": "·"}
 NO_LLM_NOTICE = "No LLM: quick capture. Each message is saved to today's capture card; answers need an LLM."
@@ -40,15 +45,46 @@ class ChatBubble(Static):
         self.text = text
         self.status = status
         self.streaming = False
+        #: ``(shown, target, anchor)`` of the message's wikilinks (an answer's citations), in order
+        self.citations: list[tuple[str, str, str | None]] = []
         self._refresh_text()
 
     def _refresh_text(self) -> None:
         t = Text()
         t.append(ROLE_LABELS.get(self.role, self.role) + " ", style="bold")
-        t.append(self.text + ("▍" if self.streaming else ""))
+        if self.streaming or "[[" not in self.text:
+            self.citations = []
+            t.append(self.text + ("▍" if self.streaming else ""))
+        else:
+            t.append_text(self._linked_text())
         if self.status:
             t.append(f"  {self.status}", style="dim italic")
         self.update(t)
+
+    def _linked_text(self) -> Text:
+        """The text with each wikilink underlined and clickable (``action_follow_citation``)."""
+        from reme_engine.markdown.links import parse_links
+
+        out = Text()
+        pos = 0
+        self.citations = []
+        for link in parse_links(self.text):
+            if link.kind != "wikilink" or not link.target or link.start < pos:
+                continue
+            out.append(self.text[pos:link.start])
+            i = len(self.citations)
+            shown = self.text[link.start:link.end]
+            self.citations.append((shown, link.target, link.anchor))
+            out.append(shown, style=Style(underline=True, meta={"@click": f"follow_citation({i})"}))
+            pos = link.end
+        out.append(self.text[pos:])
+        return out
+
+    def action_follow_citation(self, index: int) -> None:
+        """Open citation number ``index`` (a click on it): the cited note, at the cited lines."""
+        if 0 <= index < len(self.citations):
+            _shown, target, anchor = self.citations[index]
+            self.post_message(FollowLink(target, anchor, None))
 
     def set_status(self, status: str) -> None:
         self.status = status
@@ -136,6 +172,13 @@ class ChatPane(Vertical):
         bubble.streaming = False
         bubble.set_status(status)
         return bubble.text
+
+    def last_citations(self) -> list[tuple[str, str, str | None]]:
+        """``(shown, target, anchor)`` of the citations of the newest message that has any (else [])."""
+        for bubble in reversed(list(self.bubbles.values())):
+            if bubble.citations:
+                return list(bubble.citations)
+        return []
 
     def mark_saved(self, msg_id: str, detail: str = "saved") -> None:
         if (b := self.bubbles.get(msg_id)) is not None:

@@ -1,7 +1,10 @@
-"""The note view (centre pane): the frontmatter compactly (name — description · #tags on one line; the
-provenance keys ``session_id``/``source_conversation``/``source_resource``/``derived_from`` as clickable links on
-a second) above the note rendered as Markdown, or as plain read-only text for non-Markdown files and files too
-big for the Markdown widget.
+"""The note view (centre pane): who owns the note (the title ends "· yours" or "· reme's"; a header line when reme
+wrote it or has blocks in it, and reme's lines carry a dim left gutter — DESIGN §8 "Ownership"), the frontmatter
+compactly (name — description · #tags on one line; the provenance keys ``session_id``/``source_conversation``/
+``source_resource``/``derived_from`` as clickable links on a second) above the note rendered as Markdown, or as
+plain read-only text for non-Markdown files and files too big for the Markdown widget. Obsidian callouts and
+footnotes are rendered (``render.callouts_and_footnotes``); a click on a footnote's ``¹`` scrolls to its
+definition.
 
 Posts :class:`~reme_tui.messages.FollowLink` when a wikilink, a relative Markdown link or a provenance link is
 clicked (web links are handed to the terminal's browser via ``App.open_url``). It never loads files: the screen
@@ -16,9 +19,19 @@ from textual.binding import Binding
 from textual.content import Content
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Markdown, Static, TextArea
+from textual.widgets._markdown import MarkdownBlock
 
 from ..messages import FollowLink, NoteDocument, OpenNote
-from ..render import frontmatter_summary, human_size, parse_href, provenance_links, truncate_cells
+from ..render import (
+    FOOTNOTE_SCHEME,
+    frontmatter_summary,
+    human_size,
+    ownership_label,
+    ownership_line,
+    parse_href,
+    provenance_links,
+    truncate_cells,
+)
 
 #: Above this many bytes a note is shown as plain text: the Markdown widget mounts one widget per block and
 #: would hold the UI for a noticeable moment on a big file (a 100 KB note renders in well under a second).
@@ -55,6 +68,55 @@ class PlainNote(TextArea):
         return super().check_action(action, parameters)
 
 
+#: The reme marker lines (HTML comments, invisible in Obsidian's reading view) → their kind.
+_MARKERS = (("<!-- reme:begin ", "begin"), ("<!-- reme:end -->", "end"),
+            ("<!-- reme:day-index:start", "day-begin"), ("<!-- reme:day-index:end -->", "day-end"))
+
+
+class ReMeMarker(MarkdownBlock):
+    """One reme marker line (``<!-- reme:begin … -->`` etc.), shown as a short dim label instead of nothing, so
+    the reader sees where reme's block starts and ends. ``kind``: begin/end/day-begin/day-end."""
+
+    DEFAULT_CSS = """
+    ReMeMarker {
+        height: 1;
+        color: $text-muted;
+        text-style: italic;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    """
+
+    def __init__(self, markdown: Markdown, token, kind: str) -> None:
+        super().__init__(markdown, token)
+        self.kind = kind
+        self.set_label(True)
+
+    def set_label(self, intact: bool) -> None:
+        """Word the label for an intact block (reme's) or one the user edited inside (theirs now)."""
+        if self.kind == "begin":
+            text = "┄ reme proposes (edit it in to keep it, delete the block to dismiss)" if intact else \
+                "┄ reme block you edited: yours now"
+        elif self.kind == "day-begin":
+            text = "┄ day index by reme" if intact else "┄ day index you edited: yours now"
+        else:
+            text = "┄ end of reme's block" if self.kind == "end" else "┄ end of the day index"
+        self.set_content(Content(text))
+
+
+class NoteMarkdown(Markdown):
+    """The Markdown widget of the note pane: reme's marker comments become :class:`ReMeMarker` labels (other HTML
+    is dropped, as the stock widget does)."""
+
+    def unhandled_token(self, token):
+        if token.type == "html_block":
+            text = token.content.strip()
+            for prefix, kind in _MARKERS:
+                if text.startswith(prefix) and "\n" not in text:
+                    return ReMeMarker(self, token, kind)
+        return None
+
+
 class NoteScroll(VerticalScroll, can_focus=True):
     """The scrolling container of the rendered note (focusable, so keys scroll it)."""
 
@@ -70,16 +132,20 @@ class NoteView(Vertical):
         self.history_hint = ""
         self.border_title = "Note"
         # Kept as attributes: a note may arrive before nested children are mounted.
+        self.owner_line = Static("", id="note-owner", markup=False)
+        self.owner_line.display = False
+        self.owner_text = ""  # the owner header before cutting to the pane's width
         self.meta = Static("", id="note-meta", markup=False)
         self.prov = Static("", id="note-prov", markup=False)
         self.prov_links: list[tuple[str, str]] = []  # (label, link target) of the provenance line
         self.scroller = NoteScroll(id="note-scroll")
-        self.markdown = Markdown("", id="note-md", open_links=False)
+        self.markdown = NoteMarkdown("", id="note-md", open_links=False)
         self.plain = PlainNote("", id="note-plain", read_only=True, soft_wrap=True, show_line_numbers=True)
         self.plain.cursor_blink = False  # read-only: a blinking cursor is noise (and unstable in snapshots)
         self.plain.display = False
 
     def compose(self) -> ComposeResult:
+        yield self.owner_line
         yield self.meta
         yield self.prov
         with self.scroller:
@@ -90,7 +156,13 @@ class NoteView(Vertical):
         """Render ``doc`` (awaits the Markdown widget's rebuild, so blocks exist when this returns)."""
         self.path = doc.path
         self.doc = doc
-        self.border_title = doc.path
+        md_note = doc.path.lower().endswith((".md", ".markdown"))
+        self.border_title = f"{doc.path} · {ownership_label(doc.owner)}" if md_note else doc.path
+        intact = sum(1 for b in doc.app_blocks if b[2])
+        self.owner_text = ownership_line(doc.owner, doc.owner_stamp, intact,
+                                         len(doc.app_blocks) - intact) if md_note else ""
+        self.owner_line.display = bool(self.owner_text)
+        self.owner_line.tooltip = doc.owner_reason or None
         self._subtitle()
         summary = frontmatter_summary(doc.meta)
         if doc.warning:
@@ -113,7 +185,26 @@ class NoteView(Vertical):
             self.scroller.display = True
             body = doc.body if doc.body.strip() else "*(empty note — press e to write in it)*"
             await self.markdown.update(body)
+            self._mark_blocks(doc)
             self.scroller.scroll_home(animate=False)
+
+    def _mark_blocks(self, doc: NoteDocument) -> None:
+        """Class the rendered blocks: ``-app`` on those within reme's line ranges (a dim left gutter says they are
+        reme's), ``callout -callout-<group>`` on callouts; word the marker labels (intact or edited)."""
+        ranges = doc.app_ranges
+        begins = {b[0]: b[2] for b in doc.app_blocks}
+        ends = {b[1]: b[2] for b in doc.app_blocks}
+        for block in self.markdown.children:
+            start, end = getattr(block, "source_range", (0, 0))
+            first, last = start + doc.body_start_line, max(end, start + 1) - 1 + doc.body_start_line
+            if any(a <= last and first <= b for a, b in ranges):
+                block.add_class("-app")
+            if isinstance(block, ReMeMarker):
+                intact = (begins if block.kind.endswith("begin") else ends).get(first, True)
+                block.set_label(intact)
+            group = doc.callouts.get(start)
+            if group is not None:
+                block.add_class("callout", f"-callout-{group}")
 
     def set_history(self, back: bool, forward: bool) -> None:
         """Mark in the subtitle whether Back/Forward have somewhere to go."""
@@ -135,6 +226,8 @@ class NoteView(Vertical):
         # cut with our cell-aware helper: Rich's ellipsis pads a wide character cut in half with a space
         width = self.meta.content_region.width or self.content_region.width - 2
         self.meta.update(Text(truncate_cells(self.summary, max(1, width)), no_wrap=True))
+        if self.owner_text:
+            self.owner_line.update(Text(truncate_cells(self.owner_text, max(1, width)), no_wrap=True))
         if self.prov_links:
             self.prov.update(self._prov_content(max(1, width)))
 
@@ -159,7 +252,7 @@ class NoteView(Vertical):
         return Content("").join(parts)
 
     def on_resize(self) -> None:
-        if self.summary or self.prov_links:
+        if self.summary or self.prov_links or self.owner_text:
             self.call_after_refresh(self._fit_meta)
 
     def action_follow_provenance(self, index: int) -> None:
@@ -205,6 +298,15 @@ class NoteView(Vertical):
         self.scroller.scroll_to(y=frac * self.scroller.max_scroll_y, animate=False)
         return False
 
+    def follow_footnote(self, label: str) -> bool:
+        """Scroll to the definition of footnote ``label`` (a click on its ``¹``); False when the note has none."""
+        doc = self.doc
+        line = doc.footnotes.get(label) if doc is not None else None
+        if line is None:
+            self.notify(f"No footnote {label!r} in this note", severity="warning")
+            return False
+        return self.scroll_to_line(line)
+
     def scroll_to_heading(self, anchor: str) -> bool:
         """Scroll to the first heading whose text matches ``anchor`` (case-insensitive); False when none does."""
         want = " ".join(anchor.casefold().split())
@@ -221,6 +323,9 @@ class NoteView(Vertical):
     # -- links ----------------------------------------------------------------------------------------------
     def on_markdown_link_clicked(self, event: Markdown.LinkClicked) -> None:
         event.stop()
+        if event.href.startswith(FOOTNOTE_SCHEME):
+            self.follow_footnote(event.href[len(FOOTNOTE_SCHEME):])
+            return
         parsed = parse_href(event.href)
         if parsed is None:
             self.app.open_url(event.href)

@@ -1,0 +1,106 @@
+"""CLI paper cuts of issue 15: `job help` for people at a terminal (JSON when piped), "did you mean" for a misspelt
+job or parameter, the README's `job move` example on the demo vault, and the `--refresh` summary's vector line
+and LLM hint — through the real `reme-tui` entry point in a subprocess (keyword-only, temp state)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+LLM_VARS = ("REME_LLM_PROVIDER", "REME_LLM_MODEL", "REME_LLM_BASE_URL", "REME_LLM_API_KEY", "ANTHROPIC_API_KEY",
+            "OPENAI_API_KEY")
+
+
+@pytest.fixture
+def cli_env(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in LLM_VARS}
+    env.update(REME_STATE_DIR=str(tmp_path / "state"), REME_EMBEDDER="none", XDG_DATA_HOME=str(tmp_path / "data"),
+               XDG_CONFIG_HOME=str(tmp_path / "config"), COLUMNS="100")
+    return env
+
+
+def cli(args, env, **kw):
+    return subprocess.run([sys.executable, "-m", "reme_tui.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=300, **kw)
+
+
+def test_job_help_is_grouped_text_at_a_terminal_and_json_when_piped(cli_env):
+    main_fd, sub_fd = pty.openpty()
+    try:
+        p = subprocess.run([sys.executable, "-m", "reme_tui.cli", "job", "help"], env=cli_env, stdout=sub_fd,
+                           stderr=subprocess.PIPE, timeout=120)
+        os.close(sub_fd)
+        chunks = []
+        while True:
+            try:
+                data = os.read(main_fd, 65536)
+            except OSError:  # the other end closed
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(main_fd)
+    text = b"".join(chunks).decode("utf-8").replace("\r\n", "\n")
+    assert p.returncode == 0, p.stderr
+    assert not text.lstrip().startswith("{")
+    lines = text.splitlines()
+    for heading in ("find and read:", "change notes:", "LLM pipelines:", "index and status:"):
+        assert heading in lines
+    assert any(re.match(r"^  search +Hybrid", ln, re.I) or re.match(r"^  search +\S", ln) for ln in lines)
+    assert any(ln.strip().startswith("*query=<str>") for ln in lines)  # a required parameter, marked
+    assert max(len(ln) for ln in lines) <= 100
+    piped = cli(["job", "help"], cli_env)
+    jobs = json.loads(piped.stdout)["jobs"]
+    assert piped.returncode == 0 and {"name", "group", "params"} <= set(jobs[0])
+
+
+def test_misspelt_job_and_parameter_get_did_you_mean(cli_env, demo_vault):
+    r = cli(["job", "serach", "query=x"], cli_env)
+    d = json.loads(r.stdout)
+    assert r.returncode == 2 and d["usage_error"] and d["did_you_mean"] == ["search"]
+    assert "did you mean search?" in d["error"]
+    r = cli(["--vault", str(demo_vault), "job", "search", "qurey=x"], cli_env)
+    assert r.returncode == 2 and "did you mean query?" in json.loads(r.stdout)["error"]
+
+
+def test_readme_move_example_works_on_the_demo_vault(cli_env, demo_vault):
+    line = next(ln for ln in README.read_text(encoding="utf-8").splitlines() if ln.startswith("reme-tui job move "))
+    args = line.split("#", 1)[0].split()[1:]
+    src = next(a for a in args if a.startswith("src="))[4:]
+    dst = next(a for a in args if a.startswith("dst="))[4:]
+    linking = [p for p in demo_vault.rglob("*.md") if Path(src).stem in p.read_text(encoding="utf-8")
+               and p.relative_to(demo_vault).as_posix() != src]
+    assert (demo_vault / src).is_file() and linking  # the example moves a real note that others link to
+    r = cli(["--vault", str(demo_vault), *args], cli_env)
+    d = json.loads(r.stdout)
+    assert r.returncode == 0 and d["success"], r.stdout + r.stderr
+    assert (demo_vault / dst).is_file() and not (demo_vault / src).exists()
+    assert any(Path(dst).stem in p.read_text(encoding="utf-8") for p in linking)
+
+
+def test_refresh_summary_explains_vectors_and_says_the_llm_hint_once(cli_env, demo_vault):
+    from reme_engine.llm.client import HOW_TO_CONFIGURE
+    from reme_tui.cli import _vector_line
+
+    r = cli(["--refresh", "--vault", str(demo_vault)], cli_env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count(HOW_TO_CONFIGURE) == 1, r.stdout
+    assert "skipped: no LLM configured" in r.stdout and "llm        not configured:" in r.stdout
+    # 605 chunks, 526 embedded now, 79 from the cache: one line that says how the numbers add up
+    report = SimpleNamespace(embedded=526, embed_cached=70, embed_error=None)
+    line = _vector_line({"chunks": 605, "chunks_without_vectors": 0}, report)
+    assert line.startswith("vectors    605 of 605 chunks have a vector")
+    assert "embedded 526" in line and "from the embedding cache 70" in line and "9 had one already" in line
+    line = _vector_line({"chunks": 605, "chunks_without_vectors": 79}, SimpleNamespace(
+        embedded=526, embed_cached=0, embed_error=None))
+    assert "526 of 605" in line and "pending 79: keyword search covers them meanwhile" in line
