@@ -18,7 +18,12 @@ Sections (``--only a,b``; default all):
   after its start. A child that finishes before the kill is not a trial (it is counted as ``missed`` and drawn
   again).
 
-Other sections (racing savers, job write/edit/move, dream runs) plug in as further entries of ``SECTIONS``.
+- ``jobs`` — ``reme-tui job move`` (a note with 300 inbound links), ``job write`` and ``job edit`` (a 3,000-line
+  note) killed at a uniform moment of their run, then one restart; the move must be complete or never have
+  happened, the note must hold the old or the new bytes, no intent record may be left, and the index must equal a
+  clean index of the vault.
+
+Racing savers are ``bench/bench_race.py``; dream actions on user notes are ``bench/bench_provenance.py``.
 
 Prints one JSON object: per section ``trials``, ``survived``, ``lost`` (and why), by stage and kind.
 
@@ -371,7 +376,133 @@ def section_refresh(args, work: Path) -> dict:
             "seconds": round(time.perf_counter() - t_start, 1), "loadavg": loadavg(), "results": results}
 
 
-SECTIONS = {"refresh": section_refresh}
+# -- the jobs section ----------------------------------------------------------------------------------------
+N_LINKERS = 300
+
+
+def _jobs_vault(root: Path) -> Path:
+    """A vault where one note has ``N_LINKERS`` inbound links (a move rewrites 300 files: seconds of work)."""
+    v = root / "vault"
+    (v / "notes").mkdir(parents=True)
+    (v / "notes" / "alpha.md").write_text("---\naliases: [Alpha Note]\n---\n# Alpha\n\nbody " + "x " * 200 + "\n")
+    (v / "notes" / "big.md").write_text("# Big\n\n" + "".join(f"line {i} of a long note\n" for i in range(3000)))
+    for i in range(N_LINKERS):
+        (v / "notes" / f"l{i:03d}.md").write_text(
+            f"# Linker {i}\n\n- plain [[alpha]]\n- anchored [[notes/alpha#Alpha|the alpha]]\n- alias [[Alpha Note]]\n")
+    return v
+
+
+def _job(vault: Path, state: Path, *args: str) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "REME_CRASH_AT"}
+    env.update(REME_STATE_DIR=str(state), REME_EMBEDDER="none")
+    return subprocess.Popen([sys.executable, "-m", "reme_tui.cli", "--vault", str(vault), "job", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _restart(vault: Path, state: Path) -> subprocess.Popen:
+    """What the next start does: the app and ``--serve`` open the engine (finishing an interrupted move) and run a
+    full sync; ``--refresh`` is the same without a UI."""
+    env = {k: v for k, v in os.environ.items() if k != "REME_CRASH_AT"}
+    env.update(REME_STATE_DIR=str(state), REME_EMBEDDER="none")
+    return subprocess.Popen([sys.executable, "-m", "reme_tui.cli", "--refresh", "--no-vectors", "--vault", str(vault)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _link_targets(vault: Path) -> set[tuple[str, ...]]:
+    from reme_engine.markdown.links import parse_links
+
+    return {tuple(lk.target for lk in parse_links(p.read_text())) for p in (vault / "notes").glob("l*.md")}
+
+
+def section_jobs(args, work: Path) -> dict:
+    """``job move`` (300 linking notes), ``job write`` and ``job edit`` (a 3,000-line note) killed with SIGKILL at a
+    uniform moment of their run, then one restart (``--refresh``: it opens the engine, which finishes an
+    interrupted move, and syncs the vault, as the app and ``--serve`` do at start); checked: the move is complete or never happened (every linking note points at the one
+    path the file is at), no intent record is left, the written note holds exactly the old or the new bytes, and
+    the index equals a clean index of the same vault (files, chunks, links resolved and dangling)."""
+    from reme_engine.vault.io import sweep_temp_files
+
+    work.mkdir(parents=True)
+    rng = random.Random(args.seed + 1)
+    template = _jobs_vault(work / "template")
+    big_old = (template / "notes" / "big.md").read_text()
+    big_new = big_old.replace("line 1000 of", "LINE ONE THOUSAND of")
+    ops = {
+        "move": ("move", "src=notes/alpha.md", "dst=notes/gamma.md"),
+        "write": ("write", "path=notes/big.md", f"content={big_new}"),
+        "edit": ("edit", "path=notes/big.md", "old=line 1000 of", "new=LINE ONE THOUSAND of"),
+    }
+    windows: dict[str, float] = {}
+    for name, argv in ops.items():  # calibration: how long each job runs, unkilled
+        v = work / f"cal-{name}"
+        shutil.copytree(template, v / "vault")
+        st = v / "state"
+        _job(v / "vault", st, "reindex").communicate(timeout=600)
+        t0 = time.monotonic()
+        p = _job(v / "vault", st, *argv)
+        _, err = p.communicate(timeout=600)
+        if p.returncode != 0:
+            raise SystemExit(f"calibration of {name} failed: {err[-800:]}")
+        windows[name] = round(time.monotonic() - t0, 3)
+    log(f"job windows: {windows}")
+    results, missed = [], 0
+    t_start = time.perf_counter()
+    while len(results) < args.trials:
+        name = list(ops)[len(results) % len(ops)]
+        t = work / f"t{len(results):03d}"
+        shutil.copytree(template, t / "vault")
+        vault, state = t / "vault", t / "state"
+        _job(vault, state, "reindex").communicate(timeout=600)
+        delay = rng.uniform(0, windows[name])
+        p = _job(vault, state, *ops[name])
+        time.sleep(delay)  # the kill moment itself is what is drawn at random
+        if p.poll() is not None:
+            p.communicate()
+            missed += 1
+            shutil.rmtree(t)
+            continue
+        p.send_signal(signal.SIGKILL)
+        p.communicate()
+        r = _restart(vault, state)
+        out, err = r.communicate(timeout=600)
+        problems = []
+        if r.returncode != 0:
+            problems.append(f"restart failed: {err[-300:]}")
+        if list((state / "intents").glob("*.json")):
+            problems.append("intent record left")
+        if name == "move":
+            at_src, at_dst = (vault / "notes/alpha.md").exists(), (vault / "notes/gamma.md").exists()
+            targets = _link_targets(vault)
+            want = {("alpha", "notes/alpha", "Alpha Note")} if at_src else {("gamma", "notes/gamma", "Alpha Note")}
+            if at_src == at_dst:
+                problems.append(f"note at src {at_src} and at dst {at_dst}")
+            elif targets != want:
+                problems.append(f"links half rewritten: {len(targets)} distinct target sets")
+        else:
+            text = (vault / "notes/big.md").read_text()
+            if text not in (big_old, big_new):
+                problems.append(f"note neither old nor new ({len(text)} chars)")
+        temps = sweep_temp_files(vault, older_than_s=0)  # what a start a minute later removes
+        trial = snapshot(state)
+        clean_state = t / "clean-state"
+        _job(vault, clean_state, "reindex").communicate(timeout=600)
+        d = diff({k: trial[k] for k in ("files", "chunks", "links", "links_resolved", "links_dangling")},
+                 snapshot(clean_state))
+        problems += d
+        results.append({"job": name, "kill_after_s": round(delay, 3), "survived": not problems,
+                        "problems": problems, "temp_files_swept": len(temps)})
+        log(f"trial {len(results)} {name} at {delay:.2f}s: {'ok' if not problems else problems}")
+        shutil.rmtree(t)
+    survived = sum(r["survived"] for r in results)
+    by_job = {n: {"trials": sum(1 for r in results if r["job"] == n),
+                  "survived": sum(1 for r in results if r["job"] == n and r["survived"])} for n in ops}
+    return {"job_windows_s": windows, "trials": len(results), "survived": survived, "lost": len(results) - survived,
+            "missed_kills_redrawn": missed, "by_job": by_job,
+            "temp_files_swept": sum(r["temp_files_swept"] for r in results),
+            "seconds": round(time.perf_counter() - t_start, 1), "loadavg": loadavg(), "results": results}
+
+
+SECTIONS = {"refresh": section_refresh, "jobs": section_jobs}
 
 
 def main() -> None:

@@ -613,7 +613,10 @@ class Engine:
             crash_point(f"move.after_rewrite_{k}")
         if self.watcher is not None:
             self.watcher.suppress([src, dst, *rewritten])
-        self.index_paths([src, dst, *rewritten])
+        # every linking note, not only the ones rewritten here: after a crash, the ones the killed process
+        # rewrote are on disk but not yet in the index
+        linking = [dst if p == src else p for p in intent.sources]
+        self.index_paths(list(dict.fromkeys([src, dst, *linking])))
         return rewritten, total, conflicts
 
     def recover_interrupted(self) -> list[str]:
