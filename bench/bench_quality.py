@@ -375,9 +375,10 @@ def candidates(FusionConfig) -> dict:
         "choose τ0.3": ("hybrid", FusionConfig(method="choose", choose_threshold=0.3, **rules)),
     }
     for a in (0.3, 0.4, 0.5, 0.6, 0.7):
-        c[f"convex α{a}"] = ("hybrid", FusionConfig(method="convex", keyword_share=a, **rules))
+        c[f"convex α{a} cos 0.1–0.6"] = ("hybrid", FusionConfig(method="convex", keyword_share=a, cosine_lo=0.1,
+                                                               cosine_hi=0.6, **rules))
     for a, lo, hi in ((0.5, 0.05, 0.5), (0.5, 0.15, 0.6), (0.5, 0.1, 0.8), (0.5, 0.2, 0.7), (0.5, 0.1, 1.0),
-                      (0.6, 0.1, 0.8), (0.6, 0.1, 1.0)):
+                      (0.6, 0.1, 0.8), (0.6, 0.1, 1.0), (0.7, 0.1, 0.8)):
         c[f"convex α{a} cos {lo}–{hi}"] = ("hybrid", FusionConfig(method="convex", keyword_share=a, cosine_lo=lo,
                                                                  cosine_hi=hi, **rules))
     return c
@@ -426,14 +427,25 @@ def run_set(name: str, quick: bool, emb, cands: dict, extra: dict, lat_n: int) -
             per[m].append((q, score_hits(q, hits)))
         if i % 100 == 0:
             log(f"{name}: {i}/{len(queries)}")
-    # latency of the engine's default settings (warm), on the first lat_n queries
-    lat = []
-    for q in queries[:lat_n]:
-        eng = engine_for(q)
-        ts = time.perf_counter()
-        eng.search(q["text"], limit=10, neighbors=False)
-        lat.append((time.perf_counter() - ts) * 1000)
-    out = {"queries": len(queries), "index": index_info, "latency_ms_default": stats(lat), "methods": {}}
+    # latency (warm, 3 rounds) of the engine's default settings and of the legacy fusion, per vault
+    legacy = cands["legacy rrf 0.7/0.3 k60"][1]
+    lat: dict[str, dict[str, list[float]]] = {}
+    for vault in engines:
+        qv = [q for q in queries if q["vault"] == vault][:lat_n]
+        for _round in range(3):
+            for q in qv:
+                eng = engines[vault]
+                ts = time.perf_counter()
+                eng.search(q["text"], limit=10, neighbors=False)
+                t1 = time.perf_counter()
+                eng.searcher.search(q["text"], limit=10, neighbors=False, fusion=legacy)
+                t2 = time.perf_counter()
+                d = lat.setdefault(vault, {"default": [], "legacy": []})
+                d["default"].append((t1 - ts) * 1000)
+                d["legacy"].append((t2 - t1) * 1000)
+    all_default = [x for d in lat.values() for x in d["default"]]
+    out = {"queries": len(queries), "index": index_info, "latency_ms_default": stats(all_default),
+           "latency_ms": {v: {k: stats(x) for k, x in d.items()} for v, d in lat.items()}, "methods": {}}
     for m, rows in per.items():
         kinds = sorted({q["kind"] for q, _ in rows})
         out["methods"][m] = {
@@ -466,15 +478,17 @@ def choose(results: dict, names: list[str]) -> dict:
 
 def write_results_md(out: dict, cmd: str) -> None:
     m = out["machine"]
-    lines = [SECTION_START, "## Retrieval quality — `" + cmd + "`", "",
+    lines = [SECTION_START, "### Latest run — `" + cmd + "`", "",
              f"CPU {m.get('cpu')}, {m.get('cores')} cores; load {m.get('loadavg_start')} → {out.get('loadavg_end')}; "
-             f"engine source `{m['engine_source'].get('hash', '?')}`; {out['started_at']}. "
+             f"engine source `{m['engine_source'].get('sha256_16', '?')}`; {out['started_at']}. "
              "R@k/MRR/nDCG@10 over the top 10 hits (words: share of the top-k distinct notes that contain the word); "
-             "chars = characters of the top 10 hits. Held-out = the third of each set not used to choose.", ""]
+             "chars = characters of the top 10 hits. Held-out = the third of each set not used to choose. "
+             "The machine was shared (see the load): latencies are upper bounds.", ""]
     sets = list(out["sets"])
     head = "| method | " + " | ".join(f"{s} R@1 / R@5 / R@10 / MRR / nDCG" for s in sets) + " |"
     lines += [head, "|---|" + "---|" * len(sets)]
-    shown = ["keyword", "vector", "legacy rrf 0.7/0.3 k60", "interleave", "tmm α0.5", "choose τ0.5",
+    shown = ["keyword", "vector", "legacy rrf 0.7/0.3 k60", "rrf 0.5/0.5 k10", "interleave", "tmm α0.5",
+             "choose τ0.3", "convex α0.5 cos 0.1–0.6",
              out["choice"]["chosen"], "default (chosen + field rules)"]
     for meth in dict.fromkeys(shown):
         cells = []
@@ -510,6 +524,10 @@ def write_results_md(out: dict, cmd: str) -> None:
         lines += ["", f"{lset}: evidence recall within 2,000 characters returned: " + ", ".join(
             f"{x} {mm[x]['all'].get('r_budget', 0):.2f}" for x in ("keyword", "vector", "legacy rrf 0.7/0.3 k60",
                                                                    "default (chosen + field rules)")) + "."]
+    lat_rows = [f"{s}/{v} {d['default'].get('p50')} (legacy {d['legacy'].get('p50')})"
+                for s in sets for v, d in out["sets"][s].get("latency_ms", {}).items()]
+    lines += ["", "Warm search p50 ms, default fusion (legacy RRF), 3 rounds, `engine.search(q, limit=10, "
+              "neighbors=False)` incl. the query embedding: " + "; ".join(lat_rows) + "."]
     lines += ["", "Fusion choice (dev split; worst margin = min over sets of R@5 − the better leg's R@5):", "",
               "| method | worst margin | mean R@5 |", "|---|---|---|"]
     for meth, row in sorted(out["choice"]["table"].items(), key=lambda kv: -kv[1]["worst_margin"]):
@@ -530,7 +548,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--sets", default="crossling,locomo,words,known,locomo-500")
     ap.add_argument("--write-results", action="store_true", help="replace the quality section of bench/RESULTS.md")
-    ap.add_argument("--latency-queries", type=int, default=50)
+    ap.add_argument("--latency-queries", type=int, default=50, help="queries per vault timed (3 rounds)")
+    ap.add_argument("--json-out", help="also write the JSON here (e.g. bench/results/bench_quality.json)")
     args = ap.parse_args()
     from reme_engine.search.hybrid import FusionConfig
     from _common import loaded_embedder
@@ -553,6 +572,9 @@ def main() -> None:
         cmd = "$PY bench/bench_quality.py" + (" --quick" if args.quick else "") + \
               (f" --sets {args.sets}" if args.sets != ap.get_default("sets") else "") + " --write-results"
         write_results_md(out, cmd)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(out, ensure_ascii=False, indent=1, default=str) + "\n",
+                                       encoding="utf-8")
     emit(out)
 
 

@@ -112,7 +112,7 @@ class SearchSettings:
     keyword_share: float = 0.6
     cosine_lo: float = 0.1
     cosine_hi: float = 0.8
-    relative_floor: float = 0.2
+    relative_floor: float = 0.15
     title_boost: float = 0.5
     demote_day_index: bool = True
 

@@ -409,7 +409,6 @@ class Indexer:
         meta: dict = {}
         warning = None
         links: list = []
-        chat_date = None
         if rel.lower().endswith(MARKDOWN_EXTS):
             from ..markdown.frontmatter import parse_frontmatter
             from ..markdown.links import frontmatter_links, parse_links
@@ -426,10 +425,10 @@ class Indexer:
             links.extend(frontmatter_links(meta))
             kind = "markdown"
         elif rel.startswith(self._dialog_root) and rel.lower().endswith(".jsonl"):
-            # a chat record: one readable line per message, line i <-> file line i; dated by its first message
+            # a chat record: one readable line per message, line i <-> file line i
             from ..search.chats import dialog_text
 
-            body, chat_date, _first = dialog_text(text)
+            body = dialog_text(text)[0]
             chunks = chunk_plain(body, max_bytes=budget)
             kind = "text"
         else:
@@ -461,7 +460,7 @@ class Indexer:
         chunk_tokens = [" ".join(self.tokenizer.tokenize(ch.embed_text())) for ch in chunks]
         return ParsedFile(
             rel=rel, sha=tf.sha, size=tf.size, mtime=tf.mtime, kind=kind, meta=meta, name=name,
-            description=description[:300], date=path_date(rel) or chat_date, aliases=aliases, warning=warning,
+            description=description[:300], date=path_date(rel), aliases=aliases, warning=warning,
             chunks=chunks, links=links, title_tokens=title_tokens, chunk_tokens=chunk_tokens,
         )
 

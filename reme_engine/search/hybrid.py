@@ -242,7 +242,7 @@ class FusionConfig:
     keyword_weight: float = 0.3
     rrf_k: int = 60
     cosine_floor: float = 0.0
-    relative_floor: float = 0.2
+    relative_floor: float = 0.15
     title_boost: float = 0.5
     demote_day_index: bool = True
     choose_threshold: float = 0.5
