@@ -8,7 +8,7 @@ The config file lives at ``platformdirs.user_config_dir("reme-tui")/config.yaml`
   ``REME_EMBEDDING_API_KEY``, ``REME_EMBEDDING_DIM``
 - ``REME_LLM_PROVIDER``, ``REME_LLM_MODEL``, ``REME_LLM_BASE_URL``, ``REME_LLM_API_KEY``
 
-Derived state (index, vectors, caches, catalogs) lives outside the vault (DESIGN §2).
+Derived state (index, vectors, caches, catalogs) lives outside the vault (ARCHITECTURE §2).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class LayerSettings:
 
 @dataclass
 class ProactiveSettings:
-    """Parameters of proactive refresh (config section ``proactive:``), defaults from seed 000/001.
+    """Parameters of proactive refresh (config section ``proactive:``), defaults from ARCHITECTURE §11.1.1.
 
     ``known_threshold``: cosine similarity at which a candidate is a known topic; ``None`` (the default) picks the
     value calibrated for the active embedding space (see ``reme_engine.proactive.model.known_threshold_for``).
@@ -98,7 +98,7 @@ class ProactiveSettings:
 
 @dataclass
 class SearchSettings:
-    """How search fuses its two legs and ranks (DESIGN §5 "Fusion"; figures: bench/RESULTS.md, bench_quality).
+    """How search fuses its two legs and ranks (ARCHITECTURE §5 "Fusion"; figures: bench/RESULTS.md, bench_quality).
 
     ``fusion``: ``convex`` (default: ``keyword_share·min(1, bm25/Σidf) + (1−keyword_share)·clip((cos −
     cosine_lo)/(cosine_hi − cosine_lo))``), ``rrf`` (weighted reciprocal rank fusion with ``search_vector_weight``,

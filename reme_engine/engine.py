@@ -882,7 +882,7 @@ class Engine:
             lock.release()
 
     def auto_dream(self, date: str = "", hint: str = "", llm=None, scan_days: int = 1):
-        """Daily notes → digest nodes (seed 002). Raises LLMNotConfigured before touching anything.
+        """Daily notes → digest nodes (ARCHITECTURE §11.2). Raises LLMNotConfigured before touching anything.
 
         The client is built only when something changed (importing the SDK costs ~1 s), via a factory.
         """
@@ -914,7 +914,7 @@ class Engine:
         return self._pipeline("auto_resource", lambda: run_auto_resource(self, llm=llm))
 
     def proactive_refresh(self, date: str = "", llm=None, use_llm: bool = True, carry_forward: bool = False):
-        """Daily notes → ``daily/<date>/interests.yaml`` (seeds 000/001); without an LLM, the keyword fallback.
+        """Daily notes → ``daily/<date>/interests.yaml`` (ARCHITECTURE §11.1); without an LLM, the keyword fallback.
         ``carry_forward``: on a day without an interests file, write it from the open topics even when no daily
         note changed (see ``run_proactive_refresh``)."""
         from .llm.client import LLMNotConfigured

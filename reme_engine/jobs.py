@@ -128,7 +128,7 @@ JOBS: dict[str, Job] = {j.name: j for j in [
         P("date_to", "str"),
         P("frontmatter", "json", help='JSON object of required frontmatter values; or fm.KEY=VALUE'),
         P("neighbors", "bool", True, help="include the hop-2 directory"),
-        P("render", "bool", False, help="add the seed-format text rendering as `text`"),
+        P("render", "bool", False, help="add the text rendering of ARCHITECTURE §11.3.4 as `text`"),
     ), _search),
     Job("traverse", "Breadth-first walk over wikilinks from a note.", (
         P("path", "str", required=True), P("depth", "int", 1), P("direction", "str", "both", help="out | in | both"),

@@ -1,4 +1,4 @@
-"""The single-writer lock of a vault (DESIGN §7, issue 5).
+"""The single-writer lock of a vault (ARCHITECTURE §7.2).
 
 Anything that writes to a vault through the LLM pipelines (the cron worker, ``reme-tui --refresh``, palette actions)
 takes this lock first, so two app instances, or a cron run and ``--refresh``, never dream at once.

@@ -1,6 +1,6 @@
-"""The cron worker thread (DESIGN §7, issue 5): runs the engine's periodic jobs in the app's timezone.
+"""The cron worker thread (ARCHITECTURE §7): runs the engine's periodic jobs in the app's timezone.
 
-Default jobs (cron syntax, app timezone; source: DESIGN §7 and issue 5):
+Default jobs (cron syntax, app timezone; source: ARCHITECTURE §7):
 
 - ``proactive_refresh`` — :data:`PROACTIVE_REFRESH_CRON` (every evening, so the agenda is ready the next morning)
 - ``auto_dream`` — :data:`AUTO_DREAM_CRON` (every night)
@@ -63,9 +63,9 @@ from .vault.io import atomic_write
 
 log = logging.getLogger("reme.scheduler")
 
-#: Default schedule of the proactive refresh (DESIGN §7; settings key ``proactive_refresh_cron``).
+#: Default schedule of the proactive refresh (ARCHITECTURE §7; settings key ``proactive_refresh_cron``).
 PROACTIVE_REFRESH_CRON = "0 18 * * *"
-#: Default schedule of auto dream (DESIGN §7; settings key ``auto_dream_cron``).
+#: Default schedule of auto dream (ARCHITECTURE §7; settings key ``auto_dream_cron``).
 AUTO_DREAM_CRON = "30 3 * * *"
 #: How a run skipped because another run holds the vault's writer lock starts its ``skipped`` reason.
 LOCK_SKIP = "another run holds the lock"
@@ -159,7 +159,7 @@ class CronJob:
             raise ValueError(f"job {self.name}: invalid cron expression {self.cron!r}")
 
 
-#: Settings attribute holding each default job's cron expression, and its default (DESIGN §7).
+#: Settings attribute holding each default job's cron expression, and its default (ARCHITECTURE §7).
 SETTINGS_KEYS = {"proactive_refresh": ("proactive_refresh_cron", PROACTIVE_REFRESH_CRON),
                  "auto_dream": ("auto_dream_cron", AUTO_DREAM_CRON)}
 _OFF = ("", "off", "none", "disabled", "false", "no")

@@ -1,4 +1,4 @@
-"""auto_dream: distil changed daily notes into long-term digest nodes (seed 002, seed 003 §3.3, DESIGN §6).
+"""auto_dream: distil changed daily notes into long-term digest nodes (ARCHITECTURE §11.2, §11.3.2, §6).
 
 Steps, each a small module with typed input/output: :mod:`.extract` (changed inputs → units), :mod:`.integrate`
 (one LLM task per unit: recall digest nodes, CREATE / CORROBORATE / REFINE / CORRECT, validated write),

@@ -1,4 +1,4 @@
-"""Step 1 of auto_dream — extract (seed 002 "Extract", seed 003 §3.3 "Phase 1").
+"""Step 1 of auto_dream — extract (ARCHITECTURE §11.2.2, §11.3.2 "Phase 1").
 
 :func:`scan_changed` finds the daily Markdown files of a ``scan_days`` window ending at ``date``
 (``daily/<d>.md`` and ``daily/<d>/**/*.md``; never ``interests.yaml`` / ``_proactive.yaml``, which are not
@@ -6,8 +6,8 @@ Markdown and belong to proactive refresh) whose content hash differs from the dr
 (``store.catalog_get("dream")``: path → sha of what dream last consumed). It packs each changed file once, capped
 per file and in total (:class:`Budget`); files beyond the total budget are deferred to the next run.
 
-:func:`extract_units` makes ONE LLM call over the packed files and returns validated :class:`Unit` s: bucket
-routed (unknown → ``wiki``, as seed 002 says), every path checked against the changed-input set (unknown paths
+:func:`extract_units` makes ONE LLM call over the packed files and returns validated :class:`Unit` s: bucket routed
+(unknown → ``wiki``, as ARCHITECTURE §11.2.2 says), every path checked against the changed-input set (unknown paths
 dropped, a unit left without a path dropped). An unusable reply is retried once with the parse error; an
 :class:`~reme_engine.llm.client.LLMError` or a second unusable reply raises :class:`ExtractFailed`.
 """
@@ -30,7 +30,7 @@ from .prompt import render
 from .safety import clean_llm_path, link_key
 
 CATALOG = "dream"
-#: Never inputs: proactive refresh owns these (DESIGN §6 Decision).
+#: Never inputs: proactive refresh owns these (ARCHITECTURE §6 Decision).
 EXCLUDED_NAMES = {"interests.yaml", "_proactive.yaml"}
 #: Below this many characters of remaining budget a long file is deferred instead of cut to a stub.
 MIN_SLICE = 500
@@ -60,7 +60,7 @@ class Budget:
     #: Digest nodes offered to integrate per unit, and characters of each node's excerpt.
     max_candidates: int = 5
     #: Extra candidates from the wikilink graph: digest nodes one hop from the top ``graph_seeds`` search hits
-    #: that search did not rank (seed 003 §3.3 "search + traverse"): a node the best match links to is often the
+    #: that search did not rank (ARCHITECTURE §11.3.2 "search + traverse"): a node the best match links to is often the
     #: one to refine, with no words in common with the unit.
     max_graph_candidates: int = 2
     graph_seeds: int = 2
@@ -195,7 +195,7 @@ def scan_changed(engine, date: str, scan_days: int = 1, budget: Budget | None = 
 
 # -- units -----------------------------------------------------------------------------------------------------
 def normalize_bucket(raw: str) -> str:
-    """Route a model's bucket label to personal / procedure / wiki (unknown → wiki, seed 002)."""
+    """Route a model's bucket label to personal / procedure / wiki (unknown → wiki, ARCHITECTURE §11.2.2)."""
     k = " ".join(str(raw or "").strip().lower().replace("_", " ").split())
     k = k.removeprefix("digest/").strip("/")
     if k in BUCKETS:

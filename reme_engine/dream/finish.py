@@ -1,4 +1,4 @@
-"""Step 3 of auto_dream — finish (seed 002 "Finish").
+"""Step 3 of auto_dream — finish (ARCHITECTURE §11.2.4).
 
 Checkpoints into the dream catalog ONLY the inputs whose units all succeeded (plus inputs no unit used, and
 trivial inputs): a path used by a failed or skipped unit, or deferred by the budget, keeps its old catalog entry

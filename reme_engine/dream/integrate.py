@@ -1,4 +1,4 @@
-"""Step 2 of auto_dream — integrate, one LLM task per unit (seed 002 "Integrate", seed 003 §3.3 "Phase 2").
+"""Step 2 of auto_dream — integrate, one LLM task per unit (ARCHITECTURE §11.2.3, §11.3.2 "Phase 2").
 
 For each :class:`~reme_engine.dream.models.Unit`:
 

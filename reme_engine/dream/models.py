@@ -1,7 +1,7 @@
-"""Typed data passed between the auto_dream steps (seed 002: extract → integrate → finish).
+"""Typed data passed between the auto_dream steps (ARCHITECTURE §11.2: extract → integrate → finish).
 
 - :class:`DreamInput`: one changed daily file as the LLM sees it (text packed once, possibly truncated).
-- :class:`Unit`: a memory unit from extract, ``{name, bucket, summary, paths}`` (seed 003 §3.3), paths already
+- :class:`Unit`: a memory unit from extract, ``{name, bucket, summary, paths}`` (ARCHITECTURE §11.3.2), paths already
   validated against the changed-input set.
 - :class:`ExtractReply` / :class:`IntegrateReply`: the LLM's structured replies (pydantic, lenient on shapes).
 - :class:`Candidate`: an existing digest node offered to integrate.

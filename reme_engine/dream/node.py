@@ -1,6 +1,6 @@
 """Digest node text: render a new node and apply additive updates (pure functions, no I/O).
 
-Anatomy of a node the app writes (seed 003 §2, §3.3; DESIGN §4)::
+Anatomy of a node the app writes (ARCHITECTURE §11.3.1, §11.3.2; §4)::
 
     ---
     name: …                      description: …      tags: […]      (user keys kept on every update)

@@ -1,4 +1,4 @@
-"""auto_dream: changed daily notes → digest nodes (seed 002; seed 003 §3.3 auto-dream + auto-link; DESIGN §6).
+"""auto_dream: changed daily notes → digest nodes (ARCHITECTURE §11.2; §11.3.2 auto-dream + auto-link; §6).
 
 ``run_auto_dream(engine, date=…, hint=…, llm=…, scan_days=1)`` runs extract → integrate → finish:
 

@@ -1,4 +1,4 @@
-"""Checks on every path an LLM names in auto_dream (DESIGN §6 "paths an LLM names are checked", §8).
+"""Checks on every path an LLM names in auto_dream (ARCHITECTURE §6 "paths an LLM names are checked", §8).
 
 The LLM only *proposes*; code decides. :func:`clean_llm_path` turns what a model wrote (a plain path, a
 wikilink, a path without ``.md``) into a vault-relative POSIX path or ``None`` when it is unsafe (absolute, drive

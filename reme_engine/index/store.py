@@ -1,4 +1,4 @@
-"""The SQLite store of the index (DESIGN §5): files, chunks, links, the FTS5 keyword table, skips, catalogs.
+"""The SQLite store of the index (ARCHITECTURE §5): files, chunks, links, the FTS5 keyword table, skips, catalogs.
 
 One database file in the state dir, WAL mode. Each thread gets its own connection (``sqlite3`` connections are
 not shared across threads); writers are serialised by the engine. A sync's changes (rows, links, path list) land

@@ -6,7 +6,7 @@ the rules; when it changes the keyword index is rebuilt.
 
 Segmentation backend: ``rjieba`` (Rust port of jieba, same dictionary family, ~13 M chars/s and no 0.7 s
 dictionary load) when importable, else ``jieba`` 0.42 (~0.3–0.5 M chars/s). Latin text never goes through jieba
-(PITFALLS: a user dictionary with short Latin words splits longer English words).
+(ARCHITECTURE §10.2: a user dictionary with short Latin words splits longer English words).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The vector leg's faiss index with stable ids (DESIGN §5).
+"""The vector leg's faiss index with stable ids (ARCHITECTURE §5).
 
 Exact inner-product search (``IndexIDMap2(IndexFlatIP)``) below ``ann_threshold`` vectors; above it an inverted
 file index (``IndexIVFFlat``, nlist = 4·√N, nprobe = nlist/8 within 64–512, retrained when it doubles). IVF was chosen over HNSW after measuring both on the
@@ -47,7 +47,7 @@ IVF_TRAIN_PER_LIST = 40
 def _faiss():
     import faiss
 
-    # Single queries run ~2x faster on one thread on 2-core machines (PITFALLS).
+    # Single queries run ~2x faster on one thread on 2-core machines (ARCHITECTURE §10.3).
     faiss.omp_set_num_threads(1)
     return faiss
 

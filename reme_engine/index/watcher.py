@@ -1,10 +1,10 @@
-"""The vault watcher (DESIGN §7, issue 5): external edits reach the index within about a second.
+"""The vault watcher (ARCHITECTURE §7): external edits reach the index within about a second.
 
 A :class:`VaultWatcher` runs ``watchfiles.watch`` in its own thread and calls ``on_batch(paths)`` with sorted,
 vault-relative, NFC, POSIX paths of files that changed — created, modified, deleted, or either side of a rename.
 It reports *paths*, not event kinds: the indexer looks at what exists now (``Indexer.sync(paths=…)``).
 
-What it handles, and why (watchfiles 1.3.0 on Linux, measured here — PITFALLS.md):
+What it handles, and why (watchfiles 1.3.0 on Linux, measured here — ARCHITECTURE §10.5):
 
 - **Bursts.** Events are coalesced per path (a set) and delivered once the vault has been quiet for
   ``debounce_ms``, or at the latest ``max_delay_ms`` after the first pending change, so a burst of thousands of

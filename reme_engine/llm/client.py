@@ -9,7 +9,7 @@ its ``base_url`` makes it any OpenAI-compatible server: Ollama, vLLM, LM Studio,
   retry code runs; near the run's ``max_calls`` budget a call gets only the retries the budget has left, so the
   requests of a run never exceed it; failures surface as :class:`LLMError` with a one-line reason.
 
-SDK imports are lazy (``anthropic`` costs ~1.3 s to import, PITFALLS).
+SDK imports are lazy (``anthropic`` costs ~1.3 s to import, ARCHITECTURE §10.9).
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ class LLMClient(Protocol):
 
 def redact(text: str, *secrets: str | None) -> str:
     """``text`` with every secret (API keys, ≥ 6 chars) replaced by ``***`` — error messages of providers may
-    echo the key, and they end up in logs, the journal and summaries (DESIGN §8)."""
+    echo the key, and they end up in logs, the journal and summaries (ARCHITECTURE §8)."""
     for sec in secrets:
         if sec and len(sec) >= 6:
             text = text.replace(sec, "***")

@@ -1,4 +1,4 @@
-"""AST-aware chunking of notes into search/embedding units (DESIGN §4 "Chunking", seed 003 §2.4).
+"""AST-aware chunking of notes into search/embedding units (ARCHITECTURE §4 "Chunking", §11.3.1).
 
 Shapes and units
 ----------------

@@ -1,11 +1,11 @@
 """YAML frontmatter: parse, render and update without ever losing the user's YAML or body.
 
-Contract (DESIGN §4 "Frontmatter"):
+Contract (ARCHITECTURE §4 "Frontmatter"):
 
 * A block exists only when the very first line (after an optional UTF-8 BOM) is ``---`` and a later line is
   ``---`` or ``...`` (trailing blanks and CRLF tolerated). An opening ``---`` that never closes is a thematic
   break, not frontmatter, so it can never swallow the body (python-frontmatter and markdown-it's front_matter
-  plugin both get this wrong, see PITFALLS.md); it gives a ``warning`` (``frontmatter not closed…``) with
+  plugin both get this wrong, see ARCHITECTURE §10.7); it gives a ``warning`` (``frontmatter not closed…``) with
   ``has_block`` False, as it is usually a block missing its end.
 * A block that closes but holds invalid YAML or a non-mapping gives ``meta == {}`` plus a ``warning``; the body
   still starts after the block, so line numbers stay true file lines. This matches Obsidian, which also treats

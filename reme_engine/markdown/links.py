@@ -22,9 +22,9 @@ Parsing (:func:`parse_links`) follows Obsidian's metadata cache (checked against
   ``[key:: [[A]]]`` / ``(key:: [[A]])`` put ``key`` in :attr:`Link.predicate`.
 
 Every scan is linear in the input: ``str.find``, a single-character-class regex and cached forward searches,
-never a backtracking pattern (a typical wikilink regex takes ~10 s on 40,000 ``[``, see PITFALLS.md).
+never a backtracking pattern (a typical wikilink regex takes ~10 s on 40,000 ``[``, see ARCHITECTURE §10.8).
 
-Resolution (:class:`LinkResolver`) implements DESIGN §4 Decision: exact vault path, then the path relative to
+Resolution (:class:`LinkResolver`) implements ARCHITECTURE §4 Decision: exact vault path, then the path relative to
 the linking note, then the stem / path suffix / alias match (case-insensitive after NFC). When several files
 match, Obsidian's order picks one: an exact-case match of the name first, then the candidate nearest the
 linking note (its own folder, then the closest ancestor folder), then the shortest path, then the path's code
@@ -740,7 +740,7 @@ def _resolved(ranked: list[str]) -> Resolution:
 
 
 class LinkResolver:
-    """Obsidian-compatible resolution cascade (DESIGN §4 Decision).
+    """Obsidian-compatible resolution cascade (ARCHITECTURE §4 Decision).
 
     1. the exact vault-relative path, as written or with ``.md`` added (a case-exact hit wins; otherwise the
        case-insensitive NFC match);

@@ -1,4 +1,4 @@
-"""auto-memory: a chat session's new messages → one daily card per session and day (DESIGN §6, issue 4 item 3).
+"""auto-memory: a chat session's new messages → one daily card per session and day (ARCHITECTURE §6).
 
 Flow of :func:`run_auto_memory` (called by ``Engine.auto_memory`` under the vault's writer lock):
 

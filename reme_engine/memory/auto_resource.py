@@ -1,4 +1,4 @@
-"""auto-resource: files under ``resource/`` → source-linked daily cards (DESIGN §6, issue 4 item 4).
+"""auto-resource: files under ``resource/`` → source-linked daily cards (ARCHITECTURE §6).
 
 :func:`run_auto_resource` (called by ``Engine.auto_resource`` under the vault's writer lock):
 

@@ -1,4 +1,4 @@
-"""The chat session record: ``<session_dir>/dialog/<session_id>.jsonl``, one message per line (DESIGN §2, §6).
+"""The chat session record: ``<session_dir>/dialog/<session_id>.jsonl``, one message per line (ARCHITECTURE §2, §6).
 
 The TUI's chat pane calls :func:`append_messages` the moment a message is sent (and again when a reply settles);
 auto-memory reads the record back with :func:`read_session`.

@@ -1,4 +1,4 @@
-"""Step 4, agenda (seed 000/001 ``proactive_agenda_step``): order the planned items into today's agenda.
+"""Step 4, agenda (ARCHITECTURE §11.1.1 ``proactive_agenda_step``): order the planned items into today's agenda.
 
 With more than one planned item, one LLM call orders them and gives each an ``order_reason`` (it may also polish
 an ``opener``/``next_action`` so the items do not repeat each other). With exactly one, no call is made: the item's

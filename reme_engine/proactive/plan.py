@@ -1,6 +1,6 @@
-"""Step 3, plan (seed 000/001 ``proactive_plan_step``): one LLM call, made only when push candidates remain, that
-decides per candidate whether to raise it and how (scenario, opener, minimal next action, preconditions,
-delivery, related long-term memory).
+"""Step 3, plan (ARCHITECTURE §11.1.1 ``proactive_plan_step``): one LLM call, made only when push candidates remain,
+that decides per candidate whether to raise it and how (scenario, opener, minimal next action, preconditions, delivery,
+related long-term memory).
 
 Input per candidate: the topic's fields plus up to three related digest notes found by the engine's search (the
 only paths ``linked_memory`` may name — validated, others dropped). Reply (JSON or YAML, lenient)::

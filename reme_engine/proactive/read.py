@@ -1,6 +1,6 @@
-"""proactive_read: read the day's proactive topics and agenda (seeds 000/001, DESIGN §6). Never writes anything.
+"""proactive_read: read the day's proactive topics and agenda (ARCHITECTURE §11.1, §6). Never writes anything.
 
-Parameters, result fields and failure modes follow the seed:
+Parameters, result fields and failure modes follow ARCHITECTURE §11.1.5:
 
 =============================  ========================================================================
 interests file missing         ``success=True, skipped=True, topics=[]``,
@@ -15,14 +15,14 @@ File formats. v2 (``version: 2``): ``date``, ``generated_at``, ``push``, ``topic
 ``order_reason``) and ``suppressed``. v1 (no ``version``): ``topics`` with ``title``, ``reason``, ``evidence``,
 ``keywords``, ``paths`` — read with ``confidence`` 0.5.
 
-Reading rules (decisions where the seed is silent are marked *):
+Reading rules (decisions where §11.1.5 is silent are marked *):
 
 - YAML is loaded without YAML 1.1 implicit typing (only ``null`` is recognised), so ids such as ``012345670123``
   and titles such as ``NO`` stay the text the file holds; ``confidence`` is parsed as a number, ``version`` as an
   int, booleans (``resolved``, ``push``) from true/yes/on/1, date fields normalised to ISO ``YYYY-MM-DD``
   (timestamps to ISO 8601). Everything in the result is JSON-serialisable.
 - Nothing the file holds is dropped silently: every coercion and every entry that cannot be read adds a line
-  to ``warnings`` (``[]`` when the file is clean), beside the seed's ``skipped`` and ``error``.
+  to ``warnings`` (``[]`` when the file is clean), beside §11.1.5's ``skipped`` and ``error``.
 - A topic is a mapping with a non-empty ``title`` (*a plain string entry is read as a topic with that title,
   with a warning; other entries are skipped with a warning). *A ``confidence`` that is present but not a number
   in [0, 1] is coerced with a warning, never dropped: ``"85%"`` and numbers from 2 to 100 read as percentages,
@@ -47,7 +47,7 @@ Reading rules (decisions where the seed is silent are marked *):
   ``path``/``content``/``summary`` name the truth source. When the truth source does not exist, the day file is
   read exactly as with ``horizon_days=1``; an unparseable truth source is an error (no silent fallback).
 - The answer of a successful read is the JSON text of ``{"summary", "topics", ["agenda"], ["content"]}``
-  (``ensure_ascii=False``, indent 2), as in the seed's example.
+  (``ensure_ascii=False``, indent 2), as in §11.1.5.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ _RESOLVED_STATUSES = {"resolved", "suppressed", "done", "closed"}
 
 @dataclass
 class ProactiveReadResult:
-    """Result of :func:`proactive_read` (field meanings as in seed 001 "Return Value").
+    """Result of :func:`proactive_read` (field meanings as in ARCHITECTURE §11.1.5).
 
     ``path`` is the vault-relative file actually read (``daily/<date>/interests.yaml``, or the truth source for a
     horizon read); ``version`` is the file's format version (1 for legacy files without ``version``).

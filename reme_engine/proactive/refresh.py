@@ -1,4 +1,4 @@
-"""The proactive refresh (seeds 000/001 "Refresh cost, files, and opt-out"; DESIGN §6): daily notes →
+"""The proactive refresh (ARCHITECTURE §11.1.2, §6): daily notes →
 ``<daily>/<date>/interests.yaml`` (v2) and the truth source ``<daily>/_proactive.yaml``.
 
 Steps (each its own module with typed input/output): :mod:`.extract` → :mod:`.topics` → :mod:`.plan` →
@@ -129,7 +129,7 @@ def run_proactive_refresh(engine, *, date: str, llm=None, params: ProactiveParam
     blank = [f for f in changed if is_blank(f)]
     material = [f for f in changed if not is_blank(f)]
     if not material and not carry:
-        # nothing to read: checkpoint so the next run does not look again; no LLM call, no file (seed)
+        # nothing to read: checkpoint so the next run does not look again; no LLM call, no file (ARCHITECTURE §11.1.2)
         with engine.write_lock:
             engine.store.catalog_set(CATALOG, {f.path: mark(f.sha) for f in blank})
         rep.changed = [f.path for f in blank]

@@ -1,4 +1,4 @@
-"""Step 2, topics (seed 000/001 ``proactive_topics_step``): merge the candidates into the truth source
+"""Step 2, topics (ARCHITECTURE §11.1.1 ``proactive_topics_step``): merge the candidates into the truth source
 ``<daily>/_proactive.yaml``, carry topics forward, and choose the day's topics and push candidates.
 
 Identity — a candidate is the *same* topic as a known one (and updates it instead of adding a duplicate) when,
@@ -9,12 +9,12 @@ keywords (Jaccard ≥ 0.5 or the same lead keyword), else a known LLM topic shar
 reason mentions one of the keywords. Candidates of one run are first merged with each other by the first three
 rules (plus keyword overlap). Without an embedder the similarity rule is skipped.
 
-Measured meaning of ``known_threshold`` with the offline USE-multilingual model (the seed's 0.85 was calibrated
-for text-embedding-v4): only near-verbatim restatements reach 0.85 (same title, reworded reason: 0.84–0.86); the
-same concern reworded day to day scores 0.36–0.78 (cross-lingual zh/en up to 0.80), distinct concerns of one
-domain up to 0.59. So the default for that space is 0.62 (:data:`~reme_engine.proactive.model.KNOWN_THRESHOLDS`,
-from ``tests/data/topic_pairs.yaml``), and the LLM's ``same_as`` and the exact-title rule still carry most of the
-identity work.
+Measured meaning of ``known_threshold`` with the offline USE-multilingual model (the reference value 0.85 of
+ARCHITECTURE §11.1.1 was calibrated for text-embedding-v4): only near-verbatim restatements reach 0.85 (same title,
+reworded reason: 0.84–0.86); the same concern reworded day to day scores 0.36–0.78 (cross-lingual zh/en up to 0.80),
+distinct concerns of one domain up to 0.59. So the default for that space is 0.62
+(:data:`~reme_engine.proactive.model.KNOWN_THRESHOLDS`, from ``tests/data/topic_pairs.yaml``), and the LLM's ``same_as``
+and the exact-title rule still carry most of the identity work.
 
 Updates keep ``id``, ``title`` and ``first_seen`` (stable for the user); the newest ``reason``, ``kind`` and
 ``confidence`` win, except that a keyword-fallback candidate never overwrites an LLM topic's wording (it only adds
@@ -25,10 +25,10 @@ State: ``status`` ``open`` | ``resolved`` | ``suppressed``. A topic becomes reso
 when the user sets ``status`` in the truth source, or when the user marks it in a day file of the carry-forward
 window (``resolved: true`` / ``status: resolved|done|closed|suppressed`` on a topic, or its id/title listed in
 ``suppressed`` without ``status: skipped_today``; an unknown id+title listed there is remembered as a held topic).
-Day files are read for marks only when they differ from the app's last journaled write, so an old app-written
-file never re-applies a state the user has since changed in the truth source. *Resolved and suppressed topics stay
-so when new evidence arrives (decision: the seed is silent; the evidence is still recorded; reopen a topic by
-setting ``status: open`` in ``_proactive.yaml``).
+Day files are read for marks only when they differ from the app's last journaled write, so an old app-written file never
+re-applies a state the user has since changed in the truth source. *Resolved and suppressed topics stay so when new
+evidence arrives (decision: ARCHITECTURE §11.1.4, ours; the reference is silent; the evidence is still recorded; reopen
+a topic by setting ``status: open`` in ``_proactive.yaml``).
 
 Rebuild: when ``_proactive.yaml`` is missing or unreadable, it is rebuilt from the v2 day files of the
 carry-forward window (oldest first, later wording wins, dates widen) before this run's candidates are merged.

@@ -1,12 +1,12 @@
 """Chat records (``<session_dir>/dialog/<id>.jsonl``) as searchable text.
 
-A record holds one JSON message per line (``{"id", "role", "content", "created_at"}``, DESIGN §6). For search
+A record holds one JSON message per line (``{"id", "role", "content", "created_at"}``, ARCHITECTURE §6). For search
 each line becomes one readable line — ``user · 2026-11-25 21:12: <content on one line>`` — so the keyword and
 vector legs see the words, not JSON escapes, and every chunk line still maps 1:1 to the file line it came from
 (hit line numbers stay right). Assistant turns keep their ``assistant`` prefix: search shows them as such, and
 the memory pipelines never take them as evidence (they read the records themselves, not search results).
-Records carry no date for the date filters (those match ``daily/<date>``/``resource/<date>`` path segments, DESIGN
-§5); :func:`dialog_text` returns the first message's date for a caller that wants one.
+Records carry no date for the date filters (those match ``daily/<date>``/``resource/<date>`` path segments,
+ARCHITECTURE §5); :func:`dialog_text` returns the first message's date for a caller that wants one.
 """
 
 from __future__ import annotations

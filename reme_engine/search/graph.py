@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import asdict, dataclass, field
 
-#: Hop-2 directory limits per file (seed 003 §4.3: at most 10 outlinks + 10 inlinks, one line each).
+#: Hop-2 directory limits per file (ARCHITECTURE §11.3.4: at most 10 outlinks + 10 inlinks, one line each).
 MAX_OUTLINKS = 10
 MAX_INLINKS = 10
 

@@ -12,14 +12,14 @@ Fusion Functions for Hybrid Retrieval", with *absolute* rather than per-list nor
 
 ``bm25(d) / Σ idf`` is about the IDF-weighted share of the query's terms the chunk contains (one occurrence in a
 chunk of average length scores ``idf``), so it is comparable across queries: a query whose words appear nowhere
-(cross-lingual) gives ~0 to every keyword hit instead of 1 to the best of them, and a vector hit whose cosine is
-noise (below ``lo``) adds nothing. The seed's weighted RRF (``Σ w_leg / (k + rank_leg)``, k = 60, 0.7/0.3) stays
-available as ``method="rrf"``; ``interleave``, ``tmm`` (per-list max normalisation) and ``choose`` (one leg per
-query) are the other measured candidates.
+(cross-lingual) gives ~0 to every keyword hit instead of 1 to the best of them, and a vector hit whose cosine is noise
+(below ``lo``) adds nothing. The reference's weighted RRF (ARCHITECTURE §11.3.3; ``Σ w_leg / (k + rank_leg)``, k = 60,
+0.7/0.3) stays available as ``method="rrf"``; ``interleave``, ``tmm`` (per-list max normalisation) and ``choose`` (one
+leg per query) are the other measured candidates.
 
 Only documents a leg actually retrieved get a score from it: keyword hits need at least one matching term (FTS5
-never returns non-matching rows) and fused scores of 0 are never ranked (PITFALLS: ranking zero-score hits wrecked
-recall). Each hit keeps both legs' ranks and raw scores so the UI can say why it ranked.
+never returns non-matching rows) and fused scores of 0 are never ranked (ARCHITECTURE §10.10: ranking zero-score hits
+wrecked recall). Each hit keeps both legs' ranks and raw scores so the UI can say why it ranked.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Plain-text rendering of a search answer in the format of seed 003 §4.3 (hop 1 chunks, hop 2 directory)."""
+"""Plain-text rendering of a search answer in the format of ARCHITECTURE §11.3.4 (hop 1 chunks, hop 2 directory)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Daily-layer helpers: day folders, day index pages and their generated card index (DESIGN §2).
+"""Daily-layer helpers: day folders, day index pages and their generated card index (ARCHITECTURE §2).
 
 A day is ``<daily_dir>/<date>/`` (its cards: ``*.md`` files, ``interests.yaml`` …) plus the day page
 ``<daily_dir>/<date>.md``. The app owns only the section between :data:`INDEX_START` and :data:`INDEX_END` in a day

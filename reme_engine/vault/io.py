@@ -1,4 +1,4 @@
-"""Bounded reads, content hashes and atomic, conflict-checked writes (DESIGN §8)."""
+"""Bounded reads, content hashes and atomic, conflict-checked writes (ARCHITECTURE §8)."""
 
 from __future__ import annotations
 
@@ -226,7 +226,7 @@ def atomic_write(path: Path, text: str | bytes, *, expected_sha: str | None | bo
     hold exactly the bytes with that hash. When it does not, :class:`WriteConflict` is raised and the file on
     disk is the user's, untouched.
 
-    Protocol (DESIGN §8): the new bytes go to a temp file in the same folder, which is fsynced; only then is the
+    Protocol (ARCHITECTURE §8): the new bytes go to a temp file in the same folder, which is fsynced; only then is the
     target checked and the temp file published:
 
     - ``None``: ``link(temp, target)``, which fails if the target exists — no window at all.

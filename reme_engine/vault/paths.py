@@ -1,4 +1,4 @@
-"""Safe path resolution inside a vault (DESIGN §8).
+"""Safe path resolution inside a vault (ARCHITECTURE §8).
 
 Every path that reaches the file system from a job, an LLM reply or a link goes through :func:`resolve`.
 Vault-relative paths are POSIX strings in Unicode NFC (so NFD names from macOS compare equal).

@@ -1,4 +1,4 @@
-"""Who owns a note, and which of its bytes are the app's (DESIGN §8 "Ownership"). The one home of the rule.
+"""Who owns a note, and which of its bytes are the app's (ARCHITECTURE §8 "Ownership"). The one home of the rule.
 
 The rule is read from the note's own text — never from the journal or the state dir — so it survives restarts,
 renames, a pruned journal, a deleted state dir and a vault synced to another machine.
