@@ -1,4 +1,4 @@
-"""auto_dream (seed 002/003): extract → integrate → finish against the real engine and the real LLM SDKs.
+"""auto_dream (ARCHITECTURE §11.2, §11.3.2): extract → integrate → finish against the real engine and the real LLM SDKs.
 
 The LLM is a scripted wire-protocol server (tests/wire/server.py) that the real ``anthropic``/``openai`` clients
 talk to through ``base_url``; call counts and request bodies are asserted from what the server recorded.
@@ -528,8 +528,8 @@ def test_engine_auto_dream_uses_the_configured_llm_under_the_writer_lock(demo_va
 
 
 def test_recall_traverses_the_graph_from_the_best_matches(tmp_path, make_engine):
-    """Search + traverse (seed 003): a digest node the best match links to, sharing no words with the unit, is
-    offered too, and the model may update it."""
+    """Search + traverse (ARCHITECTURE §11.3.2): a digest node the best match links to, sharing no words with the
+    unit, is offered too, and the model may update it."""
     v = _small_vault(tmp_path, {
         "digest/wiki/cobalt.md": "---\nname: Cobalt\n---\n# Cobalt\n\nCobalt is a cathode metal in lithium batteries.\n"
                                  "\nrelates_to:: [[digest/wiki/supply-risk]]\n",

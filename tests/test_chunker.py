@@ -1,4 +1,4 @@
-"""Chunker contract (DESIGN §4 "Chunking"): breadcrumbs, packing, splitting, line fidelity, robustness."""
+"""Chunker contract (ARCHITECTURE §4 "Chunking"): breadcrumbs, packing, splitting, line fidelity, robustness."""
 
 from __future__ import annotations
 

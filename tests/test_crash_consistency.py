@@ -1,5 +1,5 @@
-"""A crash-consistent index (issue 9): a sync killed anywhere leaves the previous consistent state or one the next
-open repairs; a corrupt database is moved aside and rebuilt; orphan vectors are dropped; a deleted state dir is
+"""A crash-consistent index (ARCHITECTURE §8): a sync killed anywhere leaves the previous consistent state or one the
+next open repairs; a corrupt database is moved aside and rebuilt; orphan vectors are dropped; a deleted state dir is
 rebuilt while the background runs.
 
 Kills are real: a ``reme-tui --refresh`` subprocess dies by SIGKILL at a named crash point

@@ -1,4 +1,4 @@
-"""Frontmatter parsing, rendering and in-place updates (DESIGN §4, PITFALLS "Frontmatter")."""
+"""Frontmatter parsing, rendering and in-place updates (ARCHITECTURE §4, §10.7)."""
 
 from __future__ import annotations
 

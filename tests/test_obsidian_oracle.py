@@ -37,7 +37,7 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     "comments_markdown_style": (
         "A link inside an inline Obsidian comment (`%% [[comments_html_style]] %%`) is still reported by "
         "Obsidian's metadataCache (and counted in resolvedLinks), although Obsidian hides it from the reader. "
-        "DESIGN/brief: %% comments are not links, so we drop it."
+        "ARCHITECTURE §4 (wikilinks): %% comments are not links, so we drop it."
     ),
 }
 

@@ -1,4 +1,4 @@
-"""Tests for reme_engine.proactive.read.proactive_read — the seed 000/001 contract."""
+"""Tests for reme_engine.proactive.read.proactive_read — the ARCHITECTURE §11.1.5 contract."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from reme_engine.proactive.read import ProactiveReadResult, proactive_read
 
 TODAY = "2026-06-21"
 
-# Seed 001 "Input Contract" verbatim.
+# ARCHITECTURE §11.1.3 v2 example, verbatim.
 SEED_V2 = """\
 version: 2
 date: 2026-06-20
@@ -42,7 +42,7 @@ agenda:
 suppressed: []
 """
 
-# Seed 001 "Return Value" example (minus content).
+# ARCHITECTURE §11.1.5 result example (minus content).
 SEED_TOPIC = {
     "id": "baa88ad49cb2",
     "title": "Quality regression in the memory retrieval pipeline",
@@ -66,7 +66,7 @@ SEED_AGENDA = {
     "order_reason": "Recent evidence and a concrete next action.",
 }
 
-# Seed 000 (Chinese) example.
+# ARCHITECTURE §11.1.3 zh example.
 SEED_V2_ZH = """\
 version: 2
 date: 2026-06-20
@@ -96,7 +96,7 @@ agenda:
 suppressed: []
 """
 
-# Seed 002 legacy (v1) writer format.
+# ARCHITECTURE §11.1.3 legacy (v1) format.
 V1 = """\
 date: 2026-06-20
 topic_count: 3

@@ -1,4 +1,5 @@
-"""Ownership by provenance (issue 9): a note the user wrote, or edited after the app wrote it, is the user's forever.
+"""Ownership by provenance (ARCHITECTURE §8): a note the user wrote, or edited after the app wrote it, is the user's
+forever.
 
 Pure tests of :mod:`reme_engine.vault.provenance`, then auto_dream end to end through the real OpenAI SDK against
 the scripted wire server: every dream action (CREATE of an existing name in another bucket, CORROBORATE, REFINE,

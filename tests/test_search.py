@@ -191,7 +191,7 @@ def test_chunks_that_never_get_a_vector_are_not_imputed(make_engine, tmp_path):
     assert not any(h.vector_imputed for h in hits)
 
 
-# -- fusion and field-aware ranking (issue 11; figures in bench/RESULTS.md, bench/bench_quality.py) ---------------
+# -- fusion and field-aware ranking (ARCHITECTURE §5; figures in bench/RESULTS.md, bench/bench_quality.py) --------
 
 def test_convex_fusion_never_ranks_zero_scores_and_cuts_noise_vectors():
     """Pure: a keyword row scoring 0 and a vector hit below the cosine floor of the scale add nothing and are not
@@ -208,7 +208,7 @@ def test_convex_fusion_never_ranks_zero_scores_and_cuts_noise_vectors():
     # a cross-lingual query: no query term in the vault (Σidf large, bm25 tiny) → the vector hit wins
     fused = fuse({"keyword": [(1, 0.8)], "vector": [(3, 0.55), (1, 0.2)]}, cfg, idf_sum=30.0)
     assert max(fused, key=lambda d: fused[d]["score"]) == 3
-    # the seed's RRF is still available and unchanged
+    # the reference RRF (ARCHITECTURE §11.3.3) is still available and unchanged
     fused = fuse(legs, FusionConfig(method="rrf"))
     assert fused[3]["score"] == pytest.approx(0.7 / 61)
 
@@ -296,7 +296,7 @@ def test_cross_lingual_hit_survives_incidental_keyword_matches(make_engine, tmp_
 
 def test_chat_records_are_searchable_with_their_turns_marked(demo_engine):
     """session/dialog/*.jsonl: one readable line per message (assistant turns marked); the line numbers point at
-    the message's line in the record. Date filters keep matching date path segments only (DESIGN §5)."""
+    the message's line in the record. Date filters keep matching date path segments only (ARCHITECTURE §5)."""
     res = demo_engine.search("recall dropped after the index rebuild, mixed Chinese English queries", limit=10,
                              neighbors=False, filters=SearchFilters(path_prefix="session/"))
     assert res.hits and res.hits[0].path == "session/dialog/a1f3c9e2.jsonl", [h.path for h in res.hits]

@@ -32,7 +32,8 @@ def test_fingerprint_names_backend():
 
 
 def test_rjieba_agrees_with_jieba_on_real_text():
-    """Agreement of the fast backend with jieba's search mode on real Chinese notes (PITFALLS asks to measure)."""
+    """Agreement of the fast backend with jieba's search mode on real Chinese notes (measured, as
+    ARCHITECTURE §10.2 asks)."""
     import jieba
     from conftest import shared
 

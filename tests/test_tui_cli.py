@@ -1,4 +1,4 @@
-"""CLI paper cuts of issue 15: `job help` for people at a terminal (JSON when piped), "did you mean" for a misspelt
+"""CLI paper cuts: `job help` for people at a terminal (JSON when piped), "did you mean" for a misspelt
 job or parameter, the README's `job move` example on the demo vault, and the `--refresh` summary's vector line
 and LLM hint — through the real `reme-tui` entry point in a subprocess (keyword-only, temp state)."""
 

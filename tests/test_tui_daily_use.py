@@ -1,4 +1,4 @@
-"""The TUI for daily use (issue 15): dialogs that cannot kill the app, the quick switcher, the agenda without a
+"""The TUI for daily use: dialogs that cannot kill the app, the quick switcher, the agenda without a
 dead end, the note after ``$EDITOR``, and the paper cuts — pilot tests and 80×24 snapshots on temp copies of the
 demo vault (keyword-only engines)."""
 
@@ -503,7 +503,7 @@ async def test_link_picker_filters_as_you_type_and_help_fits_80_columns(app_for)
         assert len(pilot.app.screen.table(120).columns) == 3
 
 
-# -- the note pane says who owns what (issue 9), callouts and footnotes --------------------------------------------
+# -- the note pane says who owns what (ARCHITECTURE §8 "Ownership"), callouts and footnotes ---------------------------
 
 RUNNING = "digest/personal/晨跑计划.md"
 
