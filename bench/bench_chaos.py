@@ -1,4 +1,4 @@
-"""Chaos benchmark: kill -9 at random points, restart once, compare with a clean index (issue 9).
+"""Chaos benchmark: kill -9 at random points, restart once, compare with a clean index (ARCHITECTURE §8).
 
 Sections (``--only a,b``; default all):
 

@@ -1,4 +1,4 @@
-"""Dream actions on real user-written notes: how many of the user's lines survive (issue 9, ownership by provenance).
+"""Dream actions on real user-written notes: how many of the user's lines survive (ARCHITECTURE §8 "Ownership").
 
 Usage: python bench/bench_provenance.py [--notes 60] [--runs 4] [--seed 7]
 

@@ -16,7 +16,7 @@ Sets (built from ``../shared/data`` into a cache dir; the data itself is never c
   evidence turn counts as found when its whole text lies inside a returned chunk. Kinds: ``cat1 multi-hop``,
   ``cat2 temporal``, ``cat3 open-domain``, ``cat4 single-hop``. Also recall within a 2,000-character budget.
   ``locomo-500``: the same at ``chunk_bytes: 500`` (not used to choose the fusion).
-* ``words`` — short Chinese words on knowledge-garden-zh: 瓶颈 (quoted in the issue) + two-character words jieba
+* ``words`` — short Chinese words on knowledge-garden-zh: 瓶颈 (a user's example) + two-character words jieba
   knows, found in 5–40 notes, picked by hash; relevant = a top-5 note that contains the word (R@k here is the
   share of the top-k distinct notes that contain it).
 * ``known`` — known-item queries: a note's file name (leading emoji/symbols dropped) or frontmatter alias → that
@@ -354,9 +354,10 @@ def mean_metrics(rows: list[dict]) -> dict:
 
 # -------------------------------------------------------------------------------------------------- candidates
 def candidates(FusionConfig) -> dict:
-    """name → (mode, FusionConfig). The legs and ``legacy`` (the seed's RRF, the default before this harness) run
-    without the field rules; every other fused candidate runs with them (title boost 0.5, day-index demotion) and
-    without a floor, so the fusion is chosen on the pipeline it will run in; the floor is measured separately."""
+    """name → (mode, FusionConfig). The legs and ``legacy`` (the reference RRF of ARCHITECTURE §11.3.3, the default
+    before this harness) run without the field rules; every other fused candidate runs with them (title boost 0.5,
+    day-index demotion) and without a floor, so the fusion is chosen on the pipeline it will run in; the floor is
+    measured separately."""
     plain = dict(title_boost=0.0, demote_day_index=False, relative_floor=0.0)
     rules = dict(title_boost=0.5, demote_day_index=True, relative_floor=0.0)
     c = {

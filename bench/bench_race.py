@@ -1,4 +1,4 @@
-"""Racing saves (issue 9): a user's saves against the app's own edits of the same note, at the same moment.
+"""Racing saves (ARCHITECTURE §8): a user's saves against the app's own edits of the same note, at the same moment.
 
 A *user* process saves one note again and again, the way editors do:
 

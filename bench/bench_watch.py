@@ -1,4 +1,4 @@
-"""Watcher and app-idle figures (issue 5): edit-to-searchable latency, bursts vs the UI thread, idle CPU.
+"""Watcher and app-idle figures (ARCHITECTURE §7): edit-to-searchable latency, bursts vs the UI thread, idle CPU.
 
 Three parts, each on copies of knowledge-garden-zh (never the shared data itself):
 
