@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..markdown.links import parse_links
 from .graph import neighborhood
 
 #: FTS5 column weights for bm25(): chunk body, then the note's title fields (file stem, name, aliases, tags…).
@@ -212,7 +213,6 @@ FUSION_METHODS = ("convex", "rrf", "interleave", "tmm", "choose")
 #: FTS5's bm25() parameters (fixed in SQLite): used to bound a chunk's score by the query's IDF mass.
 _BM25_FLOOR_IDF = 1e-6
 _DAY_PAGE_RE = re.compile(r"(?:^|/)\d{4}-\d{2}-\d{2}\.md$")
-_WIKILINK_RE = re.compile(r"\[\[([^\]|#\n]+)")
 _NORM_RE = re.compile(r"[\W_]+", re.UNICODE)
 #: the marker of the app's generated day index (reme_engine.vault.daily.INDEX_START; not imported: layering)
 _DAY_INDEX_MARK = "reme:day-index:"
@@ -445,7 +445,8 @@ def adjust(fused: dict[int, dict], rows: dict[int, tuple], query: str, cfg: Fusi
             if r is None or not r[3] or not is_day_index_chunk(r[0], r[3]):
                 continue
             own = r[0].rsplit("/", 1)[-1].rsplit(".", 1)[0]
-            targets = {m.strip() + ".md" if "/" in m else m.strip() for m in _WIKILINK_RE.findall(r[3])}
+            targets = {t + ".md" if "/" in t else t
+                       for t in (lk.target.strip() for lk in parse_links(r[3]) if lk.kind == "wikilink") if t}
             listed = [best_of[t] for t in targets if t in best_of and t not in (r[0], own)]
             if listed and max(listed) <= d["score"]:
                 d["score"] = max(listed) * 0.999

@@ -57,7 +57,6 @@ DAY_INDEX_START = "<!-- reme:day-index:start"
 DAY_INDEX_END = "<!-- reme:day-index:end -->"
 _DAY_BEGIN_RE = re.compile(rf"^[ \t]*<!-- reme:day-index:start(?: ([0-9a-f]{{{_HASH_LEN}}}))? -->[ \t]*$")
 _DAY_END_RE = re.compile(r"^[ \t]*<!-- reme:day-index:end -->[ \t]*$")
-_GENERATED_LINE_RE = re.compile(r"^- \[\[[^\[\]|]+\|[^\[\]]*\]\](?: — .*)?$")
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _BOM = "\ufeff"
 
@@ -212,8 +211,19 @@ def block_digest(inner: str) -> str:
 
 def _looks_generated(inner: list[str]) -> bool:
     """A day index written before its marker carried a hash: intact while every line is a generated card bullet
-    (``- [[path|name]] — description``) or blank."""
-    return all(not ln.strip() or _GENERATED_LINE_RE.match(ln) for ln in inner)
+    (``- [[path|name]] — description``, as :func:`reme_engine.vault.daily.render_day_index` writes it) or blank."""
+    from ..markdown.links import parse_links  # links are parsed in one place
+
+    for ln in inner:
+        if not ln.strip():
+            continue
+        links = parse_links(ln) if ln.startswith("- ") else []
+        if not links or links[0].kind != "wikilink" or links[0].alias is None or links[0].start != 2:
+            return False
+        rest = ln[links[0].end:]
+        if rest and not rest.startswith(" — "):
+            return False
+    return True
 
 
 def _blocks(lines: list[str], *, day_index: bool = True) -> list[tuple[int, int, bool]]:
