@@ -2,7 +2,7 @@
 
 The real app runs headless (``App.run_test``, 120×40) on a keyword-indexed copy of the vault. ``open_ms``: from
 the Ctrl+O action until the switcher's first rows are on screen (after the refresh that paints them), reusing the
-note index kept from the previous opening; ``first_open_ms``: the very first opening, which also reads
+one installed switcher screen and the note index kept from the previous opening; ``first_open_ms``: the very first opening, which also reads
 ``engine.note_titles()`` and folds the fields in a worker; ``open_cpu_ms``: process CPU time of an opening (what
 the machine's load does not inflate). ``keystroke_ms``: the switcher's handler per key typed (match + rebuilding
 the rows), for Chinese title prefixes (substring), ordered-character queries (the 1st, 3rd and last characters of

@@ -73,7 +73,7 @@ class Match:
 
 
 class _Entry:
-    __slots__ = ("note", "fields", "hay", "boost")
+    __slots__ = ("note", "fields", "hay", "order")
 
     def __init__(self, note) -> None:
         self.note = note
@@ -84,7 +84,7 @@ class _Entry:
         self.fields = fs
         # every folded field in one string: a term whose characters are not in order here matches no field
         self.hay = "\x00".join(f[2] for f in fs)
-        self.boost = 0.0
+        self.order = 0  # position in the note list (newest first)
 
 
 class NoteIndex:
@@ -93,8 +93,10 @@ class NoteIndex:
 
     def __init__(self, notes) -> None:
         self.entries = [_Entry(n) for n in notes]
+        self.by_path = {e.note.path: e for e in self.entries}
         self.names: set[str] = set()  # folded titles, aliases and file names: "is there a note called …?"
-        for e in self.entries:
+        for i, e in enumerate(self.entries):
+            e.order = i
             for kind, _orig, folded in e.fields:
                 self.names.add(folded.rsplit("/", 1)[-1] if kind == "path" else folded)
 
@@ -112,23 +114,32 @@ class NoteMatcher:
     def __init__(self, notes, recent: list[str] | tuple[str, ...] = ()) -> None:
         self.index = notes if isinstance(notes, NoteIndex) else NoteIndex(notes)
         self.entries = self.index.entries
-        n = max(1, len(self.entries))
-        rank = {p: i for i, p in enumerate(dict.fromkeys(recent))}
-        self.boosts = {}
-        for i, e in enumerate(self.entries):
-            p = e.note.path
-            self.boosts[id(e)] = max(3.0, 30.0 - rank[p]) if p in rank else 2.0 * (1 - i / n)
+        # O(recent), not O(notes): a matcher is made on every opening of the switcher
+        self._n = max(1, len(self.entries))
+        self._rank = {p: i for i, p in enumerate(dict.fromkeys(recent))}
         self._last_query: str | None = None
         self._last_pool: list[_Entry] = []
 
     def __len__(self) -> int:
         return len(self.entries)
 
+    def boost(self, e: _Entry) -> float:
+        """Tie-breaker of entry ``e``: 30 down to 3 for the notes opened lately (most recent highest), else up to 2
+        for newer files."""
+        r = self._rank.get(e.note.path)
+        return max(3.0, 30.0 - r) if r is not None else 2.0 * (1 - e.order / self._n)
+
     def recent_first(self, limit: int) -> list[Match]:
         """The notes for an empty query: recently opened ones, then the newest files."""
-        b = self.boosts
-        ordered = sorted(self.entries, key=lambda e: -b[id(e)])
-        return [Match(e.note, b[id(e)], "title", e.note.title, []) for e in ordered[:limit]]
+        by_path = self.index.by_path
+        picked = [by_path[p] for p in self._rank if p in by_path][:limit]
+        seen = {id(e) for e in picked}
+        for e in self.entries:  # newest first already
+            if len(picked) >= limit:
+                break
+            if id(e) not in seen:
+                picked.append(e)
+        return [Match(e.note, self.boost(e), "title", e.note.title, []) for e in picked]
 
     def _match_entry(self, e: _Entry, terms: list[str]) -> Match | None:
         total = 0.0
@@ -151,7 +162,7 @@ class NoteMatcher:
         _s, kind, orig, positions = best
         if len(orig) != len(fold(orig)):  # folding changed the length (rare: ß, ligatures): no highlight
             positions = []
-        return Match(e.note, total + self.boosts[id(e)], kind, orig, positions)
+        return Match(e.note, total + self.boost(e), kind, orig, positions)
 
     def match(self, query: str, limit: int = 50) -> list[Match]:
         """The best ``limit`` notes for ``query`` (empty → :meth:`recent_first`)."""

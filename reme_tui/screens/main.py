@@ -1251,8 +1251,8 @@ class MainScreen(Screen):
             self.note_index = index
 
         s = self.switcher
-        if isinstance(self.app.screen, QuickSwitcherScreen):
-            return
+        if isinstance(self.app.screen, QuickSwitcherScreen) or (s is not None and s in self.app.screen_stack):
+            return  # already open (the one instance cannot be pushed twice)
         if s is None:
             s = self.switcher = QuickSwitcherScreen(self.engine, keep_index=keep)
             # installed: closing keeps it mounted, so later openings skip building and laying out the dialog

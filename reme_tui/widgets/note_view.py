@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.content import Content
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Markdown, Static, TextArea
-from textual.widgets._markdown import MarkdownBlock
+from textual.widgets.markdown import MarkdownBlock
 
 from ..messages import FollowLink, NoteDocument, OpenNote
 from ..render import (
