@@ -258,7 +258,7 @@ def human_size(n: int) -> str:
     return f"{n} B"
 
 
-#: Frontmatter keys that say where a note came from (DESIGN §4), in display order.
+#: Frontmatter keys that say where a note came from (ARCHITECTURE §4), in display order.
 PROVENANCE_KEYS = ("source_conversation", "source_resource", "derived_from", "session_id")
 
 
@@ -300,7 +300,7 @@ def provenance_links(meta: dict, session_dir: str = "session") -> list[tuple[str
 
 
 _HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-#: Headings of the section that lists a digest node's sources (DESIGN §6: ``## Sources``).
+#: Headings of the section that lists a digest node's sources (ARCHITECTURE §6: ``## Sources``).
 SOURCES_HEADINGS = {"sources", "source", "来源", "出处", "参考来源"}
 
 

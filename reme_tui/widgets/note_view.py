@@ -1,5 +1,5 @@
 """The note view (centre pane): who owns the note (the title ends "· yours" or "· reme's"; a header line when reme
-wrote it or has blocks in it, and reme's lines carry a dim left gutter — DESIGN §8 "Ownership"), the frontmatter
+wrote it or has blocks in it, and reme's lines carry a dim left gutter — ARCHITECTURE §8 "Ownership"), the frontmatter
 compactly (name — description · #tags on one line; the provenance keys ``session_id``/``source_conversation``/
 ``source_resource``/``derived_from`` as clickable links on a second) above the note rendered as Markdown, or as
 plain read-only text for non-Markdown files and files too big for the Markdown widget. Obsidian callouts and
