@@ -40,6 +40,23 @@ LOCK_FILE = "writer.lock"
 POLL_SECONDS = 0.05
 
 
+def try_flock(path: str | os.PathLike[str], *, create: bool = False) -> int | None:
+    """An exclusive ``flock`` on ``path`` without waiting: the open descriptor holding it (close it to release), or
+    None when another descriptor holds it or the file cannot be opened. ``create``: make the file (mode 0600) if
+    missing. Close-on-exec. The one non-blocking flock helper; :class:`WriterLock` adds holder info on top."""
+    flags = (os.O_RDWR | os.O_CREAT if create else os.O_RDONLY) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
 class LockHeld(Exception):
     """The writer lock is held by someone else. ``str(exc)`` is user-facing and names the holder.
 

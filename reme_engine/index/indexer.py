@@ -198,17 +198,13 @@ class _index_file_lock:
         if self.depth > 0:
             self.depth += 1
             return True
-        try:
-            import fcntl
+        from ..lock import try_flock
 
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except (ImportError, OSError):
-            self.depth += 1
+        if not os.access(self.path.parent, os.W_OK):
+            self.depth += 1  # no lock file possible here: single-process use only
             return True
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
+        fd = try_flock(self.path, create=True)
+        if fd is None:
             return False
         self.fd, self.depth = fd, 1
         return True

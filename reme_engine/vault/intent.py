@@ -11,7 +11,6 @@ is left alone.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
@@ -80,17 +79,10 @@ class MoveIntent:
         return found
 
     def _lock(self) -> bool:
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return False
-        self._fd = fd
-        return True
+        from ..lock import try_flock
+
+        self._fd = try_flock(self.path)
+        return self._fd is not None
 
     def done(self) -> None:
         """The change is complete: delete the record."""
