@@ -604,7 +604,8 @@ class Engine:
                 new_text = "\ufeff" + new_text
             try:
                 sha = atomic_write(vp.abs, new_text, expected_sha=tf.sha)
-            except WriteConflict:
+            except (WriteConflict, OSError) as exc:  # changed meanwhile, read-only folder, disk full: left as is
+                log.warning("link in %s not rewritten: %s", cur_path, exc)
                 conflicts.append(cur_path)
                 continue
             self._own_write(cur_path, sha)
@@ -630,25 +631,40 @@ class Engine:
         from .vault.intent import MoveIntent
 
         lines: list[str] = []
-        for intent in MoveIntent.interrupted(self.state_dir):
-            with intent:
-                src_p, dst_p = self.vault / intent.src, self.vault / intent.dst
-                if dst_p.exists() and src_p.exists() and _two_names_one_file(src_p, dst_p):
-                    os.unlink(src_p)  # the crash fell between the hard link and the unlink of the rename
-                moved = dst_p.exists() and (not src_p.exists() or dst_p.samefile(src_p))
-                if moved:
-                    with self.write_lock:
-                        rewritten, total, conflicts = self._rewrite_inbound(intent, self.indexer.build_resolver())
-                    line = (f"finished an interrupted move {intent.src} → {intent.dst}: "
-                            f"{total} link(s) in {len(rewritten)} note(s) rewritten")
-                    if conflicts:
-                        line += f"; {len(conflicts)} note(s) changed meanwhile left as they are: {', '.join(conflicts[:5])}"
-                else:
-                    line = f"an interrupted move {intent.src} → {intent.dst} had not moved the file; nothing changed"
-                intent.done()
-                lines.append(line)
+        try:
+            intents = MoveIntent.interrupted(self.state_dir)
+        except OSError as exc:
+            log.warning("interrupted moves not checked: %s", exc)
+            return lines
+        for intent in intents:
+            try:
+                lines.append(self._finish_move(intent))
+            except Exception as exc:  # never let a stuck intent keep the vault from opening; it is retried next time
+                line = f"could not finish an interrupted move {intent.src} → {intent.dst} (retried at the next start): {exc}"
                 log.warning(line)
+                lines.append(line)
+            finally:
+                intent.release()
         return lines
+
+    def _finish_move(self, intent) -> str:
+        """Complete (or drop, when the file never moved) one interrupted move; returns its user-facing line."""
+        src_p, dst_p = self.vault / intent.src, self.vault / intent.dst
+        if dst_p.exists() and src_p.exists() and _two_names_one_file(src_p, dst_p):
+            os.unlink(src_p)  # the crash fell between the hard link and the unlink of the rename
+        moved = dst_p.exists() and (not src_p.exists() or dst_p.samefile(src_p))
+        if moved:
+            with self.write_lock:
+                rewritten, total, conflicts = self._rewrite_inbound(intent, self.indexer.build_resolver())
+            line = (f"finished an interrupted move {intent.src} → {intent.dst}: "
+                    f"{total} link(s) in {len(rewritten)} note(s) rewritten")
+            if conflicts:
+                line += f"; {len(conflicts)} note(s) left as they are (changed meanwhile or not writable): {', '.join(conflicts[:5])}"
+        else:
+            line = f"an interrupted move {intent.src} → {intent.dst} had not moved the file; nothing changed"
+        intent.done()
+        log.warning(line)
+        return line
 
     def sweep_temp_files(self) -> int:
         """Remove the app's temp files older than a minute that crashed writes left in the vault; returns how many.

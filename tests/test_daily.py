@@ -455,3 +455,39 @@ def test_daily_folder_of_an_existing_obsidian_vault_is_found(tmp_path, make_engi
     (v / "daily").mkdir()
     assert make_engine(v, embed=False).settings.layers.daily_dir == "daily"
     assert detect_daily_dir(tmp_path / "empty-not-there") is None
+
+
+def test_older_sections_keep_every_line_the_app_did_not_write(tmp_path):
+    """A section from before the hash is the app's only while each line is what it writes for a card of the day
+    (or a bullet for a card that is gone): a bullet of the user's own, or a description the user changed, make it
+    the user's — left byte for byte."""
+    from reme_engine.vault.daily import SKIP_USER_EDITED
+
+    card(tmp_path, "a.md", "name: Alpha\ndescription: one")
+    page = tmp_path / "daily" / f"{DATE}.md"
+    generated = f"- [[daily/{DATE}/a|Alpha]] — one\n"
+    for inner in (generated + "- [[digest/wiki/x|my own reminder]] — call Priya\n",
+                  f"- [[daily/{DATE}/a|Alpha]] — one, MY NOTE: call Priya\n"):
+        write(page, f"# d\n\n{INDEX_START}\n{inner}{INDEX_END}\n")
+        before = page.read_bytes()
+        r = daily_reindex(tmp_path, DATE)
+        assert r.skipped == SKIP_USER_EDITED and page.read_bytes() == before
+    # the app's own lines, one for a card deleted since: regenerated
+    write(page, f"# d\n\n{INDEX_START}\n{generated}- [[daily/{DATE}/gone|Gone]] — was here\n{INDEX_END}\n")
+    r = daily_reindex(tmp_path, DATE)
+    assert r.changed and "Gone" not in page.read_text(encoding="utf-8")
+
+
+def test_markers_in_code_or_unpaired_are_the_users_text(tmp_path):
+    """Markers inside fenced code are an example, not a section; a start with no end before the next start is not
+    a section either: the user's text between them survives."""
+    card(tmp_path, "a.md", "name: Alpha")
+    page = tmp_path / "daily" / f"{DATE}.md"
+    fenced = f"# d\n\n```md\n{INDEX_START}\n- [[daily/{DATE}/example|ex]] — example I typed\n{INDEX_END}\n```\n"
+    write(page, fenced)
+    r = daily_reindex(tmp_path, DATE)
+    assert page.read_text(encoding="utf-8") == fenced and not r.changed and r.skipped
+    write(page, f"# d\n\n{INDEX_START}\nmy own paragraph\n{INDEX_START}\n{INDEX_END}\n")
+    daily_reindex(tmp_path, DATE)
+    text = page.read_text(encoding="utf-8")
+    assert "my own paragraph" in text and "Alpha" in text

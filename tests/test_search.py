@@ -307,3 +307,13 @@ def test_chat_records_are_searchable_with_their_turns_marked(demo_engine):
     assert first.split(": ", 1)[1][:40] in lines[h.start_line - 1]
     assert any(t.startswith("assistant · ") for t in h.text.splitlines())
     assert demo_engine.store.file_info(h.path)["date"] is None
+
+
+def test_equal_fused_scores_keep_the_keyword_order():
+    """Keyword hits whose fused scores tie (no vectors yet, or capped BM25) come out in the keyword leg's order."""
+    from reme_engine.search.hybrid import FusionConfig, fuse, rank_key
+
+    kw = [(30, 9.0), (10, 8.0), (20, 7.5), (5, 7.0)]  # all above the query's Σ idf: kn caps at 1 for each
+    fused = fuse({"keyword": kw, "vector": []}, FusionConfig(), idf_sum=2.0)
+    assert len({round(d["score"], 9) for d in fused.values()}) == 1
+    assert sorted(fused, key=lambda i: rank_key(i, fused[i])) == [30, 10, 20, 5]

@@ -204,3 +204,50 @@ def test_racing_saves_against_app_edits_lose_nothing():
     r = bench.run_kind("mixed", 120, False, 11, 0.06)
     assert r["lost"] == 0 and r["truncated"] == 0, r
     assert r["edits_applied"] > 0, r
+
+
+def test_odd_targets_are_refused_not_hung_or_replaced(tmp_path):
+    """A FIFO is refused before anything opens it (no hang); a note without write permission bits is refused;
+    nothing was written."""
+    fifo = tmp_path / "x.md"
+    os.mkfifo(fifo)
+    with pytest.raises(WriteConflict, match="not a regular file"):
+        atomic_write(fifo, "hello", expected_sha="0" * 32)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    ro = tmp_path / "ro.md"
+    ro.write_text("mine\n")
+    os.chmod(ro, 0o444)
+    with pytest.raises(WriteConflict, match="read-only"):
+        atomic_write(ro, "app\n", expected_sha=content_hash(b"mine\n"))
+    assert ro.read_text() == "mine\n" and _no_temp_left(tmp_path)
+
+
+def test_symlinks_never_lead_a_write_into_a_dot_folder(tmp_path, make_engine):
+    from reme_engine.engine import EngineError
+
+    (tmp_path / "v" / ".obsidian").mkdir(parents=True)
+    (tmp_path / "v" / ".obsidian" / "app.json").write_text("{}")
+    (tmp_path / "v" / "notes").mkdir()
+    (tmp_path / "v" / "notes" / "l.md").symlink_to("../.obsidian/app.json")
+    eng = make_engine(tmp_path / "v", embed=False)
+    with pytest.raises(EngineError, match="not writable"):
+        eng.write("notes/l.md", "PWNED")
+    assert (tmp_path / "v" / ".obsidian" / "app.json").read_text() == "{}"
+
+
+def test_a_move_finishes_when_a_linking_note_cannot_be_written(tmp_path, make_engine):
+    """A linking note that cannot be rewritten (here: read-only) is reported as a conflict; the move completes and
+    leaves no intent behind, so later starts are not blocked."""
+    v = tmp_path / "v"
+    (v / "notes").mkdir(parents=True)
+    (v / "archive").mkdir()
+    (v / "notes" / "target.md").write_text("# t\n")
+    (v / "archive" / "old.md").write_text("see [[target]]\n")
+    (v / "notes" / "other.md").write_text("see [[target]]\n")
+    os.chmod(v / "archive" / "old.md", 0o444)
+    eng = make_engine(v, embed=False)
+    eng.index(vectors=False)
+    res = eng.move("notes/target.md", "notes/target2.md")
+    assert res.conflicts == ["archive/old.md"] and res.rewritten_files == ["notes/other.md"]
+    assert (v / "archive" / "old.md").read_text() == "see [[target]]\n"
+    assert not list((eng.state_dir / "intents").glob("*.json"))

@@ -357,6 +357,15 @@ def fuse(legs: dict[str, list[tuple[int, float]]], cfg: FusionConfig, *, idf_sum
     return {doc: d for doc, d in fused.items() if d["score"] > 0}
 
 
+def rank_key(doc: int, d: dict) -> tuple:
+    """Sort key of a fused hit: score, then the keyword leg's rank, then the vector leg's, then the chunk id.
+
+    Equal scores are common (``convex`` caps a keyword score at the query's Σ idf, and every keyword-only hit of a
+    vault without vectors yet scores the same share): the legs' own orders break those ties, never the id."""
+    inf = float("inf")
+    return (-d["score"], d.get("keyword_rank", inf), d.get("vector_rank", inf), doc)
+
+
 def impute_convex(fused: dict[int, dict], keyword: list[tuple[int, float]], waiting: set[int],
                   cfg: FusionConfig, idf_sum: float) -> None:
     """``convex`` counterpart of :func:`impute_missing_vectors`: a keyword hit whose chunk has no vector *yet*
@@ -411,7 +420,7 @@ def adjust(fused: dict[int, dict], rows: dict[int, tuple], query: str, cfg: Fusi
     """
     if not fused:
         return
-    order = sorted(fused, key=lambda i: (-fused[i]["score"], i))
+    order = sorted(fused, key=lambda i: rank_key(i, fused[i]))
     top = fused[order[0]]["score"]
     if cfg.title_boost > 0:
         q = normalise_name(query)
@@ -627,7 +636,7 @@ class HybridSearcher:
         rows = self._meta(list(fused))
         fused = {cid: d for cid, d in fused.items() if cid in rows}  # stale vector ids: chunk vanished
         adjust(fused, rows, query, cfg)
-        top = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], kv[0]))
+        top = sorted(fused.items(), key=lambda kv: rank_key(*kv))
         hidden = 0
         if top and cfg.relative_floor > 0:
             cut = top[0][1]["score"] * cfg.relative_floor

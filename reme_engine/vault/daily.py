@@ -317,13 +317,42 @@ def _section(inner: str, nl: str) -> str:
 
 def day_index_span(text: str) -> tuple[int, int] | None:
     """``(start, end)`` offsets of a day page's generated section, both markers included (``end`` just after
-    :data:`INDEX_END`), or None when the page has no complete section. Markers count only on a line of their own."""
-    m = _START_LINE_RE.search(text)
-    if not m:
+    :data:`INDEX_END`), or None when the page has no complete section. Markers count only on a line of their own
+    and outside fenced code; a start marker with no end before the next start is not a section (the pairing
+    rule of :func:`~reme_engine.vault.provenance.day_index_state`, the one home of it)."""
+    state = day_index_state(text)
+    if state is None:
         return None
-    s = m.start() + (len(m.group(0)) - len(m.group(0).lstrip(" \t")))
-    e = _marker_at_line(text, INDEX_END, m.end())
-    return (s, e + len(INDEX_END)) if e >= 0 else None
+    a, b, _ = state
+    offsets = [0]
+    for ln in text.split("\n"):
+        offsets.append(offsets[-1] + len(ln) + 1)
+    start = offsets[a] + (len(text[offsets[a]:]) - len(text[offsets[a]:].lstrip(" \t")))
+    end = text.index(INDEX_END, offsets[b]) + len(INDEX_END)
+    return start, end
+
+
+def _legacy_section_is_generated(section: str, date: str, cards: list[DailyCard], daily_dir: str) -> bool:
+    """True when every line between a hashless section's markers is one :func:`render_day_index` writes for a
+    card of ``date`` now, or a bullet linking to a card of ``date`` that no longer exists (a deleted card)."""
+    current = set(render_day_index(date, cards).splitlines())
+    existing = {c.path[:-3] if c.path.lower().endswith(".md") else c.path for c in cards}
+    prefix = f"{daily_dir}/{date}/"
+    from reme_engine.markdown.links import parse_links
+
+    for ln in section.replace("\r\n", "\n").split("\n")[1:-1]:
+        if not ln.strip() or ln in current:
+            continue
+        links = parse_links(ln) if ln.startswith("- ") else []
+        gone = (len(links) == 1 and links[0].start == 2 and links[0].target.startswith(prefix)
+                and links[0].target not in existing)
+        if not gone:
+            return False
+    return True
+
+
+def _has_start_marker(text: str) -> bool:
+    return _START_LINE_RE.search(text) is not None
 
 
 def strip_day_index(text: str) -> str:
@@ -440,7 +469,7 @@ def daily_reindex(
         nl = "\r\n" if "\r\n" in text else "\n"
         # Markers count only on a line of their own: a quoted marker (inline code, prose) is user text.
         span = day_index_span(text)
-        has_start = _START_LINE_RE.search(text) is not None
+        has_start = _has_start_marker(text)
         if span is None and not has_start and _marker_at_line(text, INDEX_END) < 0:
             if not insert_markers:
                 return result(skipped=SKIP_NO_MARKERS, sha=tf.sha)
@@ -452,6 +481,12 @@ def daily_reindex(
             state = day_index_state(text)
             if state is not None and not state[2]:
                 return result(skipped=SKIP_USER_EDITED, sha=tf.sha)
+            marker_line = text[span[0]:text.find("\n", span[0])] if "\n" in text[span[0]:] else text[span[0]:]
+            if not re.search(r"start [0-9a-f]{16} -->", marker_line):
+                # a section from before the hash: the app's only if every line is what it generates for a card of
+                # this day now, or a bullet for a card of this day that is gone
+                if not _legacy_section_is_generated(text[span[0]:span[1]], date, cards, d):
+                    return result(skipped=SKIP_USER_EDITED, sha=tf.sha)
             new = text[: span[0]] + _section(inner, nl) + text[span[1]:]
         if new == text:
             return result(sha=tf.sha)

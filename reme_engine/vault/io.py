@@ -241,12 +241,23 @@ def atomic_write(path: Path, text: str | bytes, *, expected_sha: str | None | bo
       ``os.replace``; the window is the few microseconds between the two calls.
 
     A target that is a symlink (inside the vault: callers resolve paths with :func:`~reme_engine.vault.paths.resolve`)
-    is written through to the file it points to; the link stays. New files get ``0o666`` minus the umask; a
-    replaced file keeps its mode. Parent folders are created.
+    is written through to the file it points to; the link stays. A target that is not a regular file (a folder,
+    a FIFO) or has no write permission bits is refused with :class:`WriteConflict` before anything is read. New
+    files get ``0o666`` minus the umask; a replaced file keeps its mode. Parent folders are created. Known limit:
+    a file with several hard links is replaced, not rewritten in place, so its other names keep the old bytes.
     """
     path = Path(path)
     if path.is_symlink():
         path = Path(os.path.realpath(path))
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise WriteConflict(f"{path.name} is {kind}; not written")
+    if st is not None and not st.st_mode & 0o222:
+        raise WriteConflict(f"{path.name} is read-only (no write permission bits); not written")
     data = text.encode("utf-8") if isinstance(text, str) else text
     new_sha = content_hash(data)
     if expected_sha is not False and file_hash(path) != expected_sha:

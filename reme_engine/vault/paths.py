@@ -78,6 +78,8 @@ def resolve(vault: Path, rel: str | os.PathLike[str], *, allow_root: bool = Fals
         raise VaultPathError(f"cannot resolve {raw!r}: symlink loop or unreadable path ({exc})") from None
     if real != root and not real.is_relative_to(root):
         raise VaultPathError(f"path leaves the vault (symlink?): {raw!r}")
+    if for_write and real != root and any(p.startswith(".") for p in real.relative_to(root).parts):
+        raise VaultPathError(f"dot-files and dot-folders are not writable (through a symlink): {raw!r}")
     return VaultPath(norm, target)
 
 
