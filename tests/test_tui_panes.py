@@ -882,20 +882,31 @@ async def test_changes_view_lists_runs_shows_diffs_and_reverts(app_for, demo_vau
     _, sha = run.read(target)
     run.write(target, before + "\nA line the dream added.\n", step="integrate", expected_sha=sha)
     run.finish("ok", {"updated": 1})
+    later = eng.journal.start_run(eng.vault, "auto_memory", {})  # a newer run above it in the list
+    other = "digest/wiki/隆基绿能.md"
+    _, osha = later.read(other)
+    later.write(other, (demo_vault / other).read_text(encoding="utf-8") + "\nmemo\n", step="card", expected_sha=osha)
+    later.finish("ok", {})
     async with app.run_test(size=(160, 48)) as pilot:
         m = await started(pilot)
         m.action_changes()
-        await wait_for(pilot, lambda: isinstance(pilot.app.screen, ChangesScreen) and pilot.app.screen.runs,
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, ChangesScreen) and len(pilot.app.screen.runs) == 2,
                        what="runs listed")
         scr = pilot.app.screen
         diff = scr.query_one("#changes-diff")
+        await pilot.press("down")  # the dream run
         await wait_for(pilot, lambda: "A line the dream added." in str(diff.render()), what="diff shown")
         await pilot.press("u")  # the first u asks
-        await wait_for(pilot, lambda: scr.confirm_run == scr.runs[0]["run_id"], what="revert question")
+        await wait_for(pilot, lambda: scr.confirm_run == scr.runs[1]["run_id"], what="revert question")
         assert "u again reverts" in str(scr.query_one("#changes-box").border_subtitle)
         assert (demo_vault / target).read_text(encoding="utf-8") != before
+        reverted_id = scr.runs[1]["run_id"]
         await pilot.press("u")
         await wait_for(pilot, lambda: (demo_vault / target).read_text(encoding="utf-8") == before, what="reverted")
+        # the list reloads; the highlight stays on the run just reverted, never slides onto another run
+        await wait_for(pilot, lambda: any(r.get("reverted_at") for r in scr.runs), what="list reloaded")
+        ol = scr.query_one("#changes-runs")
+        assert scr.runs[ol.highlighted]["run_id"] == reverted_id
         await pilot.press("escape")
         await settle(pilot)
         assert not isinstance(pilot.app.screen, ChangesScreen)

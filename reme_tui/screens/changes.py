@@ -97,9 +97,13 @@ class ChangesScreen(Dialog[list]):
             self.notify(message.error, title="Changes", severity="error")
             return
         if message.runs is not None:
+            ol = self.runs_list
+            # keep the highlight on the run it was on (a revert adds a run at the top: the highlight must not slide
+            # onto another run, where a second `u u` would revert the wrong one)
+            prev = (self.runs[ol.highlighted]["run_id"]
+                    if self.runs and ol.highlighted is not None and ol.highlighted < len(self.runs) else None)
             self.runs = message.runs
             self.confirm_run = None
-            ol = self.runs_list
             ol.clear_options()
             if not self.runs:
                 ol.add_option(Option(Text("No runs yet.", style="dim italic"), disabled=True))
@@ -112,7 +116,8 @@ class ChangesScreen(Dialog[list]):
                 mark = " (reverted)" if r.get("reverted_at") else ""
                 ol.add_option(Option(f"{when} {r['kind']} · {r['changes']} change(s) · {r['status']}{mark}",
                                      id=r["run_id"]))
-            ol.highlighted = 0
+            ids = [r["run_id"] for r in self.runs]
+            ol.highlighted = ids.index(prev) if prev in ids else 0
         if message.detail is not None:
             out = Text()
             for ch in message.detail["changes"]:
