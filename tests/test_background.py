@@ -251,7 +251,7 @@ def test_day_page_index_follows_cards_changed_elsewhere(make_engine, demo_vault)
     e.index()
     page = demo_vault / "daily/2026-11-28.md"
     before = page.read_text(encoding="utf-8")
-    head, tail = before.split("<!-- reme:day-index:start -->")[0], before.split("<!-- reme:day-index:end -->")[1]
+    head, tail = before.split("<!-- reme:day-index:start")[0], before.split("<!-- reme:day-index:end -->")[1]
     e.start_background(schedule=False)
     try:
         card = demo_vault / "daily/2026-11-28/zebra-fish.md"

@@ -151,13 +151,13 @@ def test_real_binary_in_tmux(tmux_app, tmp_path):
     screen = t.wait_text("hits", "digest/wiki/光伏产业链.md  L")
     assert "kw #1" in screen
     t.keys("Enter")
-    t.wait_for("hit opened", lambda s: "─ digest/wiki/光伏产业链.md ─" in s and "Search notes" not in s)
+    t.wait_for("hit opened", lambda s: "─ digest/wiki/光伏产业链.md ·" in s and "Search notes" not in s)
 
     # follow a link (keyboard: `f` lists the note's links; the first is 新能源)
     t.keys("f")
     t.wait_text("link picker", "Links of digest/wiki/光伏产业链.md")
     t.keys("Enter")
-    screen = t.wait_text("link followed", "─ digest/wiki/新能源.md ─")
+    screen = t.wait_text("link followed", "─ digest/wiki/新能源.md ·")
     assert "新能源行业总览" in screen
 
     # the agenda: no refresh for today yet, with the next scheduled time

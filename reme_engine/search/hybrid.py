@@ -610,6 +610,10 @@ class HybridSearcher:
         waiting: set[int] = set()
         if "vector" in legs and legs.get("keyword") and self.vectors is not None and self.vectors.index is not None:
             waiting = self._waiting_for_vector([doc for doc, _ in legs["keyword"]])
+        if degraded is None and waiting:
+            # say it: a one-shot job or an MCP server on a vault nobody has embedded answers from keywords alone
+            degraded = (f"{len(waiting)} of the keyword hits have no vector yet (ranked by keywords); the app, "
+                        f"--serve or --refresh embeds them")
         return {"legs": legs, "idf_sum": idf_sum, "waiting": waiting, "keyword_ms": kw_ms, "vector_ms": vec_ms,
                 "degraded": degraded}
 
