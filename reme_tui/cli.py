@@ -352,6 +352,13 @@ def _problem_lines(problems: dict, first: int = 15) -> list[str]:
     return out
 
 
+def _serve_event_line(ev: dict) -> str:
+    """One log line for a background event: cron runs by job, repairs and watcher errors by what they say."""
+    detail = ev.get("error") or ev.get("notice") or ev.get("result") or ""
+    kind = "cron " + ev["job"] if ev.get("job") else "index" if ev.get("event") == "index_repaired" else "serve"
+    return f"{kind} {ev.get('event')}: {detail}".rstrip(": ")
+
+
 def run_serve(args: argparse.Namespace) -> int:
     """Headless service: index, then watch the vault and run the cron jobs until SIGINT/SIGTERM."""
     import signal
@@ -371,8 +378,7 @@ def run_serve(args: argparse.Namespace) -> int:
         report = engine.index(vectors=False)
         log(f"serving {settings.vault}: {report.scanned} files indexed; watcher and scheduler running")
         engine.start_background(
-            on_event=lambda ev: log(f"cron {ev.get('job', '')} {ev.get('event')}: "
-                                    f"{ev.get('error') or ev.get('result') or ''}"),
+            on_event=lambda ev: log(_serve_event_line(ev)),
             on_indexed=lambda paths, rep: log(f"indexed {len(paths)} changed path(s)"))
         for name, when in engine.scheduler.next_runs().items():
             log(f"next {name}: {when.isoformat() if when else 'disabled'}")

@@ -104,3 +104,14 @@ def test_refresh_summary_explains_vectors_and_says_the_llm_hint_once(cli_env, de
     line = _vector_line({"chunks": 605, "chunks_without_vectors": 79}, SimpleNamespace(
         embedded=526, embed_cached=0, embed_error=None))
     assert "526 of 605" in line and "pending 79: keyword search covers them meanwhile" in line
+
+
+def test_serve_log_lines_name_what_happened():
+    """`--serve` logs a repair with its notice (it printed an empty `cron index_repaired:` line) and cron runs by job."""
+    from reme_tui.cli import _serve_event_line
+
+    assert _serve_event_line({"event": "index_repaired", "notice": "rebuilt from the vault"}) == \
+        "index index_repaired: rebuilt from the vault"
+    assert _serve_event_line({"job": "auto_dream", "event": "skipped", "result": "lock held"}) == \
+        "cron auto_dream skipped: lock held"
+    assert _serve_event_line({"event": "vectors_started"}) == "serve vectors_started"
