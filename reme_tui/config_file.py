@@ -1,17 +1,15 @@
 """Keep a setting the user picks in the app (the theme) in their config file, without touching anything else.
 
 The config file is the user's text: comments, order and every other line stay byte for byte. Only one top-level
-``key: value`` line is replaced (or appended when there is none). The file is written atomically (temp file in
-the same folder, fsync, rename) and only if it still holds the bytes it was read as just before the rename — a
-save from the user's editor in between wins, and the app's change is reported instead.
+``key: value`` line is replaced (or appended when there is none). The file is written with the app's own compare-and-swap
+write (:func:`reme_engine.vault.io.atomic_write`): a save from the user's editor in between wins, and the app's
+change is reported instead.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 
 
@@ -42,7 +40,10 @@ def with_setting(text: str, key: str, value: str) -> str:
 
 def save_setting(path: Path, key: str, value: str) -> None:
     """Set the top-level ``key`` to ``value`` in the config file at ``path`` (created, with its folder, when
-    missing). Raises :class:`ConfigWriteError` (file changed while writing, a nested block, OS errors)."""
+    missing), through the app's compare-and-swap write. Raises :class:`ConfigWriteError` (file changed while
+    writing, a nested block, OS errors)."""
+    from reme_engine.vault.io import WriteConflict, atomic_write, content_hash
+
     path = Path(path)
     try:
         before = path.read_bytes() if path.exists() else None
@@ -50,22 +51,9 @@ def save_setting(path: Path, key: str, value: str) -> None:
         new = with_setting(old, key, value)
         if before is not None and new.encode("utf-8") == before:
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(new.encode("utf-8"))
-                fh.flush()
-                os.fsync(fh.fileno())
-            if before is not None:
-                os.chmod(tmp, path.stat().st_mode & 0o7777)
-            now = path.read_bytes() if path.exists() else None
-            if now != before:  # the user saved the file meanwhile: theirs wins
-                raise ConfigWriteError(f"{path} changed while the {key} was being saved; not saved")
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        atomic_write(path, new, expected_sha=content_hash(before) if before is not None else None)
+    except WriteConflict as exc:  # the user saved the file meanwhile: theirs wins
+        raise ConfigWriteError(f"{path} changed while the {key} was being saved; not saved ({exc})") from exc
     except UnicodeDecodeError as exc:
         raise ConfigWriteError(f"{path} is not UTF-8 text: {exc}") from exc
     except OSError as exc:

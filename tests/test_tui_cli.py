@@ -115,3 +115,27 @@ def test_serve_log_lines_name_what_happened():
     assert _serve_event_line({"job": "auto_dream", "event": "skipped", "result": "lock held"}) == \
         "cron auto_dream skipped: lock held"
     assert _serve_event_line({"event": "vectors_started"}) == "serve vectors_started"
+
+
+def test_theme_save_never_replaces_a_config_saved_meanwhile(tmp_path, monkeypatch):
+    """The theme is kept through the app's compare-and-swap write: a config file the user saves at that moment
+    wins, and the app says the theme was not saved."""
+    import pytest
+
+    from reme_engine.vault import io
+    from reme_tui.config_file import ConfigWriteError, save_setting
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("vault: ~/Notes\n")
+    real = io._rename_exchange
+    if real is None:
+        pytest.skip("no renameat2 exchange here")
+
+    def user_saves_first(a, b):
+        cfg.write_text("vault: ~/Other  # my edit\n")
+        real(a, b)
+
+    monkeypatch.setattr(io, "_rename_exchange", user_saves_first)
+    with pytest.raises(ConfigWriteError, match="changed while"):
+        save_setting(cfg, "theme", "nord")
+    assert cfg.read_text() == "vault: ~/Other  # my edit\n"
