@@ -71,6 +71,22 @@ def make_engine(tmp_path, embedder):
 
 
 @pytest.fixture
+def app_for(demo_vault, make_engine):
+    """``app_for(today=None, vault=None, embed=False, **settings)`` → a ReMeApp on the demo vault copy (or
+    ``vault``), keyword-only unless ``embed``; ``today`` pins ``settings.today()`` (the engine shares the settings,
+    so proactive_read and daily_create agree)."""
+    from reme_tui.app import create_app  # lazy: most tests never import Textual
+
+    def make(*, today: str | None = None, vault: Path | None = None, embed: bool = False, **overrides):
+        eng = make_engine(vault or demo_vault, embed=embed, **overrides)
+        if today is not None:
+            eng.settings.today = lambda: today  # type: ignore[method-assign]
+        return create_app(eng.settings, eng)
+
+    return make
+
+
+@pytest.fixture
 def demo_vault(tmp_path) -> Path:
     from reme_engine.demo import demo_vault_source
 

@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 from urllib.parse import unquote
 
-import pytest
 from textual.widgets import Markdown, TextArea
 
 from reme_tui.app import ReMeApp, create_app
@@ -105,17 +104,6 @@ def link_href(md: Markdown, needle: str) -> tuple[object, str]:
             if action.startswith("link(") and needle in plain[span.start : span.end]:
                 return block, eval(action[len("link("):-1])  # the repr()'d href Textual stores
     raise AssertionError(f"no link {needle!r} rendered")
-
-
-@pytest.fixture
-def app_for(demo_vault, make_engine):
-    """``app_for(embed=False, **settings)`` → a ReMeApp on the demo vault copy."""
-
-    def make(*, embed: bool = False, vault: Path | None = None, **overrides) -> ReMeApp:
-        eng = make_engine(vault or demo_vault, embed=embed, **overrides)
-        return create_app(eng.settings, eng)
-
-    return make
 
 
 # -- pure helpers ---------------------------------------------------------------------------------------------

@@ -8,10 +8,9 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
 from textual import events
 
-from reme_tui.app import ReMeApp, create_app
+from reme_tui.app import ReMeApp
 from reme_tui.screens.main import MainScreen
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -19,20 +18,6 @@ from test_tui import option_texts, settle, wait_for  # noqa: E402
 
 GUANGFU = "digest/wiki/光伏产业链.md"
 DEMO_DAY = "2026-11-28"
-
-
-@pytest.fixture
-def app_for(demo_vault, make_engine):
-    """``app_for(today=None, **settings)`` → a keyword-only ReMeApp on the demo vault copy; ``today`` pins
-    ``settings.today()`` (shared with the engine)."""
-
-    def make(*, today: str | None = None, vault: Path | None = None, **overrides) -> ReMeApp:
-        eng = make_engine(vault or demo_vault, embed=False, **overrides)
-        if today is not None:
-            eng.settings.today = lambda: today  # type: ignore[method-assign]
-        return create_app(eng.settings, eng)
-
-    return make
 
 
 def main(app: ReMeApp) -> MainScreen:

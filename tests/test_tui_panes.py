@@ -46,20 +46,6 @@ DEMO_DAY = "2026-11-28"
 # -- fixtures and helpers ---------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def app_for(demo_vault, make_engine):
-    """``app_for(today=None, vault=None, **settings)`` → a ReMeApp (keyword-only) whose settings.today() is
-    ``today`` when given (the engine shares the settings, so proactive_read/daily_create agree)."""
-
-    def make(*, today: str | None = None, vault: Path | None = None, embed: bool = False, **overrides) -> ReMeApp:
-        eng = make_engine(vault or demo_vault, embed=embed, **overrides)
-        if today is not None:
-            eng.settings.today = lambda: today  # type: ignore[method-assign]
-        return create_app(eng.settings, eng)
-
-    return make
-
-
 def main(app: ReMeApp) -> MainScreen:
     assert app.main_screen is not None
     return app.main_screen
