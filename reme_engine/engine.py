@@ -477,10 +477,12 @@ class Engine:
         if not old:
             raise EngineError("old text must not be empty")
         vp = self._note(path, for_write=True)
-        r = self.read(vp.rel, 1, None)
-        if r.truncated:
-            raise EngineError(f"{r.path} is too long to edit in one piece")
-        tf = read_text(vp.abs, self.settings.max_file_bytes)
+        if not vp.abs.is_file():
+            raise EngineError(f"no such file: {vp.rel}")
+        try:
+            tf = read_text(vp.abs, self.settings.max_file_bytes)
+        except SkipFile as exc:  # FileBusy included: a save in progress is a refusal, never a crash
+            raise EngineError(f"cannot edit {vp.rel}: {exc.reason}") from exc
         n = tf.text.count(old)
         if n == 0:
             raise EngineError(f"text to replace not found in {vp.rel}")

@@ -206,6 +206,34 @@ def test_racing_saves_against_app_edits_lose_nothing():
     assert r["edits_applied"] > 0, r
 
 
+def test_an_edit_of_a_note_being_saved_is_refused_with_a_message(tmp_path, make_engine):
+    """A note that keeps changing while the engine reads it (another program appending every few ms) makes
+    ``edit`` refuse with an EngineError naming the note; it never escapes as a FileBusy traceback."""
+    from reme_engine.engine import EngineError
+
+    (tmp_path / "v").mkdir()
+    note = tmp_path / "v" / "busy.md"
+    note.write_text("engine: 0\n")
+    eng = make_engine(tmp_path / "v", embed=False)
+    stop = threading.Event()
+
+    def append():
+        while not stop.is_set():
+            with open(note, "a") as fh:
+                fh.write("user line\n")
+            stop.wait(0.005)
+
+    t = threading.Thread(target=append)
+    t.start()
+    try:
+        with pytest.raises(EngineError, match="cannot edit busy.md: note is being written"):
+            eng.edit("busy.md", "engine: 0", "engine: 1")
+    finally:
+        stop.set()
+        t.join()
+    assert note.read_text().startswith("engine: 0\n")
+
+
 def test_odd_targets_are_refused_not_hung_or_replaced(tmp_path):
     """A FIFO is refused before anything opens it (no hang); a note without write permission bits is refused;
     nothing was written."""
