@@ -417,6 +417,122 @@ class Engine:
             out.append(NoteTitle(path, name or path.rsplit("/", 1)[-1].removesuffix(".md"), al, float(mtime)))
         return out
 
+    # -- what the TUI asks besides file jobs: link resolution, the next refresh, chat records ------------------
+    def resolve_link(self, target: str, source: str = ""):
+        """Resolve the wikilink ``target`` written in the note ``source`` (vault-relative; "" for none) the way
+        the index does (ARCHITECTURE §4): a ``reme_engine.markdown.links.Resolution`` (``path`` or ``virtual``,
+        ``ambiguous``). The resolver is kept until the vault's names or aliases change (one small query per call)
+        instead of being rebuilt over every file per link."""
+        key = (self.store.get_meta("names_gen"), repr(sorted(self.indexer._aliases_of().items())))
+        cached = getattr(self, "_link_resolver", None)
+        if cached is None or cached[0] != key:
+            cached = self._link_resolver = (key, self.indexer.build_resolver())
+        return cached[1].resolve(target, source)
+
+    def next_run(self, job: str = "proactive_refresh"):
+        """When the scheduled ``job`` (``proactive_refresh`` or ``auto_dream``) runs next: an aware datetime in the
+        app timezone, from the running scheduler or else from the settings' cron expression; None when disabled."""
+        from datetime import datetime
+
+        from .scheduler import next_fire
+
+        if self.scheduler is not None:
+            try:
+                return self.scheduler.next_runs().get(job)
+            except Exception:  # a stopping scheduler: fall back to the settings
+                pass
+        expr = (getattr(self.settings, f"{job}_cron", "")
+                or "").strip()
+        if not expr:
+            return None
+        tz = self.settings.tzinfo()
+        try:
+            return next_fire(expr, tz, datetime.now(tz))
+        except Exception:
+            return None
+
+    def chat_append(self, session_id: str, role: str, text: str):
+        """Append one message (``role`` user/assistant, stamped now in the app timezone) to the chat record
+        ``<session_dir>/dialog/<session_id>.jsonl``; returns it (``reme_engine.memory.session.ChatMessage``).
+        EngineError for a bad session id or role; OSError when the record cannot be written."""
+        from .memory.session import ChatMessage, append_messages
+
+        try:
+            msg = ChatMessage.create(role, text, tz=self.settings.tzinfo())
+            append_messages(self.vault, self.settings.layers, session_id, [msg])
+        except ValueError as exc:
+            raise EngineError(str(exc)) from exc
+        return msg
+
+    def chat_history(self, session_id: str) -> list:
+        """The messages of chat record ``session_id`` in file order (bad lines skipped); [] when there is none."""
+        from .memory.session import read_session
+
+        try:
+            return list(read_session(self.vault, self.settings.layers, session_id))
+        except ValueError as exc:
+            raise EngineError(str(exc)) from exc
+
+    def chat_latest_session(self) -> str | None:
+        """The id of the chat record written last (by file mtime), or None when the vault has none."""
+        folder = self.vault / self.settings.layers.session_dir.strip("/") / "dialog"
+        try:
+            recs = [(p.stat().st_mtime, p.stem) for p in folder.glob("*.jsonl") if p.is_file()]
+        except OSError:
+            return None
+        return max(recs)[1] if recs else None
+
+    def chat_capture(self, session_id: str, messages: list) -> list[str]:
+        """The no-LLM quick capture: the user's ``messages`` appended verbatim to today's capture card; returns
+        the cards written (vault-relative). EngineError when the card cannot be written."""
+        from .memory.capture import append_user_messages_verbatim
+
+        return list(append_user_messages_verbatim(self, session_id, messages).paths)
+
+    def chat_answer(self, session_id: str, question_id: str, on_text: Callable[[str], None]):
+        """Answer message ``question_id`` of session ``session_id`` from the vault (retrieval + citations), the
+        earlier turns as history: each streamed piece of text goes to ``on_text`` (called on this thread); the
+        answer is recorded in the session. Returns the ``reme_engine.chat.ChatTurn`` (answer, citations).
+        Raises EngineError/LLM errors as the chat pipeline does."""
+        from .chat import ChatAnswerer, ChatTurn
+        from .llm.client import Message
+
+        history = self.chat_history(session_id)
+        question = next((m.content for m in history if m.id == question_id), "")
+        past = [Message(m.role, m.content) for m in history
+                if m.id != question_id and m.role in ("user", "assistant")]
+        turn = ChatTurn(question)
+        for d in ChatAnswerer(self, self.llm_client("chat")).stream(past, question, turn):
+            if d.text:
+                on_text(d.text)
+        self.chat_append(session_id, "assistant", turn.answer)
+        return turn
+
+    # The Markdown rules a viewer needs, so a front end asks the engine instead of importing its modules.
+    @staticmethod
+    def parse_frontmatter(text: str):
+        """``reme_engine.markdown.frontmatter.Frontmatter`` of a note's text (``meta``, ``warning``,
+        ``body_offset``, ``body_start_line``); never raises (ARCHITECTURE §4)."""
+        from .markdown.frontmatter import parse_frontmatter
+
+        return parse_frontmatter(text)
+
+    @staticmethod
+    def note_ownership(text: str):
+        """``reme_engine.vault.provenance.Ownership`` of a note's full text: owner, stamp, the app's line ranges
+        and blocks (1-based file lines); never raises."""
+        from .vault.provenance import note_ownership
+
+        return note_ownership(text)
+
+    @staticmethod
+    def parse_links(text: str, *, start_line: int = 1, start_offset: int = 0) -> list:
+        """Every link of ``text`` (``reme_engine.markdown.links.Link``: target, anchor, alias, line, start/end
+        offsets, predicate, embed), skipping code and comments as the index does; linear, never raises."""
+        from .markdown.links import parse_links
+
+        return parse_links(text, start_line=start_line, start_offset=start_offset)
+
     # -- file jobs ----------------------------------------------------------------------------------------
     def read(self, path: str, start_line: int = 1, end_line: int | None = None) -> ReadResult:
         """Lines ``start_line``..``end_line`` (1-based, inclusive) of a text file; at most MAX_READ_LINES."""
