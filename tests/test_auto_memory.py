@@ -501,7 +501,8 @@ def test_capture_keeps_a_concurrent_edit(open_engine, monkeypatch):
     eng = open_engine()
     append_user_messages_verbatim(eng, SID, [ChatMessage("c1", "user", "first", "2026-11-29T08:00:00+08:00")])
     card = eng.vault / "daily/2026-11-29/capture.md"
-    real = am._read_card
+    from reme_engine.memory import capture as cap
+    real = cap._read_card
     calls = []
 
     def racing_read(engine, rel):
@@ -511,7 +512,7 @@ def test_capture_keeps_a_concurrent_edit(open_engine, monkeypatch):
         calls.append(rel)
         return cur
 
-    monkeypatch.setattr(am, "_read_card", racing_read)
+    monkeypatch.setattr(cap, "_read_card", racing_read)
     append_user_messages_verbatim(eng, SID, [ChatMessage("c2", "user", "second", "2026-11-29T08:30:00+08:00")])
     text = card.read_text(encoding="utf-8")
     assert len(calls) == 2  # conflict detected, re-read, appended to the newest text
