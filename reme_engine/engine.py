@@ -34,8 +34,17 @@ from .results import (HEALTH_FIRST_N, MAX_READ_LINES, DeleteResult, DreamLog, En
                       FrontmatterRead, FrontmatterUpdate, HealthReport, ListResult, MoveResult, NoteTitle,
                       ReadResult, StatResult, WriteResult, result_to_dict)
 from .vault import files, move as _move
+from . import frontend
+from .markdown.frontmatter import Frontmatter, parse_frontmatter
+from .markdown.links import Link, parse_links
+from .vault.provenance import Ownership, note_ownership
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from .chat import ChatTurn
+    from .markdown.links import Resolution
+    from .memory.session import ChatMessage
     from .dream.models import DreamReport
     from .llm.client import LLMClient
     from .lock import WriterLock
@@ -243,6 +252,54 @@ class Engine:
         """(Read-only.) Every indexed Markdown note's path, title and aliases, newest first (by mtime); one SQL
         query on the index (about 10 ms for 3,000 notes). Empty before the first index pass."""
         return files.note_titles(self)
+
+    # -- what a front end asks besides file jobs (reme_engine.frontend) ----------------------------------------
+    def resolve_link(self, target: str, source: str = "") -> Resolution:
+        """Resolve wikilink ``target`` written in note ``source`` ("" for none) as the index does: ``path`` or
+        ``virtual``, ``ambiguous``. The resolver is kept until names or aliases change."""
+        return frontend.resolve_link(self, target, source)
+
+    def next_run(self, job: str = "proactive_refresh") -> datetime | None:
+        """When ``job`` (proactive_refresh/auto_dream) runs next (aware, app timezone); None when disabled."""
+        return frontend.next_run(self, job)
+
+    def chat_append(self, session_id: str, role: str, text: str, *, message_id: str | None = None) -> ChatMessage:
+        """Append one message (role user/assistant, stamped now; ``message_id`` or a new uuid4 hex) to the chat
+        record ``<session_dir>/dialog/<session_id>.jsonl``. EngineError for a bad id or role; OSError."""
+        return frontend.chat_append(self, session_id, role, text, message_id)
+
+    def chat_history(self, session_id: str) -> list[ChatMessage]:
+        """The messages of chat record ``session_id`` in file order (bad lines skipped); [] when none."""
+        return frontend.chat_history(self, session_id)
+
+    def chat_latest_session(self) -> str | None:
+        """The id of the chat record written last (file mtime), None when the vault has none."""
+        return frontend.chat_latest_session(self)
+
+    def chat_capture(self, session_id: str, messages: list[ChatMessage]) -> list[str]:
+        """No-LLM quick capture: the user's ``messages`` appended verbatim to their day's capture card; returns
+        the cards written. EngineError when a card cannot be written."""
+        return frontend.chat_capture(self, session_id, messages)
+
+    def chat_answer(self, session_id: str, question_id: str, on_text: Callable[[str], Any]) -> ChatTurn:
+        """Answer message ``question_id`` of the session from the vault (citations), streaming text to
+        ``on_text`` on this thread, and record the answer. Raises what the chat pipeline raises."""
+        return frontend.chat_answer(self, session_id, question_id, on_text)
+
+    @staticmethod
+    def parse_frontmatter(text: str) -> Frontmatter:
+        """The frontmatter of a note's text (meta, warning, body_offset, body_start_line); never raises."""
+        return parse_frontmatter(text)
+
+    @staticmethod
+    def note_ownership(text: str) -> Ownership:
+        """Who owns a note's full text and which (1-based file) lines are the app's; never raises."""
+        return note_ownership(text)
+
+    @staticmethod
+    def parse_links(text: str, *, start_line: int = 1, start_offset: int = 0) -> list[Link]:
+        """Every link of ``text``, skipping code and comments as the index does; linear, never raises."""
+        return parse_links(text, start_line=start_line, start_offset=start_offset)
 
     # -- file jobs (reme_engine.vault.files) -----------------------------------------------------------------
     def read(self, path: str, start_line: int = 1, end_line: int | None = None) -> ReadResult:
