@@ -47,14 +47,13 @@ from typing import Callable, Iterable
 
 from ..markdown.frontmatter import FrontmatterError, parse_frontmatter, render_frontmatter, update_frontmatter
 from ..markdown.links import format_link, parse_links
+from ..markdown.sections import code_mask, headings, is_sources_title, section_span
 from .safety import clean_llm_path, link_key
 
 SOURCES = "Sources"
 EVIDENCE = "Evidence"
 UPDATE = "Update"
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _OWN_FIELD = re.compile(r"^\s*(?:[-*+]\s+)?(relates_to|derived_from)::", re.IGNORECASE)
-_SOURCES_TITLES = {"sources", "source", "来源", "出处"}
 
 
 # -- small text helpers ------------------------------------------------------------------------------------
@@ -77,44 +76,14 @@ def _nl(body: str) -> str:
     return "\r\n" if "\r\n" in body else "\n"
 
 
-def _heading(line: str) -> tuple[int, str] | None:
-    m = _HEADING.match(line)
-    return (len(m.group(1)), m.group(2)) if m else None
-
-
-def _fenced_mask(lines: list[str]) -> list[bool]:
-    """True for lines inside fenced code (headings there are not headings)."""
-    mask, fence = [], ""
-    for ln in lines:
-        s = ln.lstrip()
-        if fence:
-            mask.append(True)
-            if s.startswith(fence):
-                fence = ""
-            continue
-        if s.startswith("```") or s.startswith("~~~"):
-            fence = s[:3]
-            mask.append(True)
-            continue
-        mask.append(False)
-    return mask
+def _heads(lines: list[str]) -> dict[int, tuple[int, str]]:
+    """``{line index: (level, title)}`` of the top-level headings outside code (:mod:`..markdown.sections`)."""
+    return {h.line: (h.level, h.title) for h in headings(lines)}
 
 
 def _section(lines: list[str], match: Callable[[str], bool], level: int = 2) -> tuple[int, int] | None:
     """``[start, end)`` line span of the last level-``level`` section whose title satisfies ``match``."""
-    mask = _fenced_mask(lines)
-    found = None
-    for i, ln in enumerate(lines):
-        h = None if mask[i] else _heading(ln)
-        if h and h[0] == level and match(h[1]):
-            end = len(lines)
-            for j in range(i + 1, len(lines)):
-                hj = None if mask[j] else _heading(lines[j])
-                if hj and hj[0] <= level:
-                    end = j
-                    break
-            found = (i, end)
-    return found
+    return section_span(lines, match, level)
 
 
 def _is_title(name: str) -> Callable[[str], bool]:
@@ -122,7 +91,7 @@ def _is_title(name: str) -> Callable[[str], bool]:
 
 
 def _is_sources(t: str) -> bool:
-    return t.strip().casefold() in _SOURCES_TITLES
+    return is_sources_title(t)
 
 
 def _trim_end(lines: list[str], start: int, end: int) -> int:
@@ -144,25 +113,29 @@ def _tail_start(lines: list[str], with_updates: bool = False) -> int:
     ``len(lines)`` when there are none."""
     spans = [s for s in (_section(lines, _is_title(EVIDENCE)), _section(lines, _is_sources)) if s]
     if with_updates:
-        mask = _fenced_mask(lines)
-        spans += [(i, i) for i, ln in enumerate(lines)
-                  if not mask[i] and (h := _heading(ln)) and h[0] == 2 and _is_update(h[1])]
+        spans += [(h.line, h.line) for h in headings(lines) if h.level == 2 and _is_update(h.title)]
     return min((s[0] for s in spans), default=len(lines))
 
 
 # -- LLM body clean-up -----------------------------------------------------------------------------------------
 def demote_headings(md: str, top: int = 3) -> str:
-    """Shift headings so the highest one is level ``top``: appended material nests under its ``## Update``."""
+    """Shift headings so the highest one is level ``top``: appended material nests under its ``## Update``.
+    A setext heading that moves is written as an ATX heading (its underline dropped)."""
     lines = md.splitlines()
-    mask = _fenced_mask(lines)
-    levels = [h[0] for ln, f in zip(lines, mask) if not f and (h := _heading(ln))]
-    shift = max(0, top - min(levels)) if levels else 0
+    heads = headings(lines)
+    shift = max(0, top - min(h.level for h in heads)) if heads else 0
     if not shift:
         return md
-    out = []
-    for ln, fenced in zip(lines, mask):
-        h = None if fenced else _heading(ln)
-        out.append("#" * min(6, h[0] + shift) + " " + h[1] if h else ln)
+    at = {h.line: h for h in heads}
+    out, i = [], 0
+    while i < len(lines):
+        h = at.get(i)
+        if h is None:
+            out.append(lines[i])
+            i += 1
+            continue
+        out.append("#" * min(6, h.level + shift) + " " + h.title)
+        i = h.end
     return "\n".join(out)
 
 
@@ -257,7 +230,7 @@ def render_new_node(*, name: str, description: str, tags: list[str], body: str, 
     meta["derived_from"] = _merge_links(None, sources)
     lines = _lines(body.strip("\n"))
     first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
-    if first is None or not ((h := _heading(lines[first])) and h[0] == 1):
+    if first is None or _heads(lines).get(first, (0,))[0] != 1:
         lines = [f"# {name}", ""] + lines
         first = 0
     head, rest = lines[: first + 1], lines[first + 1 :]
@@ -334,14 +307,14 @@ def add_relates(text: str, related: Iterable[str], resolve: Resolve | None = Non
         before = lines[: _trim_end(lines, -1, at)] if at else []
         lines = before + [""] + _relates_lines(new) + ([""] if at < len(lines) else []) + lines[at:]
         return fm + _join(lines, _nl(body)), new
-    mask = _fenced_mask(lines)
+    mask = code_mask(lines)
     at = None
     for i, ln in enumerate(lines):
         if not mask[i] and ln.lstrip().lower().startswith("relates_to::"):
             at = i + 1
     block = _relates_lines(new)
     if at is None:
-        h1 = next((i for i, ln in enumerate(lines) if not mask[i] and (h := _heading(ln)) and h[0] == 1), None)
+        h1 = next((h.line for h in headings(lines) if h.level == 1), None)
         if h1 is not None:
             block = [""] + block
             at = h1 + 1
@@ -433,8 +406,7 @@ def _block_parts(inner: str | None) -> tuple[list[str], list[str], list[str], li
     if not inner:
         return [], [], [], []
     lines = inner.split("\n")
-    mask = _fenced_mask(lines)
-    h3 = [i for i, ln in enumerate(lines) if not mask[i] and (h := _heading(ln)) and h[0] == 3]
+    h3 = [h.line for h in headings(lines) if h.level == 3]
     first = h3[0] if h3 else len(lines)
     relates = [ln for ln in lines[:first] if ln.lstrip().lower().startswith("relates_to::")]
     ev = _section(lines, _is_title(EVIDENCE), level=3)
@@ -500,7 +472,7 @@ def block_update(note_text: str, inner: str | None, *, date: str, action: str, m
 def strip_title(body: str) -> str:
     """``body`` without its leading H1 line (a CREATE's title, which a node that exists already has)."""
     lines = _lines(body.strip("\n"))
-    if lines and (h := _heading(lines[0])) and h[0] == 1:
+    if lines and _heads(lines).get(0, (0,))[0] == 1:
         lines = lines[1:]
         while lines and not lines[0].strip():
             lines.pop(0)

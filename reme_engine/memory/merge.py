@@ -7,6 +7,7 @@ import re
 from typing import Iterable
 
 from ..markdown.frontmatter import parse_frontmatter, update_frontmatter
+from ..markdown.sections import headings, is_sources_title, split_sections
 from ..vault import provenance as P
 from ..vault.io import WriteConflict
 from .prompts import prompt_language
@@ -23,8 +24,6 @@ SECTION_LABELS = {
 }
 
 
-_HEADING2_RE = re.compile(r"^##[ \t]+(.+?)[ \t]*#*[ \t]*$")
-_FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _TIME_PREFIX_RE = re.compile(r"^(\*\*)?\d{1,2}:\d{2}(\*\*)?(\s*[—–-]\s*|\s+)")
 
 
@@ -37,25 +36,10 @@ def _section_kind(title: str) -> str | None:
 
 
 def _split_sections(body: str) -> tuple[list[str], list[dict]]:
-    """``(preamble lines, [{heading, kind, lines}])`` split at level-2 headings outside fenced code."""
-    pre: list[str] = []
-    sections: list[dict] = []
-    fence: str | None = None
-    for line in body.split("\n"):
-        m = _FENCE_RE.match(line)
-        if m:
-            mark = m.group(1)
-            if fence is None:
-                fence = mark[0] * len(mark)
-            elif mark[0] == fence[0] and len(mark) >= len(fence):
-                fence = None
-        elif fence is None:
-            h = _HEADING2_RE.match(line)
-            if h:
-                sections.append({"heading": line, "kind": _section_kind(h.group(1)), "lines": []})
-                continue
-        (sections[-1]["lines"] if sections else pre).append(line)
-    return pre, sections
+    """``(preamble lines, [{heading, kind, lines}])`` split at level-2 headings outside code
+    (:func:`~reme_engine.markdown.sections.split_sections`; ``heading`` is the heading's text as written)."""
+    pre, secs = split_sections(body, 2)
+    return pre, [{"heading": "\n".join(s.heading), "kind": _section_kind(s.title), "lines": s.lines} for s in secs]
 
 
 def normalize_item(line: str) -> str:
@@ -175,7 +159,6 @@ BLOCK_TEXT = {
 }
 SOURCES_LABEL = {"en": "Sources", "zh": "来源"}
 DESCRIPTION_LABEL = {"en": "Description", "zh": "描述"}
-_H3_RE = re.compile(r"^###[ \t]+(.+?)[ \t]*#*[ \t]*$")
 _DESC_LINE_RE = re.compile(r"^\*\*(?:Description|描述):\*\*[ \t]*(.*)$")
 
 
@@ -185,11 +168,12 @@ def block_parts(inner: str | None) -> dict:
     sources: [lines]}``, section lines without surrounding blank lines. None or "" gives empty parts."""
     parts: dict = {"description": "", "current": [], "timeline": [], "notes": [], "sources": []}
     kind = None
-    for line in (inner or "").split("\n"):
-        h = _H3_RE.match(line)
+    lines = (inner or "").split("\n")
+    h3 = {h.line: h for h in headings(lines) if h.level == 3 and not h.setext}
+    for i, line in enumerate(lines):
+        h = h3.get(i)
         if h:
-            t = " ".join(h.group(1).casefold().split())
-            kind = _section_kind(t) or ("sources" if t in ("sources", "来源") else "other")
+            kind = _section_kind(h.title) or ("sources" if is_sources_title(h.title) else "other")
             continue
         if kind is None:
             d = _DESC_LINE_RE.match(line)
