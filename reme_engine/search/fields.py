@@ -1,0 +1,97 @@
+"""Field-aware ranking on fused candidates (pure functions): the title/alias boost and the day-index demotion.
+
+See :func:`adjust`. The link parser is the one of :mod:`reme_engine.markdown.links` (day-index bullets).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..markdown.links import parse_links
+from .fusion import FusionConfig, rank_key
+
+_DAY_PAGE_RE = re.compile(r"(?:^|/)\d{4}-\d{2}-\d{2}\.md$")
+_NORM_RE = re.compile(r"[\W_]+", re.UNICODE)
+#: the marker of the app's generated day index (reme_engine.vault.daily.INDEX_START; not imported: layering)
+_DAY_INDEX_MARK = "reme:day-index:"
+
+
+def _alias_list(v) -> list[str]:
+    if isinstance(v, str):
+        try:
+            v = json.loads(v or "[]")
+        except ValueError:
+            return []
+    return [str(a) for a in v] if isinstance(v, list) else []
+
+
+def normalise_name(text: str) -> str:
+    """Case-folded ``text`` without punctuation, emoji or spaces (for title/alias equality). Pure."""
+    return _NORM_RE.sub("", text.casefold())
+
+
+def is_day_index_chunk(path: str, text: str) -> bool:
+    """True for a chunk of a day page (``…/YYYY-MM-DD.md``) that is mostly a generated card list: it holds the
+    app's day-index marker, or at least half of its non-blank lines are ``- [[…]]`` bullets. Pure."""
+    if not _DAY_PAGE_RE.search(path):
+        return False
+    if _DAY_INDEX_MARK in text:
+        return True
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return bool(lines) and sum(ln.startswith(("- [[", "* [[")) for ln in lines) * 2 >= len(lines)
+
+
+def adjust(fused: dict[int, dict], rows: dict[int, tuple], query: str, cfg: FusionConfig) -> None:
+    """Field-aware ranking on fused candidates. ``rows``: {id: (path, name, aliases (list or JSON text), text or
+    None)}. Mutates ``fused`` (``score``; ``field_boost`` and ``demoted`` in the details). Pure apart from that.
+
+    1. The best chunk of a note whose name, file stem or an alias equals the query (after
+       :func:`normalise_name`) gains ``title_boost × best score``; half when one of them contains the query.
+       Only keyword hits are checked: name, stem and aliases are indexed as the note's title field, so a note
+       named like the query is always one.
+    2. A generated day-index chunk (:func:`is_day_index_chunk`) that lists a note also among the candidates
+       scores just below that note's best chunk: the page is a table of contents, the card is the answer.
+    """
+    if not fused:
+        return
+    order = sorted(fused, key=lambda i: rank_key(i, fused[i]))
+    top = fused[order[0]]["score"]
+    if cfg.title_boost > 0:
+        q = normalise_name(query)
+        seen: set[str] = set()
+        for cid in order:
+            r = rows.get(cid)
+            if r is None or r[0] in seen or not q or "keyword_rank" not in fused[cid]:
+                continue
+            seen.add(r[0])
+            stem = r[0].rsplit("/", 1)[-1].rsplit(".", 1)[0]
+            names = {normalise_name(x) for x in (stem, r[1], *_alias_list(r[2])) if x}
+            names.discard("")
+            gain = 0.0
+            if q in names:
+                gain = cfg.title_boost
+            elif len(q) >= 2 and any(q in n for n in names):
+                gain = cfg.title_boost / 2
+            if gain:
+                fused[cid]["score"] += gain * top
+                fused[cid]["field_boost"] = gain * top
+    if cfg.demote_day_index:
+        best_of: dict[str, float] = {}  # by path, and by file stem for basename links
+        for cid, d in fused.items():
+            r = rows.get(cid)
+            if r is not None:
+                stem = r[0].rsplit("/", 1)[-1].rsplit(".", 1)[0]
+                for key in (r[0], stem):
+                    best_of[key] = max(best_of.get(key, 0.0), d["score"])
+        for cid, d in fused.items():
+            r = rows.get(cid)
+            if r is None or not r[3] or not is_day_index_chunk(r[0], r[3]):
+                continue
+            own = r[0].rsplit("/", 1)[-1].rsplit(".", 1)[0]
+            targets = {t + ".md" if "/" in t else t
+                       for t in (lk.target.strip() for lk in parse_links(r[3]) if lk.kind == "wikilink") if t}
+            listed = [best_of[t] for t in targets if t in best_of and t not in (r[0], own)]
+            if listed and max(listed) <= d["score"]:
+                d["score"] = max(listed) * 0.999
+                d["demoted"] = True

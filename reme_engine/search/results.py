@@ -1,0 +1,112 @@
+"""What a search returns and how it is restricted: :class:`SearchFilters`, :class:`Hit`, :class:`SearchResult`.
+
+Plain data, no I/O apart from :meth:`SearchFilters.sql` building a WHERE fragment. Split from ``hybrid.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class SearchFilters:
+    """Restrict a search. ``path_prefix`` (folder or path start), ``paths`` (exact), ``date_from``/``date_to``
+    (inclusive YYYY-MM-DD, matched against a date path segment), ``frontmatter`` ({key: value}; a list-valued
+    key matches when it contains the value)."""
+
+    path_prefix: str | None = None
+    paths: list[str] | None = None
+    date_from: str | None = None
+    date_to: str | None = None
+    frontmatter: dict[str, Any] | None = None
+
+    def empty(self) -> bool:
+        return not (self.path_prefix or self.paths or self.date_from or self.date_to or self.frontmatter)
+
+    def sql(self) -> tuple[str, list]:
+        """A WHERE fragment over ``files f`` and its parameters."""
+        conds, params = [], []
+        if self.path_prefix:
+            conds.append("substr(f.path, 1, ?) = ?")
+            params += [len(self.path_prefix), self.path_prefix]
+        if self.paths:
+            conds.append(f"f.path IN ({','.join('?' * len(self.paths))})")
+            params += list(self.paths)
+        if self.date_from:
+            conds.append("f.date >= ?")
+            params.append(self.date_from)
+        if self.date_to:
+            conds.append("f.date <= ?")
+            params.append(self.date_to)
+        for key, value in (self.frontmatter or {}).items():
+            jp = "$." + json.dumps(str(key), ensure_ascii=False)
+            conds.append(
+                "(json_extract(f.frontmatter, ?) = ? OR EXISTS (SELECT 1 FROM json_each(f.frontmatter, ?) j"
+                " WHERE j.value = ?))"
+            )
+            v = value if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+            params += [jp, v, jp, v]
+        return (" AND ".join(conds) or "1"), params
+
+
+@dataclass
+class Hit:
+    """One fused result: a chunk of ``path`` covering file lines ``start_line``..``end_line`` (1-based, inclusive).
+
+    ``score`` is the fused score (its scale depends on the fusion method; ``convex``: 0..1 plus any field boost);
+    ``keyword_rank``/``vector_rank`` are 1-based ranks in each leg (None when the leg did not retrieve it),
+    ``keyword_score`` the BM25 score (higher is better), ``vector_score`` the cosine similarity,
+    ``keyword_rrf``/``vector_rrf`` each leg's share of ``score`` (named after the original RRF fusion)."""
+
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    text: str
+    headings: list[str]
+    name: str
+    description: str
+    chunk_id: int
+    keyword_rank: int | None = None
+    keyword_score: float | None = None
+    vector_rank: int | None = None
+    vector_score: float | None = None
+    keyword_rrf: float = 0.0
+    vector_rrf: float = 0.0
+    #: the chunk has no vector yet (saved, not embedded): ``vector_rrf`` was imputed from its keyword rank
+    #: (see :func:`impute_missing_vectors`)
+    vector_imputed: bool = False
+    #: score added by the field-aware rule (the note's name, file stem or alias is/contains the query)
+    field_boost: float = 0.0
+    #: a generated day-index chunk placed just below a card it lists
+    demoted: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class SearchResult:
+    """Hits best first, the hop-2 neighbour directory per hit file, timings (ms) and what degraded, if anything."""
+
+    query: str
+    mode: str
+    hits: list[Hit]
+    neighbors: dict[str, dict] = field(default_factory=dict)
+    took_ms: float = 0.0
+    keyword_ms: float = 0.0
+    vector_ms: float = 0.0
+    degraded: str | None = None
+    #: candidates hidden by the relative floor ("n weaker matches hidden"; search again with
+    #: ``fusion=replace(cfg, relative_floor=0)`` to show them)
+    hidden: int = 0
+
+    def to_dict(self) -> dict:
+        return {
+            "query": self.query, "mode": self.mode, "hits": [h.to_dict() for h in self.hits],
+            "neighbors": self.neighbors, "took_ms": round(self.took_ms, 3), "keyword_ms": round(self.keyword_ms, 3),
+            "vector_ms": round(self.vector_ms, 3), "degraded": self.degraded, "hidden": self.hidden,
+        }
+
