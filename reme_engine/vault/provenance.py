@@ -42,6 +42,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from ..markdown.sections import code_mask
+
 KEY = "reme_provenance"
 BEGIN_PREFIX = "<!-- reme:begin "
 END_MARKER = "<!-- reme:end -->"
@@ -57,7 +59,6 @@ DAY_INDEX_START = "<!-- reme:day-index:start"
 DAY_INDEX_END = "<!-- reme:day-index:end -->"
 _DAY_BEGIN_RE = re.compile(rf"^[ \t]*<!-- reme:day-index:start(?: ([0-9a-f]{{{_HASH_LEN}}}))? -->[ \t]*$")
 _DAY_END_RE = re.compile(r"^[ \t]*<!-- reme:day-index:end -->[ \t]*$")
-_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _BOM = "\ufeff"
 
 APP = "app"
@@ -124,20 +125,9 @@ def _digest(s: str) -> str:
 
 
 def _fenced(lines: list[str]) -> list[bool]:
-    """True for lines inside (or fencing) fenced code, where markers are plain text."""
-    mask, fence = [], ""
-    for ln in lines:
-        m = _FENCE_RE.match(ln)
-        if fence:
-            mask.append(True)
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not ln[m.end():].strip():
-                fence = ""
-        elif m:
-            fence = m.group(1)
-            mask.append(True)
-        else:
-            mask.append(False)
-    return mask
+    """True for lines inside (or fencing) code, where markers are plain text (the one rule:
+    :func:`~reme_engine.markdown.sections.code_mask`)."""
+    return code_mask(lines)
 
 
 # -- the note-level stamp ---------------------------------------------------------------------------------------
