@@ -565,3 +565,38 @@ def test_corpus_throughput():
     elapsed = time.perf_counter() - t
     assert n > len(files)
     assert elapsed < 120  # ~4 s for 33 MB on these machines; the bound only catches quadratic blow-ups
+
+
+def test_big_bodies_are_split_in_one_linear_pass(monkeypatch):
+    """A body over LINEAR_PARSE_BYTES never reaches markdown-it (up to ~8 s/MB on dense lists or tables); the
+    linear scanner keeps headings, fences (an unclosed one runs to the end) and the chunk invariants."""
+    from reme_engine.markdown import chunker
+
+    def no_markdown_it():
+        raise AssertionError("markdown-it used on a big body")
+
+    monkeypatch.setattr(chunker, "_parser", no_markdown_it)
+    body = ("# Top\n\n" + "- [[x]] item\n" * 40_000 + "\n## Code\n\n```py\n" + "x = 1  # not a heading\n" * 20_000)
+    assert len(body) > chunker.LINEAR_PARSE_BYTES
+    chunks = chunk_markdown(body, max_bytes=2000)
+    assert all(len(c.text.encode()) <= 2000 for c in chunks)
+    lines = body.split("\n")
+    covered = set()
+    for c in chunks:
+        covered.update(range(c.start_line, c.end_line + 1))
+    assert all(i + 1 in covered for i, s in enumerate(lines) if s.strip())
+    assert chunks[0].headings == ("Top",) and chunks[-1].headings == ("Top", "Code")
+    assert chunks[-1].text.startswith("```py\n")  # fence pieces are re-wrapped in their opening line
+    assert not any(c.headings[-1:] == ("not a heading",) for c in chunks)
+
+
+def test_table_rows_make_no_tokens():
+    """The lean table rule keeps markdown-it's table extent but emits two tokens, not eight per row."""
+    from reme_engine.markdown.chunker import _parser
+
+    rows = 5_000
+    text = "| a | b |\n|---|---|\n" + "| [[x]] | y |\n" * rows + "\nafter\n"
+    tokens = _parser().parse(text)
+    assert [t.type for t in tokens if t.level == 0][:2] == ["table_open", "table_close"]
+    assert tokens[0].map == [0, rows + 2]
+    assert len(tokens) < 10

@@ -481,3 +481,34 @@ def test_renamed_heading_updates_the_trail_and_the_vector_of_unchanged_chunks(ma
         import numpy as np
 
         assert not np.allclose(before, e.vectors.index._index.reconstruct(int(cid)))
+
+
+def test_pathological_notes_index_with_bounded_work(make_engine, tmp_path, monkeypatch):
+    """ARCHITECTURE §8, issue 12: a line of 60,000 '[', a note with more links than MAX_LINKS_PER_FILE and an
+    unclosed 1 MB fence index fully, with bounded per-file work (asserted on work done, wall time is the bench's):
+    the description looks at a bounded prefix, the graph keeps the first MAX_LINKS_PER_FILE links and the file's
+    warning says where it stops."""
+    from reme_engine.index import indexer as ix
+
+    monkeypatch.setattr(ix, "MAX_LINKS_PER_FILE", 2_000)
+    v = tmp_path / "vault"
+    _write(v / "brackets.md", "[" * 60_000 + "] tail words\n")
+    _write(v / "links.md", "# Index\n" + "".join(f"[[n{i}]] " for i in range(30_000)) + "\n" + "[[late]]\n")
+    _write(v / "fence.md", "# F\n\n```\n" + "code [[not a link]] line\n" * 40_000)
+    _write(v / "small.md", "# Small\n\nordinary quokka words\n")
+    seen = []
+    real = ix.plain_line
+    monkeypatch.setattr(ix, "plain_line", lambda s: seen.append(len(s)) or real(s))
+    e = make_engine(v, embed=False)
+    r = e.index()
+    assert r.added == 4 and not r.skipped
+    assert seen and max(seen) <= ix.SUMMARY_SCAN_CHARS
+    c = e.store.conn
+    n_links = dict(c.execute("SELECT f.path, count(l.id) FROM files f LEFT JOIN links l ON l.src_id = f.id"
+                             " GROUP BY f.path").fetchall())
+    assert n_links["links.md"] == 2_000 and n_links["fence.md"] == 0
+    warn = c.execute("SELECT warning FROM files WHERE path='links.md'").fetchone()[0]
+    assert "indexed partially" in warn and "line 2" in warn
+    assert c.execute("SELECT warning FROM files WHERE path='small.md'").fetchone()[0] is None
+    assert e.search("quokka", mode="keyword").hits[0].path == "small.md"
+    assert e.search("tail", mode="keyword").hits[0].path == "brackets.md"

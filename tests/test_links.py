@@ -578,3 +578,17 @@ def test_leading_slash_is_vault_root_relative():
     assert r.resolve("/README.md", "x/README.md").path is None  # no name fallback
     assert r.resolve("/../etc/passwd", "x/README.md").path is None
     assert r.resolve("//server/share.md", "x/README.md").path is None
+
+
+def test_parse_links_limit_stops_the_scan(monkeypatch):
+    """``limit`` bounds the work by the links kept: the scanner tries no wikilink after the limit is reached."""
+    from reme_engine.markdown import links as mod
+
+    text = "".join(f"[[n{i}]] " for i in range(50_000)) + "\n"
+    tried = []
+    real = mod._Segment._wikilink
+    monkeypatch.setattr(mod._Segment, "_wikilink", lambda self, p, e: tried.append(p) or real(self, p, e))
+    got = parse_links(text, limit=100)
+    assert [lk.target for lk in got] == [f"n{i}" for i in range(100)]
+    assert len(tried) == 100
+    assert len(parse_links("[[a]] [[b]]", limit=5)) == 2 and parse_links("[[a]]", limit=0) == []

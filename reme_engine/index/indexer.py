@@ -56,6 +56,9 @@ SYNC_MARKER = "sync_interrupted"
 CRASH_POINTS = ("sync.after_marker", "sync.after_batch", "sync.after_keyword", "sync.in_links", "sync.after_links",
                 "embed.after_commit", "embed.before_save")
 EMBED_BATCH = 64
+#: Links kept per file: every link costs a row, a resolution and graph work, so one note with 200,000 links (a
+#: generated index) must not cost minutes. Beyond it the file's warning says where its graph stops.
+MAX_LINKS_PER_FILE = 20_000
 
 
 @dataclass
@@ -248,25 +251,42 @@ def _as_str_list(v) -> list[str]:
 
 
 _CALLOUT_RE = re.compile(r"^\[![^\]]*\][+-]?\s*")
-_MD_LINK_RE = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+# No '[' in the label and no '(' in the destination: each attempt stops at the next bracket, so the scan is linear
+# (the old ``[^\]]*`` label took 225 s on a line of 60,000 '[').
+_MD_LINK_RE = re.compile(r"!?\[([^\[\]\n]*)\]\([^()\n]*\)")
 _EMPHASIS_RE = re.compile(r"(\*\*|__|\*|`|==|~~)")
+#: Characters of a line :func:`plain_line` looks at in a summary: a description keeps 120 of them, and one
+#: pathological line (5 MB, 200,000 links) must not cost more than a short one.
+SUMMARY_SCAN_CHARS = 4000
 
 
 def plain_line(line: str) -> str:
     """A Markdown line as plain text: wikilinks → their display text, Markdown links → their label, callout
-    markers, emphasis and code ticks removed."""
+    markers, emphasis and code ticks removed. Linear in ``len(line)``."""
     from ..markdown.links import parse_links
 
-    for lk in sorted(parse_links(line), key=lambda x: -x.start):
-        line = line[: lk.start] + (lk.alias or lk.display or lk.target) + line[lk.end :]
+    links = parse_links(line)
+    if links:
+        parts: list[str] = []
+        pos = 0
+        for lk in sorted(links, key=lambda x: x.start):
+            if lk.start < pos:
+                continue
+            parts.append(line[pos:lk.start])
+            parts.append(lk.alias or lk.display or lk.target)
+            pos = lk.end
+        parts.append(line[pos:])
+        line = "".join(parts)
     line = _MD_LINK_RE.sub(r"\1", line)
     line = _CALLOUT_RE.sub("", line)
     return " ".join(_EMPHASIS_RE.sub("", line).split())
 
 
 def _first_line_summary(text: str, limit: int = 120) -> str:
-    """The first prose line of a body as plain text (a note's description when its frontmatter has none)."""
-    for line in text.splitlines()[:200]:
+    """The first prose line of a body as plain text (a note's description when its frontmatter has none).
+    Looks at most at 200 lines of at most :data:`SUMMARY_SCAN_CHARS` characters each."""
+    for line in text[: 200 * SUMMARY_SCAN_CHARS].splitlines()[:200]:
+        line = line[:SUMMARY_SCAN_CHARS]
         s = line.strip()
         if not s or s.startswith(("#", "```", "~~~", "---", "|", "<", "!", "%%")) or "::" in s:
             continue
@@ -309,6 +329,12 @@ class Indexer:
                     # Different tokens: every file must be re-tokenised. Forget hashes so sync re-reads all.
                     c.execute("UPDATE files SET sha = '', mtime = -1")
                 self.store.set_meta("tokenizer", self.tokenizer.fingerprint)
+        from ..search.chats import CHUNKING
+
+        if self.store.get_meta("dialog_chunking") != CHUNKING:  # chat records chunk by turn: re-read them
+            with self.store.write() as c:
+                c.execute("UPDATE files SET sha = '', mtime = -1 WHERE substr(path, -6) = '.jsonl'")
+                self.store.set_meta("dialog_chunking", CHUNKING)
 
     def is_indexable(self, rel: str) -> bool:
         low = rel.lower()
@@ -417,15 +443,21 @@ class Indexer:
                 start_line, offset = 1, 0
             body = text[offset:]
             chunks = chunk_markdown(body, line_offset=start_line - 1, max_bytes=budget)
-            links = parse_links(body, start_line=start_line, start_offset=offset)
+            links = parse_links(body, start_line=start_line, start_offset=offset, limit=MAX_LINKS_PER_FILE + 1)
+            if len(links) > MAX_LINKS_PER_FILE:
+                del links[MAX_LINKS_PER_FILE:]
+                line = links[-1].line
+                partial = (f"indexed partially: links after line {line} are not in the graph"
+                           f" (more than {MAX_LINKS_PER_FILE:,} links)")
+                warning = f"{warning}; {partial}" if warning else partial
             links.extend(frontmatter_links(meta))
             kind = "markdown"
         elif rel.startswith(self._dialog_root) and rel.lower().endswith(".jsonl"):
             # a chat record: one readable line per message, line i <-> file line i
-            from ..search.chats import dialog_text
+            from ..search.chats import chunk_dialog, dialog_text
 
             body = dialog_text(text)[0]
-            chunks = chunk_plain(body, max_bytes=budget)
+            chunks = chunk_dialog(body, max_bytes=budget)  # small windows of whole turns, one day each
             kind = "text"
         else:
             body = text

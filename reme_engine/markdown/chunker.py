@@ -174,10 +174,64 @@ class _Section:
         self.end = heading.end if heading else -1
 
 
+#: Bodies bigger than this (UTF-8 bytes, estimated as characters) are split into blocks by
+#: :func:`_scan_blocks` (ATX headings, fences, paragraphs; one pass) instead of markdown-it, whose block parser
+#: costs up to ~8 s per MB on list- or table-dense text. No note of the real vaults comes near it (largest 180 KB).
+LINEAR_PARSE_BYTES = 256 * 1024
+
+
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
     # Only block structure and line maps are needed: skipping inline parsing saves ~40% of parse time.
-    return MarkdownIt("commonmark").enable("table").disable(["inline", "text_join"])
+    md = MarkdownIt("commonmark").enable("table").disable(["inline", "text_join"])
+    # Table cells become tokens we never read (8 per row); the lean rule keeps the table's extent only.
+    alt = next((r.alt for r in md.block.ruler.__rules__ if r.name == "table"), ["paragraph", "reference"])
+    md.block.ruler.at("table", _lean_table, {"alt": list(alt)})
+    return md
+
+
+def _lean_table(state, startLine: int, endLine: int, silent: bool) -> bool:
+    """markdown-it's GFM table rule with the same extent decisions but only ``table_open``/``table_close``."""
+    from markdown_it.common.utils import mdTrim
+    from markdown_it.rules_block.table import MAX_AUTOCOMPLETED_CELLS, escapedSplit, getLine, table
+
+    if not table(state, startLine, endLine, True):  # header and delimiter rows: markdown-it's own checks
+        return False
+    if silent:
+        return True
+
+    def cells(line: int) -> int:
+        cols = escapedSplit(mdTrim(getLine(state, line)))
+        if cols and cols[0] == "":
+            cols.pop(0)
+        if cols and cols[-1] == "":
+            cols.pop()
+        return len(cols)
+
+    column_count = cells(startLine)
+    old_parent = state.parentType
+    state.parentType = "table"
+    terminators = state.md.block.ruler.getRules("blockquote")
+    tok = state.push("table_open", "table", 1)
+    tok.map = lines = [startLine, 0]
+    autocompleted = 0
+    nxt = startLine + 2
+    while nxt < endLine:
+        if state.sCount[nxt] < state.blkIndent:
+            break
+        if any(rule(state, nxt, endLine, True) for rule in terminators):
+            break
+        if not mdTrim(getLine(state, nxt)) or state.is_code_block(nxt):
+            break
+        autocompleted += column_count - cells(nxt)
+        if autocompleted > MAX_AUTOCOMPLETED_CELLS:
+            break
+        nxt += 1
+    state.push("table_close", "table", -1)
+    lines[1] = nxt
+    state.parentType = old_parent
+    state.line = nxt
+    return True
 
 
 class _Doc:
@@ -418,6 +472,8 @@ def _parse_blocks(doc: _Doc) -> list[_Block]:
     (link reference definitions, anything past the nesting limit) become "other" blocks, so nothing is lost."""
     lines = doc.lines
     n = len(lines)
+    if doc.prefix[-1] > LINEAR_PARSE_BYTES:
+        return _scan_blocks(doc)
     tokens = _parser().parse("\n".join(lines))
     out: list[_Block] = []
     pos = 0  # first line not yet assigned to a block
@@ -462,6 +518,65 @@ def _parse_blocks(doc: _Doc) -> list[_Block]:
         else:
             out.append(_Block(kind, a, b))
     gap(pos, n)
+    return out
+
+
+_FENCE_OPEN_RE = re.compile(r" {0,3}(`{3,}|~{3,})")
+
+
+def _scan_blocks(doc: _Doc) -> list[_Block]:
+    """Blocks of a big body in one linear pass: ATX headings, fenced code (an unclosed fence runs to the end) and
+    paragraphs (runs of other non-blank lines; lists and tables among them are split by lines when oversized).
+    Setext headings, blockquote and list nesting are not recognised: a coarser but bounded structure."""
+    lines = doc.lines
+    n = len(lines)
+    out: list[_Block] = []
+    i = 0
+    para = -1  # first line of the paragraph being collected
+
+    def end_para(j: int) -> None:
+        nonlocal para
+        if para >= 0:
+            out.append(_Block("paragraph", para, j))
+            para = -1
+
+    while i < n:
+        line = lines[i]
+        if _blank(line):
+            end_para(i - 1)
+            i += 1
+            continue
+        c = line.lstrip(" ")[:1]
+        if c == "#":
+            m = _ATX_RE.fullmatch(line)
+            if m:
+                end_para(i - 1)
+                level = len(line.lstrip(" ")) - len(line.lstrip(" ").lstrip("#"))
+                out.append(_Block("heading", i, i, level=level,
+                                  title=_norm_title(_strip_closing_hashes(m.group(1).strip(" \t")))))
+                i += 1
+                continue
+        elif c in ("`", "~"):
+            m = _FENCE_OPEN_RE.match(line)
+            if m and not (c == "`" and "`" in line[m.end():]):
+                end_para(i - 1)
+                markup = m.group(1)
+                j = i + 1
+                while j < n and not _closes_fence(lines[j], markup):
+                    j += 1
+                closed = j < n
+                end = j if closed else n - 1
+                while end > i and _blank(lines[end]):
+                    end -= 1
+                out.append(_Block("fence", i, end, closed=closed))
+                i = end + 1 if not closed else j + 1
+                if not closed:
+                    i = n
+                continue
+        if para < 0:
+            para = i
+        i += 1
+    end_para(n - 1)
     return out
 
 

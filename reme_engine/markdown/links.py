@@ -288,8 +288,9 @@ class _Segment:
     """Inline scanner over ``text[a:b]`` (a stretch between excluded blocks). Appends link tuples to ``out``:
     ``(start, end, kind, embed, target, anchor, alias)``."""
 
-    def __init__(self, text: str, a: int, b: int, out: list) -> None:
+    def __init__(self, text: str, a: int, b: int, out: list, limit: int = -1) -> None:
         self.t = text
+        self.limit = limit  # stop once ``out`` holds this many links (-1: no limit)
         self.a = a
         self.b = b
         self.out = out
@@ -350,7 +351,10 @@ class _Segment:
         no_wikilinks = False
         pos = self.a
         search = _SPECIAL.search
+        out, limit = self.out, self.limit
         while pos < b:
+            if len(out) == limit:
+                return
             m = search(t, pos, b)
             if m is None:
                 return
@@ -594,18 +598,22 @@ def _bracket_pairs(line: str) -> dict[int, int]:
 # --------------------------------------------------------------------------------------------------------
 
 
-def parse_links(text: str, *, start_line: int = 1, start_offset: int = 0) -> list[Link]:
+def parse_links(text: str, *, start_line: int = 1, start_offset: int = 0, limit: int | None = None) -> list[Link]:
     """All links in ``text`` (a note body or a whole note) in document order.
 
     ``line`` is ``start_line`` + the number of newlines before the link; ``start``/``end`` are offsets into
     ``text`` plus ``start_offset`` (pass the frontmatter's ``body_start_line`` / ``body_offset`` when ``text`` is
-    the body that follows it). Never raises; linear time.
+    the body that follows it). ``limit``: return only the first ``limit`` links (the scan stops there, so the work
+    is bounded by the links kept, not the links written). Never raises; linear time.
     """
     raw: list[tuple] = []
     pos = 0
+    cap = -1 if limit is None else max(0, limit)
     for a, b in [*_block_exclusions(text), (len(text), len(text))]:
+        if len(raw) == cap:
+            break
         if pos < a:
-            _Segment(text, pos, a, raw).scan()
+            _Segment(text, pos, a, raw, cap).scan()
         pos = max(pos, b)
     raw.sort(key=lambda r: r[0])
     links: list[Link] = []
