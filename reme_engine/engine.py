@@ -287,6 +287,18 @@ class Engine:
         return frontend.chat_answer(self, session_id, question_id, on_text)
 
     @staticmethod
+    def replace_file(path: Path, text: str, before: bytes | None) -> None:
+        """Write ``text`` to ``path`` (any file, e.g. the user's config) with the app's compare-and-swap write:
+        only while the file still holds ``before`` (None: it must not exist). EngineError when it changed
+        meanwhile (theirs wins, nothing written); OSError otherwise."""
+        from .vault.io import WriteConflict, atomic_write, content_hash
+
+        try:
+            atomic_write(path, text, expected_sha=content_hash(before) if before is not None else None)
+        except WriteConflict as exc:
+            raise EngineError(f"{path} changed while being saved; not saved ({exc})") from exc
+
+    @staticmethod
     def parse_frontmatter(text: str) -> Frontmatter:
         """The frontmatter of a note's text (meta, warning, body_offset, body_start_line); never raises."""
         return parse_frontmatter(text)
