@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, field_validator
 
+from ..text import llm_text
+
 BUCKETS = ("personal", "procedure", "wiki")
 ACTIONS = ("CREATE", "CORROBORATE", "REFINE", "CORRECT")
 
@@ -50,8 +52,8 @@ def _as_list(v: Any) -> Any:
     return v
 
 
-def _as_text(v: Any) -> Any:
-    return "" if v is None else (str(v) if isinstance(v, (int, float)) else v)
+def _as_text(v: Any) -> str:
+    return llm_text(v)
 
 
 class UnitReply(BaseModel):

@@ -13,6 +13,7 @@ import re
 import unicodedata
 
 from ..markdown.links import parse_links
+from ..text import slugify as _slugify
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _DASHES = re.compile(r"-{2,}")
@@ -62,21 +63,11 @@ def checked_llm_path(raw: object, *, add_md: bool = True) -> str:
 
 
 def slugify(text: str) -> str:
-    """A file stem for a new node: NFKC, lower-case, letters/digits of any script kept (so Chinese names stay
-    readable), everything else → ``-``; at most :data:`MAX_SLUG` characters; ``"note"`` when nothing is left."""
-    t = unicodedata.normalize("NFKC", str(text or "")).strip()
-    if t.lower().endswith(".md"):
-        t = t[:-3]
-    out = []
-    for ch in t.lower():
-        out.append(ch if (ch.isalnum() or ch == "_") else "-")
-    slug = _DASHES.sub("-", "".join(out)).strip("-_")
-    slug = slug[:MAX_SLUG].rstrip("-_")
-    if not slug:
-        return "note"
-    if slug in _RESERVED:
-        slug += "-note"
-    return unicodedata.normalize("NFC", slug)
+    """A file stem for a new node (:func:`reme_engine.text.slugify`: letters/digits of any script kept, so Chinese
+    names stay readable; at most :data:`MAX_SLUG` characters; ``"note"`` when nothing is left); a Windows device
+    name gets ``-note`` so the vault syncs to Windows."""
+    slug = _slugify(text, "note", MAX_SLUG)
+    return slug + "-note" if slug in _RESERVED else slug
 
 
 def link_key(target: str) -> str:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 import unicodedata
 
 from ..markdown.frontmatter import parse_frontmatter, render_frontmatter
 from ..vault.io import SkipFile, read_text
+from ..text import slugify as _slugify
 from ..vault.paths import resolve
 
 MAX_SLUG_CHARS = 60
@@ -52,12 +52,9 @@ def find_session_card(engine, date: str, session_id: str) -> str | None:
 
 
 def slugify(text: str, fallback: str) -> str:
-    """A file-name-safe slug: letters/digits (any script) and ``-``, lower-case, at most 60 chars; else ``fallback``."""
-    s = unicodedata.normalize("NFKC", text or "").strip().lower()
-    s = re.sub(r"[^\w-]+", "-", s)
-    s = re.sub(r"-{2,}", "-", s).strip("-_")
-    s = s[:MAX_SLUG_CHARS].strip("-_")
-    return s or fallback
+    """A card slug (:func:`reme_engine.text.slugify`, at most :data:`MAX_SLUG_CHARS` characters); else
+    ``fallback``."""
+    return _slugify(text, fallback, MAX_SLUG_CHARS)
 
 
 def free_card_path(engine, date: str, slug: str) -> str:

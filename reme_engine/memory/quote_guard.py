@@ -9,6 +9,7 @@ import re
 import unicodedata
 from typing import Iterable
 
+from ..text import CJK
 from .reply import CardReply
 
 #: Verbatim-quote guard: a run of this many tokens shared with assistant text …
@@ -16,7 +17,7 @@ QUOTE_NGRAM = 6
 #: … of which at least this many tokens never occur in the user's messages or the existing card.
 QUOTE_NOVEL_TOKENS = 2
 
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_CJK = CJK
 _TOKEN_RE = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
 
 

@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from ..text import llm_text
+
 
 def text_items(v: Any) -> list[str]:
     """An LLM's list field as clean one-line strings: a string is split into lines, a scalar wrapped, bullets
@@ -21,17 +23,8 @@ def text_items(v: Any) -> list[str]:
     return [x for x in out if x]
 
 
-def _as_text(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, (list, tuple)):
-        return "\n".join(_as_text(x) for x in v if x is not None)
-    if isinstance(v, dict):
-        for key in ("text", "event", "note", "value", "content", "summary"):
-            if key in v:
-                return _as_text(v[key])
-        return " ".join(_as_text(x) for x in v.values())
-    return str(v)
+#: The engine's one lenient coercion of LLM values (kept under its old name for callers of this module).
+_as_text = llm_text
 
 
 _BULLET_RE = re.compile(r"^(?:[-*+•]|\d+[.)])\s+")

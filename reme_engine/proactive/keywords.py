@@ -40,6 +40,7 @@ from reme_engine.index.tokenizer import EN_STOPWORDS, ZH_STOPWORDS
 from reme_engine.markdown.frontmatter import parse_frontmatter
 from reme_engine.markdown.links import parse_links
 
+from ..text import HAN
 from .extract import note_text
 from .model import KEYWORD_KIND, Candidate, DailyFile
 
@@ -64,7 +65,8 @@ EN_EXTRA_STOP = frozenset(
 #: English contraction endings ("I'll", "we're"): such words are never keywords.
 _CONTRACTION_RE = re.compile(r"['’](?:ll|s|re|ve|d|t|m)$", re.I)
 
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+# Han only, deliberately: jieba segments Chinese; kana and hangul words go the whitespace (Latin-style) way.
+_CJK = HAN
 _CJK_RE = re.compile(f"[{_CJK}]")
 _CJK_ONLY_RE = re.compile(f"^[{_CJK}]+$")
 _LATIN_WORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:['’\-][A-Za-z0-9]+)*")

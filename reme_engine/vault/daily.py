@@ -24,6 +24,7 @@ from reme_engine.config import LayerSettings
 from reme_engine.vault.io import SkipFile, WriteConflict, atomic_write, read_text
 from reme_engine.vault.paths import is_hidden, resolve, to_rel
 from reme_engine.vault.provenance import DAY_INDEX_END, DAY_INDEX_START, block_digest, day_index_state
+from reme_engine.text import yaml_text
 
 #: The generated section of a day page opens with ``<!-- reme:day-index:start <hash> -->`` (hash of the lines
 #: between the markers, :func:`~reme_engine.vault.provenance.block_digest`; pages from before the hash have the
@@ -176,15 +177,7 @@ def _frontmatter_meta(text: str) -> dict:
     return meta if isinstance(meta, dict) else _minimal_frontmatter(text)
 
 
-def _as_text(value: Any) -> str:
-    """A frontmatter value as one line of text (dates ISO, lists joined, None → "")."""
-    if value is None:
-        return ""
-    if isinstance(value, (_dt.date, _dt.datetime)):
-        return value.isoformat()
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_as_text(v) for v in value if v is not None)
-    return " ".join(str(value).split())
+_as_text = yaml_text  # the one coercion of frontmatter values to display text
 
 
 def _md_files(folder: Path) -> list[Path]:
