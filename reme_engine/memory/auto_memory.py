@@ -220,7 +220,7 @@ def run_auto_memory(engine, session_id: str, *, llm) -> AutoMemoryReport:
     write-conflict failures are reported (``status="failed"``), not raised. Raises EngineError for an invalid
     session id or a session with no record.
     """
-    from ..engine import EngineError
+    from ..errors import EngineError
 
     t0 = time.perf_counter()
     try:

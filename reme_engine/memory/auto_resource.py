@@ -378,7 +378,7 @@ def run_auto_resource(engine, *, llm) -> AutoResourceReport:
         failures_in_row = 0
         report.items.append(item)
 
-    from ..engine import EngineError
+    from ..errors import EngineError
 
     for date in sorted(dates):
         try:

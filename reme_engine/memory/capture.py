@@ -66,7 +66,7 @@ def _append_block(engine, run, rel: str, head: str, block: str, srel: str) -> bo
     against the text just read and retried on a concurrent edit, so a user's edit made meanwhile is kept (and,
     having made the card theirs, is appended to in the block) rather than overwritten. Raises EngineError.
     """
-    from ..engine import EngineError
+    from ..errors import EngineError
 
     for _ in range(5):
         try:
@@ -112,7 +112,7 @@ def append_user_messages_verbatim(engine, session_id: str, messages: Iterable[Ch
     when a card is created, and written cards are re-indexed. Raises EngineError (bad session id, unreadable card)
     and ValueError for malformed messages. Needs no writer lock: the append is optimistic and retried.
     """
-    from ..engine import EngineError
+    from ..errors import EngineError
 
     try:
         sid = valid_session_id(session_id)
