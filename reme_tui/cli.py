@@ -255,11 +255,9 @@ def run_refresh(args: argparse.Namespace) -> int:
     failed = False
     try:
         with Engine.open(settings) as engine:
-            date = engine._date(args.date or "")
+            date = engine.day(args.date or "")
             stage_lines.extend(f"recovered  {line}" for line in engine.recovered)
-            report = engine.index(bar, vectors=False)
-            if not args.no_vectors:
-                engine.embed_pending(bar, report)
+            report = engine.index(bar, vectors=not args.no_vectors)
             counts = engine.store.counts()
             problems = engine.file_problems()
             bar.close()

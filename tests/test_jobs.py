@@ -240,7 +240,7 @@ def test_two_moves_in_a_row_keep_links(eng):
 
 
 def test_move_never_replaces_a_destination(eng, monkeypatch):
-    from reme_engine import engine as engmod
+    from reme_engine.vault import move as engmod
 
     (eng.vault / "notes").mkdir()
     (eng.vault / "notes/a.md").write_text("# A\n")

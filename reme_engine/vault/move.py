@@ -1,0 +1,205 @@
+"""Move/rename a note and rewrite its inbound links, under a move intent that a crash never leaves half done.
+
+:func:`move` is what :meth:`reme_engine.engine.Engine.move` delegates to; :func:`recover_interrupted` finishes,
+at the next open, a move a crash interrupted (ARCHITECTURE §8). The rename never replaces a file the user saved
+meanwhile (:func:`_rename_noreplace`); a linking note changed meanwhile is a conflict and keeps its bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..crashpoints import crash_point
+from ..errors import EngineError
+from ..results import MoveResult
+from .files import find_note, is_protected, own_write, resolve_path
+from .intent import MoveIntent
+from .io import SkipFile, WriteConflict, atomic_write, read_text
+from .paths import VaultPathError, resolve
+
+if TYPE_CHECKING:
+    from ..context import VaultContext
+
+log = logging.getLogger("reme.engine")
+
+
+def move(ctx: VaultContext, src: str, dst: str) -> MoveResult:
+    """Move/rename a file and rewrite the inbound links that would break (anchor, display text, embed kept;
+    a bare-name link stays a bare name when that is unambiguous; links through an alias are untouched),
+    atomically per file.
+
+    Refuses to overwrite an existing ``dst``, to move the root or a layer folder, and folders.
+    A linking file changed meanwhile is reported in ``conflicts`` and left untouched.
+    """
+    s = resolve_path(ctx, src, for_write=True)
+    if not s.abs.is_dir():
+        s = find_note(ctx, src, for_write=True)
+    d = resolve_path(ctx, dst, for_write=True)
+    if is_protected(ctx.settings, s.rel) or is_protected(ctx.settings, d.rel):
+        raise EngineError("refusing to move the vault root or a layer folder")
+    if s.abs.is_dir():
+        raise EngineError(f"{s.rel} is a folder; moving folders is not supported")
+    if not s.abs.is_file():
+        raise EngineError(f"no such file: {s.rel}")
+    if s.abs.is_symlink():
+        raise EngineError(f"{s.rel} is a symlink; move its target instead")
+    bad = [ch for ch in ("[[", "]]", "|", "#", "^") if ch in d.rel]
+    if bad:
+        raise EngineError(f"a note named with {' '.join(bad)} cannot be linked to; choose another name")
+    if s.rel.lower().endswith(".md") and not d.rel.lower().endswith(".md"):
+        raise EngineError("moving a note to a non-.md name would break the links to it; keep the .md")
+    with ctx.write_lock:
+        if d.abs.exists() and not (d.abs.samefile(s.abs) and d.rel != s.rel):
+            raise EngineError(f"destination exists: {d.rel}")
+        # a full incremental sync (a no-op check when the index is current): the inbound links come from the
+        # index, so notes edited since the last sync must be in it or their links would be missed
+        ctx.indexer.sync()
+        resolver = ctx.indexer.build_resolver()
+        moved_aliases = list(resolver._aliases.get(s.rel, ()))
+        sources = [r[0] for r in ctx.store.conn.execute(
+            "SELECT DISTINCT f.path FROM links l JOIN files f ON f.id = l.src_id WHERE l.resolved = ?",
+            (s.rel,))]
+        # The intent is on disk before the first byte moves: a crash anywhere below is finished by the next
+        # start (see recover_interrupted), so inbound links are never left half rewritten.
+        with MoveIntent.begin(ctx.state_dir, s.rel, d.rel, sources, moved_aliases) as intent:
+            d.abs.parent.mkdir(parents=True, exist_ok=True)
+            _rename_noreplace(s.abs, d.abs)
+            crash_point("move.after_rename")
+            rewritten, total, conflicts = rewrite_inbound(ctx, intent, resolver)
+            intent.done()
+    return MoveResult(s.rel, d.rel, rewritten, total, conflicts)
+
+
+def rewrite_inbound(ctx: VaultContext, intent: MoveIntent, resolver) -> tuple[list[str], int, list[str]]:
+    """Point the links of ``intent.sources`` at ``intent.dst`` (the file is already there) and index the result.
+
+    ``resolver``: the vault before the move (it must know ``intent.src``). Idempotent: a linking note already
+    rewritten has no link left that resolves to ``src``, so running it again after a crash changes nothing
+    twice. Returns ``(rewritten paths, links rewritten, conflicts)``; a note changed by the user meanwhile is
+    a conflict and keeps its bytes.
+    """
+    from ..markdown.links import rewrite_links
+    from .provenance import APP, note_ownership, stamp
+
+    src, dst = intent.src, intent.dst
+    after = ctx.indexer.build_resolver()  # the vault as it will be: links that still work stay as written
+    after.remove(src)
+    after.add(dst, intent.aliases)
+    resolver.remove(dst)
+    resolver.add(src, intent.aliases)
+    rewritten, total, conflicts = [], 0, []
+    for k, src_path in enumerate(intent.sources):
+        # the moved note's own self-links live at its new path now
+        cur_path = dst if src_path == src else src_path
+        try:
+            vp = resolve(ctx.vault, cur_path)
+            tf = read_text(vp.abs, ctx.settings.max_file_bytes)
+        except FileNotFoundError:
+            continue  # deleted meanwhile: nothing left to point anywhere
+        except (OSError, SkipFile, VaultPathError):
+            conflicts.append(cur_path)
+            continue
+        new_text, n = rewrite_links(tf.text, src_path, resolver, src, dst, after, cur_path)
+        if n == 0:
+            continue
+        if note_ownership(tf.text).owner == APP:
+            new_text = stamp(new_text)  # the app's own link rewrite keeps an app-owned note the app's
+        if tf.encoding == "utf-8-sig":
+            new_text = "\ufeff" + new_text
+        try:
+            sha = atomic_write(vp.abs, new_text, expected_sha=tf.sha)
+        except (WriteConflict, OSError) as exc:  # changed meanwhile, read-only folder, disk full: left as is
+            log.warning("link in %s not rewritten: %s", cur_path, exc)
+            conflicts.append(cur_path)
+            continue
+        own_write(ctx, cur_path, sha)
+        rewritten.append(cur_path)
+        total += n
+        crash_point(f"move.after_rewrite_{k}")
+    if ctx.watcher is not None:
+        ctx.watcher.suppress([src, dst, *rewritten])
+    # every linking note, not only the ones rewritten here: after a crash, the ones the killed process
+    # rewrote are on disk but not yet in the index
+    linking = [dst if p == src else p for p in intent.sources]
+    ctx.index_paths(list(dict.fromkeys([src, dst, *linking])))
+    return rewritten, total, conflicts
+
+
+def recover_interrupted(ctx: VaultContext) -> list[str]:
+    """Finish what a crash interrupted: moves whose links were not all rewritten (completed — the file is
+    already at its new path — or dropped when the file never moved), and the app's own temp files left in
+    the vault by a crashed write. Returns one user-facing line per thing done (empty when nothing was).
+
+    Called when the engine opens; cheap when there is nothing to do (one folder listing). A move another
+    process is running right now is left alone (its intent file is locked).
+    """
+    lines: list[str] = []
+    try:
+        intents = MoveIntent.interrupted(ctx.state_dir)
+    except OSError as exc:
+        log.warning("interrupted moves not checked: %s", exc)
+        return lines
+    for intent in intents:
+        try:
+            lines.append(finish_move(ctx, intent))
+        except Exception as exc:  # never let a stuck intent keep the vault from opening; it is retried next time
+            line = f"could not finish an interrupted move {intent.src} → {intent.dst} (retried at the next start): {exc}"
+            log.warning(line)
+            lines.append(line)
+        finally:
+            intent.release()
+    return lines
+
+
+def finish_move(ctx: VaultContext, intent: MoveIntent) -> str:
+    """Complete (or drop, when the file never moved) one interrupted move; returns its user-facing line."""
+    src_p, dst_p = ctx.vault / intent.src, ctx.vault / intent.dst
+    if dst_p.exists() and src_p.exists() and _two_names_one_file(src_p, dst_p):
+        os.unlink(src_p)  # the crash fell between the hard link and the unlink of the rename
+    moved = dst_p.exists() and (not src_p.exists() or dst_p.samefile(src_p))
+    if moved:
+        with ctx.write_lock:
+            rewritten, total, conflicts = rewrite_inbound(ctx, intent, ctx.indexer.build_resolver())
+        line = (f"finished an interrupted move {intent.src} → {intent.dst}: "
+                f"{total} link(s) in {len(rewritten)} note(s) rewritten")
+        if conflicts:
+            line += f"; {len(conflicts)} note(s) left as they are (changed meanwhile or not writable): {', '.join(conflicts[:5])}"
+    else:
+        line = f"an interrupted move {intent.src} → {intent.dst} had not moved the file; nothing changed"
+    intent.done()
+    log.warning(line)
+    return line
+
+
+def _two_names_one_file(a: Path, b: Path) -> bool:
+    """Both names are listed in their folders and are one file (hard links), not one entry seen twice through
+    a case-insensitive file system."""
+    try:
+        return (a != b and a.samefile(b) and a.name in os.listdir(a.parent)
+                and b.name in os.listdir(b.parent))
+    except OSError:
+        return False
+
+
+def _rename_noreplace(src: Path, dst: Path) -> None:
+    """Rename without ever replacing an existing ``dst`` (a file the user saved meanwhile).
+
+    Hard-link then unlink is atomic about the destination (``link`` fails if it exists). Case-only renames on
+    case-insensitive file systems and file systems without hard links fall back to a checked ``rename``.
+    """
+    try:
+        os.link(src, dst)
+    except FileExistsError:
+        if dst.samefile(src):  # same file under another case: a case-only rename
+            os.rename(src, dst)
+            return
+        raise EngineError(f"destination exists: {dst.name}") from None
+    except OSError:
+        if dst.exists():
+            raise EngineError(f"destination exists: {dst.name}") from None
+        os.rename(src, dst)
+        return
+    os.unlink(src)
