@@ -72,3 +72,16 @@ def test_delete_is_revertible(tmp_path, journal):
 def test_unknown_run(tmp_path, journal):
     with pytest.raises(KeyError):
         journal.revert(tmp_path, "nope")
+
+
+def test_revert_gives_a_bom_note_its_bom_back(tmp_path, journal):
+    v = tmp_path / "v"
+    v.mkdir()
+    note = v / "n.md"
+    note.write_bytes(b"\xef\xbb\xbfmine\n")
+    run = journal.start_run(v, "auto_dream")
+    run.write("n.md", "mine\nplus\n", step="s", expected_sha=content_hash(note.read_bytes()))
+    assert note.read_bytes() == b"\xef\xbb\xbfmine\nplus\n"
+    run.finish("ok")
+    assert journal.revert(v, run.run_id).restored == ["n.md"]
+    assert note.read_bytes() == b"\xef\xbb\xbfmine\n"

@@ -65,3 +65,20 @@ def test_atomic_write_and_conflict(tmp_path):
     atomic_write(p, "three", expected_sha=content_hash(b"user edit"))
     assert p.read_text() == "three"
     assert [f for f in os.listdir(p.parent) if f.endswith(".tmp")] == []
+
+
+def test_atomic_write_keeps_the_bom_the_file_had(tmp_path):
+    p = tmp_path / "n.md"
+    p.write_bytes(b"\xef\xbb\xbf# Title\n")
+    sha = atomic_write(p, "# Title\n\nmore\n", expected_sha=content_hash(p.read_bytes()))
+    assert p.read_bytes() == b"\xef\xbb\xbf# Title\n\nmore\n" and sha == content_hash(p.read_bytes())
+    atomic_write(p, "\ufeffonce\n")  # a caller that kept the BOM does not get two
+    assert p.read_bytes() == b"\xef\xbb\xbfonce\n"
+    atomic_write(p, "dropped\n", keep_bom=False)
+    assert p.read_bytes() == b"dropped\n"
+    atomic_write(tmp_path / "new.md", "fresh\n", expected_sha=None)  # a new file gets none
+    assert (tmp_path / "new.md").read_bytes() == b"fresh\n"
+    q = tmp_path / "b.md"
+    q.write_bytes(b"\xef\xbb\xbfx\n")
+    atomic_write(q, b"raw\n")  # bytes are written as given
+    assert q.read_bytes() == b"raw\n"

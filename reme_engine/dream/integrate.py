@@ -433,8 +433,6 @@ def plan_write(ctx: IntegrateContext, unit: Unit, cands: list[Candidate], reply:
         text, merge = _update_app_node(ctx, cand, unit, reply, action, sources, related, evidence, link_ok, res)
     else:
         text, merge = _update_user_note(ctx, cand, reply, action, sources, related, evidence, link_ok, res)
-    if cand.bom:
-        text = "\ufeff" + text
     return WritePlan(action, target, text, cand.sha, merge, sources, dropped + dropped_rel, note)
 
 

@@ -320,8 +320,6 @@ def _process_batch(engine, run, sid: str, srel: str, batch: _Batch, system: str,
             if new_text == text:
                 return None, False
             new_text = _checked_block_write(text, new_text, card_rel)
-            if enc == "utf-8-sig":
-                new_text = "\ufeff" + new_text
             run.write(card_rel, new_text, step=KIND, sources=[srel], expected_sha=sha)
             return card_rel, False
         if card is not None:
@@ -338,8 +336,6 @@ def _process_batch(engine, run, sid: str, srel: str, batch: _Batch, system: str,
             if new_text == text:
                 return None, False
             new_text = P.stamp(new_text)  # still the app's card: re-stamped with the hash of this write
-            if enc == "utf-8-sig":
-                new_text = "\ufeff" + new_text
             run.write(card_rel, new_text, step=KIND, sources=[srel], expected_sha=sha)
             return card_rel, False
         if data.is_empty():

@@ -495,7 +495,7 @@ def _summarise(engine, run, res: _Resource, llm, tally: UsageTally, report: Auto
             new = propose_in_block(text, card, res.rel, extent, lang)
             if new != text:
                 new = _checked_block_write(text, new, target)
-                ch = run.write(target, ("\ufeff" if enc == "utf-8-sig" else "") + new, step="summarise",
+                ch = run.write(target, new, step="summarise",
                                sources=[res.rel], expected_sha=sha)
                 report.updated.append(target)
                 dates.add(target.split("/")[-2])

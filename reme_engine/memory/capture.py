@@ -89,8 +89,6 @@ def _append_block(engine, run, rel: str, head: str, block: str, srel: str) -> bo
                                                rel)
                 except WriteConflict as exc:
                     raise EngineError(str(exc)) from exc
-            if enc == "utf-8-sig":
-                new = "\ufeff" + new
             expected = sha
         try:
             run.write(rel, new, step=CAPTURE_KIND, sources=[srel], expected_sha=expected)

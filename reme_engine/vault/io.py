@@ -218,7 +218,16 @@ def _conflict(path: Path, expected_sha: str | None) -> WriteConflict:
     return WriteConflict(f"{path.name} changed on disk since it was read")
 
 
-def atomic_write(path: Path, text: str | bytes, *, expected_sha: str | None | bool = False) -> str:
+def _has_bom(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(3) == b"\xef\xbb\xbf"
+    except OSError:
+        return False
+
+
+def atomic_write(path: Path, text: str | bytes, *, expected_sha: str | None | bool = False,
+                 keep_bom: bool = True) -> str:
     """Write ``text`` to ``path`` atomically and, unless ``expected_sha`` is ``False``, only over the bytes the
     caller edited (compare-and-swap); return the new content hash.
 
@@ -245,6 +254,9 @@ def atomic_write(path: Path, text: str | bytes, *, expected_sha: str | None | bo
     a FIFO) or has no write permission bits is refused with :class:`WriteConflict` before anything is read. New
     files get ``0o666`` minus the umask; a replaced file keeps its mode. Parent folders are created. Known limit:
     a file with several hard links is replaced, not rewritten in place, so its other names keep the old bytes.
+
+    ``keep_bom``: a ``str`` written over a file that starts with a UTF-8 BOM keeps the BOM (callers work on
+    BOM-less text; a user's editor chose it). ``bytes`` are written exactly as given.
     """
     path = Path(path)
     if path.is_symlink():
@@ -258,6 +270,8 @@ def atomic_write(path: Path, text: str | bytes, *, expected_sha: str | None | bo
         raise WriteConflict(f"{path.name} is {kind}; not written")
     if st is not None and not st.st_mode & 0o222:
         raise WriteConflict(f"{path.name} is read-only (no write permission bits); not written")
+    if isinstance(text, str) and keep_bom and st is not None and not text.startswith("\ufeff") and _has_bom(path):
+        text = "\ufeff" + text
     data = text.encode("utf-8") if isinstance(text, str) else text
     new_sha = content_hash(data)
     if expected_sha is not False and file_hash(path) != expected_sha:
