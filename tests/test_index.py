@@ -488,7 +488,7 @@ def test_pathological_notes_index_with_bounded_work(make_engine, tmp_path, monke
     unclosed 1 MB fence index fully, with bounded per-file work (asserted on work done, wall time is the bench's):
     the description looks at a bounded prefix, the graph keeps the first MAX_LINKS_PER_FILE links and the file's
     warning says where it stops."""
-    from reme_engine.index import indexer as ix
+    from reme_engine.index import parse as ix
 
     monkeypatch.setattr(ix, "MAX_LINKS_PER_FILE", 2_000)
     v = tmp_path / "vault"

@@ -1,0 +1,126 @@
+"""Vector step: give every chunk without a vector one (embedding cache first, then the embedder), batch by batch,
+never holding the engine's write lock while the embedder runs.
+
+A mixin of :class:`reme_engine.index.indexer.Indexer` (``self.store``, ``self.vectors``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from typing import TYPE_CHECKING, Callable
+
+from ..crashpoints import crash_point
+
+if TYPE_CHECKING:
+    from .indexer import IndexReport, Progress
+
+EMBED_BATCH = 64
+
+
+class EmbedStep:
+    """The vector pass."""
+
+    def embed_pending(self, progress: Progress | None = None, report: IndexReport | None = None,
+                      should_stop: Callable[[], bool] | None = None,
+                      lock: "contextlib.AbstractContextManager | None" = None) -> IndexReport:
+        """Give every chunk without a vector one (cache first, then the embedder). Saves the faiss index.
+
+        ``lock`` (the engine's write lock) is held only while a batch is committed, never while the embedder
+        runs, so keyword syncs of watcher batches and the app's own writes go on during a long vector pass. A
+        chunk removed or replaced while its batch was being encoded gets no vector (its id no longer has
+        ``has_vec = 0``); its embedding still goes to the cache.
+
+        Embedder failures are recorded in ``report.embed_error`` (search then degrades to keyword-only for
+        the missing chunks); they never raise.
+        """
+        import numpy as np
+
+        from ..markdown.chunker import Chunk
+        from .embedder import EmbedderError
+
+        from .indexer import IndexReport
+
+        report = report or IndexReport()
+        if self.vectors is None:
+            return report
+        guard = lock if lock is not None else contextlib.nullcontext()
+        t0 = time.perf_counter()
+        prog = progress or (lambda *a: None)
+        vs = self.vectors
+        space = vs.embedder.space
+        c = self.store.conn
+        rows = c.execute("SELECT id, text_hash, text, headings FROM chunks WHERE has_vec = 0").fetchall()
+        total = len(rows)
+        prog("embed", 0, total, "")
+        done = 0
+        dirty = False
+
+        def commit(ids: list[int], vecs) -> int:
+            """Under ``guard``: add the vectors of the chunks still waiting for one; returns how many."""
+            nonlocal dirty
+            live = set()
+            for i in range(0, len(ids), 500):
+                part = ids[i : i + 500]
+                live.update(r[0] for r in c.execute(
+                    f"SELECT id FROM chunks WHERE has_vec = 0 AND id IN ({','.join('?' * len(part))})", part))
+            keep = [j for j, x in enumerate(ids) if x in live]
+            if keep:
+                with self.store.write() as cw:
+                    cw.executemany("UPDATE chunks SET has_vec=1 WHERE id=?", [(ids[j],) for j in keep])
+                    # a chunk deleted and restored (same id) before the index was saved: its old tombstone
+                    # must not remove the vector added now (add() replaces the old copy anyway)
+                    cw.executemany("DELETE FROM vec_tombstones WHERE id=?", [(ids[j],) for j in keep])
+                vs.add(np.asarray([ids[j] for j in keep], dtype=np.int64), vecs[keep])
+                dirty = True
+                crash_point("embed.after_commit")
+            return len(keep)
+
+        # 1) cache hits, in bulk
+        pending = []
+        for i in range(0, len(rows), 500):
+            part = rows[i : i + 500]
+            hashes = list({r[1] for r in part})
+            cached = {h: v for h, v in c.execute(
+                f"SELECT text_hash, vec FROM emb.embeddings WHERE space=? AND text_hash IN ({','.join('?' * len(hashes))})",
+                [space, *hashes])}
+            hit_ids, hit_vecs = [], []
+            for r in part:
+                blob = cached.get(r[1])
+                if blob is not None and len(blob) == 4 * vs.dim:
+                    hit_ids.append(r[0])
+                    hit_vecs.append(np.frombuffer(blob, dtype=np.float32))
+                else:
+                    pending.append(r)
+            if hit_ids:
+                with guard:
+                    report.embed_cached += commit(hit_ids, np.vstack(hit_vecs))
+                done += len(hit_ids)
+                prog("embed", done, total, "")
+        # 2) encode the rest in batches; commit each batch so progress survives interruption
+        for i in range(0, len(pending), EMBED_BATCH):
+            if should_stop is not None and should_stop():
+                break
+            part = pending[i : i + EMBED_BATCH]
+            texts = [Chunk(0, 0, r[2], tuple(json.loads(r[3]))).embed_text() for r in part]
+            try:
+                m = vs.embedder.embed(texts)
+            except EmbedderError as exc:
+                report.embed_error = str(exc)
+                break
+            with guard:
+                with self.store.write() as cw:
+                    cw.executemany(
+                        "INSERT OR REPLACE INTO emb.embeddings(space, text_hash, vec) VALUES (?,?,?)",
+                        [(space, r[1], m[j].tobytes()) for j, r in enumerate(part)],
+                    )
+                report.embedded += commit([r[0] for r in part], m)
+            done += len(part)
+            prog("embed", done, total, "")
+        if dirty:
+            crash_point("embed.before_save")
+            with guard:
+                vs.save()
+        report.seconds_vector = time.perf_counter() - t0
+        return report
