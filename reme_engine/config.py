@@ -363,12 +363,16 @@ def _validate(s: Settings) -> None:
             raise ConfigError(f"layers: {name!r} must be a relative folder inside the vault")
     if len(set(names)) != len(names):
         raise ConfigError("layers: the four layer folders must differ")
-    try:
-        from .proactive.model import ProactiveParams
-
-        ProactiveParams.from_settings(s.proactive, space="")
-    except ValueError as exc:
-        raise ConfigError(f"proactive: {exc}") from exc
+    p = s.proactive
+    for ok, rule in ((p.scan_days >= 1, "scan_days must be at least 1"),
+                     (p.carry_forward_days >= 0 and p.max_carry_forward_topics >= 0 and p.max_topics >= 1,
+                      "carry_forward_days/max_carry_forward_topics must be >= 0 and max_topics >= 1"),
+                     ((p.known_threshold is None or 0.0 <= p.known_threshold <= 1.0)
+                      and 0.0 <= p.min_push_confidence <= 1.0,
+                      "known_threshold and min_push_confidence must lie in [0, 1]")):
+        # the rules ProactiveParams enforces, checked here so config never imports the pipeline (no cycle)
+        if not ok:
+            raise ConfigError(f"proactive: {rule}")
     if s.language not in ("en", "zh"):
         raise ConfigError(f"language must be en or zh (got {s.language!r})")
 

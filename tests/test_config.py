@@ -62,3 +62,16 @@ def test_state_dir_is_outside_the_vault_and_stable(tmp_path):
     assert a == state_dir_for(tmp_path / "v")
     assert not a.is_relative_to(tmp_path)
     assert a != state_dir_for(tmp_path / "w")
+
+
+def test_proactive_values_out_of_range_are_config_errors(tmp_path):
+    """Checked by the settings themselves (config never imports the proactive pipeline)."""
+    cfg = tmp_path / "c.yaml"
+    for body, words in (("proactive:\n  scan_days: 0\n", "proactive: scan_days must be at least 1"),
+                        ("proactive:\n  known_threshold: 1.5\n", "proactive: known_threshold and min_push"),
+                        ("proactive:\n  max_topics: 0\n", "max_topics >= 1")):
+        cfg.write_text(body)
+        with pytest.raises(ConfigError, match=words):
+            load_settings({}, env={}, config_path=cfg)
+    cfg.write_text("proactive:\n  known_threshold: 0.7\n  scan_days: 3\n")
+    assert load_settings({}, env={}, config_path=cfg).proactive.scan_days == 3
