@@ -23,10 +23,15 @@ from .finish import finish
 from .integrate import IntegrateContext, digest_files, integrate_all
 from .models import DreamReport
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..context import VaultContext
+
 KIND = "auto_dream"
 
 
-def run_auto_dream(engine, *, date: str, hint: str = "", llm, scan_days: int = 1,
+def run_auto_dream(engine: VaultContext, *, date: str, hint: str = "", llm, scan_days: int = 1,
                    budget: Budget | None = None) -> DreamReport:
     """Run auto_dream for the ``scan_days`` days ending at ``date`` (YYYY-MM-DD; ValueError when invalid).
 

@@ -72,6 +72,11 @@ from .merge import (BLOCK_TEXT, DESCRIPTION_LABEL, SECTION_ALIASES, SECTION_LABE
 from .quote_guard import QUOTE_NGRAM, QUOTE_NOVEL_TOKENS, QuoteGuard, _guard_reply, tokens  # noqa: F401
 from .reply import CardReply, _as_text, text_items  # noqa: F401
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..context import VaultContext
+
 KIND = "auto_memory"
 #: Catalog of consumed messages: session path → ``{"last_id", "count"}`` (JSON).
 CATALOG = "memory"
@@ -213,7 +218,7 @@ def _checkpoint(engine, srel: str, pos: int, msg: ChatMessage) -> None:
     engine.store.catalog_set(CATALOG, {srel: json.dumps({"last_id": msg.id, "count": pos})})
 
 
-def run_auto_memory(engine, session_id: str, *, llm) -> AutoMemoryReport:
+def run_auto_memory(engine: VaultContext, session_id: str, *, llm) -> AutoMemoryReport:
     """Create or merge the daily card(s) of ``session_id`` from its unconsumed messages (see module doc).
 
     ``llm``: an :class:`~reme_engine.llm.client.LLMClient`. Returns an :class:`AutoMemoryReport`; LLM, parse and

@@ -53,6 +53,11 @@ from .auto_memory import (BLOCK_TEXT, DESCRIPTION_LABEL, _as_text, _checked_bloc
                           _one_line, _read_card, _safe_block, free_card_path, normalize_item, text_items)
 from .prompts import load_prompt
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..context import VaultContext
+
 KIND = "auto_resource"
 #: Checkpoints: resource path → content sha, set only after the resource's card is written.
 CATALOG = "resource"
@@ -327,7 +332,7 @@ def _link(rel: str) -> str:
     return f"[[{rel}]]"
 
 
-def run_auto_resource(engine, *, llm) -> AutoResourceReport:
+def run_auto_resource(engine: VaultContext, *, llm) -> AutoResourceReport:
     """Summarise new/changed resources into daily cards and remove the cards of removed ones (module doc).
 
     ``llm``: an :class:`~reme_engine.llm.client.LLMClient`. Failures (LLM, parse, write conflict) are reported per

@@ -38,6 +38,11 @@ from .model import CATALOG, KEYWORD_MARK, OPEN, ProactiveParams, day_of_path, wi
 from .plan import PlanInput, PlanUnusable, related_memory, run_plan
 from .topics import TopicsInput, interests_path, load_truth, run_topics
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..context import VaultContext
+
 log = logging.getLogger(__name__)
 
 NO_CHANGE, WRITTEN, FAILED = "no_change", "written", "failed"
@@ -85,7 +90,7 @@ class ProactiveRefreshReport:
         }
 
 
-def run_proactive_refresh(engine, *, date: str, llm=None, params: ProactiveParams | None = None,
+def run_proactive_refresh(engine: VaultContext, *, date: str, llm=None, params: ProactiveParams | None = None,
                           now: _dt.datetime | None = None, carry_forward: bool = False) -> ProactiveRefreshReport:
     """Refresh the proactive topics of ``date`` (YYYY-MM-DD) from the vault's daily notes.
 
