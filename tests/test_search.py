@@ -296,7 +296,8 @@ def test_cross_lingual_hit_survives_incidental_keyword_matches(make_engine, tmp_
 
 def test_chat_records_are_searchable_with_their_turns_marked(demo_engine):
     """session/dialog/*.jsonl: one readable line per message (assistant turns marked); the line numbers point at
-    the message's line in the record. Date filters keep matching date path segments only (ARCHITECTURE §5)."""
+    the message's line in the record. The file has no date of its own: date filters match each window's day
+(tests/test_search_time.py)."""
     res = demo_engine.search("recall dropped after the index rebuild, mixed Chinese English queries", limit=10,
                              neighbors=False, filters=SearchFilters(path_prefix="session/"))
     assert res.hits and res.hits[0].path == "session/dialog/a1f3c9e2.jsonl", [h.path for h in res.hits]

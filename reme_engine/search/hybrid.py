@@ -31,7 +31,10 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import date
 
+from .chats import chunk_date_sql
 from .fields import _DAY_PAGE_RE, adjust, is_day_index_chunk, normalise_name  # noqa: F401 (re-exported)
 from .fusion import (  # noqa: F401
     FUSION_METHODS,
@@ -46,6 +49,7 @@ from .fusion import (  # noqa: F401
 )
 from .graph import neighborhood
 from .results import Hit, SearchFilters, SearchResult
+from .timeq import content_words, is_recall_only, parse_time_query
 
 #: FTS5 column weights for bm25(): chunk body, then the note's title fields (file stem, name, aliases, tags…).
 BM25_WEIGHTS = (1.0, 1.5)
@@ -101,6 +105,8 @@ class HybridSearcher:
             fusion = FusionConfig(vector_weight=vector_weight, keyword_weight=keyword_weight, rrf_k=rrf_k)
         self.fusion = fusion
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reme-vector-leg")
+        #: the user's local date, for time words in queries (the engine may set a zone-aware one)
+        self.today = date.today
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -272,10 +278,15 @@ class HybridSearcher:
         return hits, hidden
 
     def search(self, query: str, *, limit: int = 10, mode: str = "hybrid", filters: SearchFilters | None = None,
-               neighbors: bool = True, fusion: FusionConfig | None = None) -> SearchResult:
+               neighbors: bool = True, fusion: FusionConfig | None = None, parse_time: bool = True) -> SearchResult:
         """Search ``query``; ``mode`` is hybrid, keyword or vector; ``fusion`` overrides ``self.fusion`` for this
         call (e.g. ``relative_floor=0`` to show the weaker matches). Raises ValueError for a bad mode/limit/date.
-        ``SearchResult.hidden`` counts the candidates the relative floor hid."""
+        ``SearchResult.hidden`` counts the candidates the relative floor hid.
+
+        ``parse_time``: relative time words ("yesterday", "last week", "上周", :mod:`.timeq`, relative to
+        ``self.today()``) become a date filter, unless ``filters`` already has dates; the words are taken out of
+        the query, and a query that only asks "what did I talk about" then lists what is dated in the range
+        (chat turns of those days, daily notes), newest day first. ``SearchResult.time_range`` says so."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}")
         if filters is not None:
@@ -294,16 +305,44 @@ class HybridSearcher:
         query = query.strip()
         if not query:
             return SearchResult(query, mode, [], took_ms=0.0)
-        run = self.run_legs(query, min(200, 5 * limit), mode=mode, filters=filters)
-        hits, hidden = self.rank(query, run, limit=limit, mode=mode, fusion=fusion)
-        result = SearchResult(query, mode, hits, took_ms=0.0, keyword_ms=run["keyword_ms"],
-                              vector_ms=run["vector_ms"], degraded=run["degraded"], hidden=hidden)
+        asked, time_range, listing = query, None, False
+        if parse_time and (filters is None or not (filters.date_from or filters.date_to)):
+            rest, tr = parse_time_query(query, self.today())
+            if tr is not None:
+                filters = replace(filters or SearchFilters(), date_from=tr.date_from, date_to=tr.date_to)
+                listing = is_recall_only(rest)
+                query = content_words(rest) or rest
+                time_range = {**tr.to_dict(), "listing": listing}
+        if listing:
+            hits, hidden = self.dated(filters, limit)
+            result = SearchResult(asked, mode, hits, hidden=hidden, time_range=time_range)
+        else:
+            run = self.run_legs(query, min(200, 5 * limit), mode=mode, filters=filters)
+            hits, hidden = self.rank(query, run, limit=limit, mode=mode, fusion=fusion)
+            result = SearchResult(asked, mode, hits, took_ms=0.0, keyword_ms=run["keyword_ms"],
+                                  vector_ms=run["vector_ms"], degraded=run["degraded"], hidden=hidden,
+                                  time_range=time_range)
         if neighbors:
             for h in hits:
                 if h.path not in result.neighbors:
                     result.neighbors[h.path] = neighborhood(self.store, h.path).to_dict()
         result.took_ms = (time.perf_counter() - t0) * 1000
         return result
+
+    def dated(self, filters: SearchFilters, limit: int) -> tuple[list[Hit], int]:
+        """``(hits, how many more)``: the chunks passing ``filters`` (a date range), newest day first; within a
+        day chat turns first, in record order, then notes by path and line. Scores are 1/position (no query)."""
+        where, params = filters.sql()
+        day = f"COALESCE(f.date, {chunk_date_sql()})"
+        base = f"FROM chunks c JOIN files f ON f.id = c.file_id WHERE {where} AND {day} IS NOT NULL"
+        c = self.store.conn
+        total = c.execute(f"SELECT count(*) {base}", params).fetchone()[0]
+        rows = c.execute(
+            "SELECT c.id, f.path, f.name, f.aliases, c.text, c.start_line, c.end_line, c.headings, f.description"
+            f" {base} ORDER BY {day} DESC, substr(f.path, -6) = '.jsonl' DESC, f.path, c.start_line LIMIT ?",
+            [*params, limit]).fetchall()
+        hits = [self._hit(r[0], {"score": 1.0 / i}, r[1:]) for i, r in enumerate(rows, 1)]
+        return hits, max(0, total - len(hits))
 
     def _meta(self, ids: list[int]) -> dict[int, tuple]:
         """{id: (path, name, aliases JSON, text or None)} of live chunks, for :func:`adjust`; the text only of

@@ -13,8 +13,8 @@ from typing import Any
 @dataclass
 class SearchFilters:
     """Restrict a search. ``path_prefix`` (folder or path start), ``paths`` (exact), ``date_from``/``date_to``
-    (inclusive YYYY-MM-DD, matched against a date path segment), ``frontmatter`` ({key: value}; a list-valued
-    key matches when it contains the value)."""
+    (inclusive YYYY-MM-DD, matched against the note's date path segment, or for a chat record's chunk the day of
+    its turns), ``frontmatter`` ({key: value}; a list-valued key matches when it contains the value)."""
 
     path_prefix: str | None = None
     paths: list[str] | None = None
@@ -26,7 +26,7 @@ class SearchFilters:
         return not (self.path_prefix or self.paths or self.date_from or self.date_to or self.frontmatter)
 
     def sql(self) -> tuple[str, list]:
-        """A WHERE fragment over ``files f`` and its parameters."""
+        """A WHERE fragment over ``files f`` joined with ``chunks c``, and its parameters."""
         conds, params = [], []
         if self.path_prefix:
             conds.append("substr(f.path, 1, ?) = ?")
@@ -34,12 +34,16 @@ class SearchFilters:
         if self.paths:
             conds.append(f"f.path IN ({','.join('?' * len(self.paths))})")
             params += list(self.paths)
-        if self.date_from:
-            conds.append("f.date >= ?")
-            params.append(self.date_from)
-        if self.date_to:
-            conds.append("f.date <= ?")
-            params.append(self.date_to)
+        if self.date_from or self.date_to:
+            from .chats import chunk_date_sql
+
+            day = f"COALESCE(f.date, {chunk_date_sql()})"
+            if self.date_from:
+                conds.append(f"{day} >= ?")
+                params.append(self.date_from)
+            if self.date_to:
+                conds.append(f"{day} <= ?")
+                params.append(self.date_to)
         for key, value in (self.frontmatter or {}).items():
             jp = "$." + json.dumps(str(key), ensure_ascii=False)
             conds.append(
@@ -102,11 +106,16 @@ class SearchResult:
     #: candidates hidden by the relative floor ("n weaker matches hidden"; search again with
     #: ``fusion=replace(cfg, relative_floor=0)`` to show them)
     hidden: int = 0
+    #: the date range read from the query's time words (:mod:`.timeq`), applied as a date filter: ``{"date_from",
+    #: "date_to", "phrase"}``; ``listing`` when nothing else was left to rank by (hits = what is dated in the range,
+    #: newest day first)
+    time_range: dict | None = None
 
     def to_dict(self) -> dict:
         return {
             "query": self.query, "mode": self.mode, "hits": [h.to_dict() for h in self.hits],
             "neighbors": self.neighbors, "took_ms": round(self.took_ms, 3), "keyword_ms": round(self.keyword_ms, 3),
             "vector_ms": round(self.vector_ms, 3), "degraded": self.degraded, "hidden": self.hidden,
+            "time_range": self.time_range,
         }
 
