@@ -17,6 +17,7 @@ from typing import Iterator
 
 from .llm.client import LLMClient, Message, StreamDelta, UsageTally
 from .markdown.links import parse_links
+from .memory.prompts import load_prompt
 
 #: Context chunks per turn and the characters kept of each.
 CONTEXT_HITS = 6
@@ -25,22 +26,9 @@ MAX_TOOL_ROUNDS = 2
 MAX_READ_LINES = 80
 _READ_RE = re.compile(r"^\s*READ:\s*(.+?)\s*$", re.M)
 
-SYSTEM_EN = """You answer questions using the user's personal notes (a Markdown vault).
-Rules:
-- Use only the numbered context blocks below (and notes you read). Do not invent facts about the user.
-- Cite every note you use with its citation exactly as given, e.g. [[daily/2026-11-28/plan.md#L3-L9]].
-- If the context does not contain the answer, say so plainly ("I found nothing about that in your notes") and
-  stop; you may add general knowledge only if clearly marked as not from the notes.
-- To read more of a cited note before answering, reply with only lines of the form `READ: path#Lx-Ly`.
-Answer in the language of the question."""
-
-SYSTEM_ZH = """你根据用户的个人笔记（Markdown 知识库）回答问题。
-规则：
-- 只使用下面编号的上下文片段（以及你读取的笔记），不要编造关于用户的事实。
-- 引用你用到的每条笔记，原样使用给出的引用格式，例如 [[daily/2026-11-28/plan.md#L3-L9]]。
-- 如果上下文里没有答案，直接说明（“我在你的笔记里没有找到相关内容”）；若补充常识，须明确标注不是来自笔记。
-- 如需在回答前读取某条引用笔记的更多内容，只回复若干行 `READ: 路径#Lx-Ly`。
-用提问的语言回答。"""
+#: System prompts of a chat turn (``memory/prompts/chat.<lang>.md``).
+SYSTEM_EN = load_prompt("chat", "en")
+SYSTEM_ZH = load_prompt("chat", "zh")
 
 
 @dataclass

@@ -40,3 +40,22 @@ def test_yaml_values_as_display_text():
     assert yaml_text(dt.date(2026, 12, 1)) == "2026-12-01"
     assert yaml_text(["a", None, 2, True]) == "a, 2, true"
     assert yaml_text({"k": "v"}) == "k: v" and yaml_text(" a\n b ") == "a b" and yaml_text(None) == ""
+
+
+def test_every_prompt_is_a_file_read_by_the_one_loader():
+    from pathlib import Path
+
+    import reme_engine
+    from reme_engine import chat
+    from reme_engine.dream.prompt import load_prompt as dream_prompt
+    from reme_engine.memory.prompts import load_prompt as memory_prompt
+    from reme_engine.proactive import agenda, extract, plan
+    from reme_engine.prompts import load_prompt, prompt_language
+
+    root = Path(reme_engine.__file__).parent
+    assert prompt_language("zh-CN") == "zh" and prompt_language("fr") == "en"
+    assert extract.SYSTEM == load_prompt(root / "proactive/prompts", "extract", "en")
+    assert plan.SYSTEM and agenda.SYSTEM and chat.SYSTEM_ZH != chat.SYSTEM_EN
+    assert memory_prompt("auto_memory", "zh-Hans") == load_prompt(root / "memory/prompts", "auto_memory", "zh")
+    assert dream_prompt("extract", "zh-CN") == dream_prompt("extract", "zh")  # one language rule for all steps
+    assert memory_prompt("chat", "de") == chat.SYSTEM_EN  # a missing variant falls back to English

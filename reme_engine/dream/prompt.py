@@ -8,21 +8,18 @@ comes from ``settings.language``; an unknown language falls back to English.
 from __future__ import annotations
 
 import string
-from functools import lru_cache
 from pathlib import Path
 
+from ..prompts import USER_MARK, split_user  # noqa: F401
+from ..prompts import load_prompt as _load
+
 PROMPT_DIR = Path(__file__).with_name("prompts")
-USER_MARK = "<!-- user -->"
 LANGUAGES = ("en", "zh")
 
 
-@lru_cache(maxsize=16)
 def load_prompt(step: str, language: str = "en") -> tuple[str, str]:
     """``(system, user_template)`` of ``step`` in ``language``. Raises FileNotFoundError for an unknown step."""
-    lang = language if language in LANGUAGES else "en"
-    text = (PROMPT_DIR / f"{step}.{lang}.md").read_text(encoding="utf-8")
-    system, _, user = text.partition(USER_MARK)
-    return system.strip(), user.strip()
+    return split_user(_load(PROMPT_DIR, step, language))
 
 
 def render(step: str, language: str, **values: object) -> tuple[str, str]:

@@ -13,6 +13,7 @@ plan order (highest confidence first) and says so in ``warnings`` — no retry (
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from reme_engine.llm.client import Message, UsageTally
 from reme_engine.llm.structured import StructuredReplyError, parse_reply
 
+from ..prompts import load_prompt
 from . import llm_io
 from .model import AgendaItem, ProactiveParams
 from .plan import PlanItem
@@ -86,13 +88,8 @@ class AgendaReply(BaseModel):
         return data
 
 
-SYSTEM = """\
-You order today's proactive agenda for a person: the topics an assistant will raise with them today.
-Put the most valuable and timely item first (fresh evidence, a concrete next step, a deadline, wellbeing).
-For every item give "order_reason" (one short sentence). You may rewrite an "opener" or "next_action" only to
-avoid repetition between items; keep them faithful to the plan. Do not add or invent items.
-Answer with only a JSON object: {"agenda": [{"topic_id": "...", "order_reason": "...", "opener": "...",
-"next_action": "..."}]}"""
+#: The step's system prompt (``prompts/agenda.en.md``).
+SYSTEM = load_prompt(Path(__file__).with_name("prompts"), "agenda", "en")
 
 
 def _item(p: PlanItem, order_reason: str, opener: str = "", action: str = "") -> AgendaItem:

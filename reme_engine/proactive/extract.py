@@ -41,8 +41,19 @@ from reme_engine.vault.daily import strip_day_index
 from reme_engine.vault.io import SkipFile, read_text
 from reme_engine.vault.paths import VaultPathError, is_hidden, resolve, to_rel
 
+from ..prompts import load_prompt
 from . import llm_io
-from .model import KEYWORD_KIND, KEYWORD_MARK, OPEN, RESOLVED, Candidate, DailyFile, ProactiveParams, Topic, window_days
+from .model import (
+    KEYWORD_KIND,
+    KEYWORD_MARK,
+    OPEN,
+    RESOLVED,
+    Candidate,
+    DailyFile,
+    ProactiveParams,
+    Topic,
+    window_days,
+)
 
 STEP = "proactive_extract"
 
@@ -222,23 +233,8 @@ class ExtractReply(BaseModel):
         return data
 
 
-SYSTEM = """\
-You help a person notice what deserves proactive attention, based only on their own recent daily notes.
-Pick the few topics that are worth raising with them in the coming days: unfinished work to resume, decisions or
-commitments that are pending, things they are actively learning, health or wellbeing signals, plans with a date.
-Rules:
-- Use only what the notes say. Never invent facts, people, dates or paths.
-- One topic per real concern; merge notes about the same thing. Prefer specific titles over generic ones.
-- If a note continues a known topic, set "same_as" to that topic's id. If the notes say a known topic is
-  finished or no longer relevant, include it with "same_as" and "status": "resolved".
-- "paths" lists the note paths (exactly as given) that support the topic; "evidence" is the single best one.
-- "confidence" (0..1) is how sure you are that the user would want this raised: 0.8+ clear and actionable,
-  0.5 plausible, below 0.4 weak.
-- "kind" is one of: follow_up, task, decision, learning, wellbeing, plan, social, idea.
-Answer with only a JSON object, no prose:
-{"topics": [{"title": "...", "reason": "...", "kind": "follow_up", "confidence": 0.8,
-  "evidence": "<path>", "paths": ["<path>"], "same_as": "", "status": "open"}]}
-An empty list is a valid answer when nothing stands out."""
+#: The step's system prompt (``prompts/extract.en.md``).
+SYSTEM = load_prompt(Path(__file__).with_name("prompts"), "extract", "en")
 
 
 @dataclass

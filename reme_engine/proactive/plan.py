@@ -17,6 +17,7 @@ the day file lists skips in ``suppressed`` with ``status: skipped_today``). An u
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from reme_engine.llm.client import Message, UsageTally
 from reme_engine.llm.structured import StructuredReplyError, parse_reply
 
+from ..prompts import load_prompt
 from . import llm_io
 from .extract import validate_paths
 from .model import ProactiveParams, Topic, normalize_title
@@ -134,21 +136,8 @@ class PlanReply(BaseModel):
         return data
 
 
-SYSTEM = """\
-You plan how an assistant should proactively raise topics with a person today, based on their own notes.
-For each candidate decide whether it is worth raising today ("push": true) or not ("push": false with a short
-"skip_reason", e.g. too private, nothing actionable, already handled). For pushed topics give:
-- "scenario_type": one of resume_task, learning_followup, check_in, reminder, decision_support, insight;
-- "opener": one natural, friendly sentence to open the conversation (a question is good);
-- "next_action": the smallest concrete step the person could take next;
-- "preconditions": things that must be true first (may be empty);
-- "delivery": in_conversation (default) or notification;
-- "linked_memory": paths of related notes, chosen only from the related notes listed for that topic;
-- "why_now": why today is a good moment.
-Base everything on the topic's reason and notes; do not invent facts, dates or people.
-Answer with only a JSON object: {"items": [{"topic_id": "...", "push": true, "skip_reason": "",
-"scenario_type": "resume_task", "opener": "...", "next_action": "...", "preconditions": [],
-"delivery": "in_conversation", "linked_memory": [], "why_now": "..."}]}"""
+#: The step's system prompt (``prompts/plan.en.md``).
+SYSTEM = load_prompt(Path(__file__).with_name("prompts"), "plan", "en")
 
 
 def build_prompt(inp: PlanInput) -> str:
