@@ -512,3 +512,43 @@ def test_pathological_notes_index_with_bounded_work(make_engine, tmp_path, monke
     assert c.execute("SELECT warning FROM files WHERE path='small.md'").fetchone()[0] is None
     assert e.search("quokka", mode="keyword").hits[0].path == "small.md"
     assert e.search("tail", mode="keyword").hits[0].path == "brackets.md"
+
+
+def test_first_sync_commits_small_recent_notes_first(make_engine, tmp_path, monkeypatch):
+    """Issue 12: a multi-batch sync commits a small first batch of the newest small notes, so they are searchable
+    (from another connection, as `job search` is) while the rest, big files last, is still being indexed;
+    ``Store.index_state`` says a sync is under way until the end."""
+    import sqlite3
+
+    from reme_engine.index import indexer as ix
+
+    monkeypatch.setattr(ix, "BATCH_FILES", 8)
+    monkeypatch.setattr(ix, "FIRST_BATCH_FILES", 4)
+    v = tmp_path / "vault"
+    now = time.time()
+    for i in range(30):
+        p = _write(v / f"notes/n{i:02d}.md", f"# N{i}\n\nwords of note {i} zebra{i}\n")
+        os.utime(p, (now - 1000 + i, now - 1000 + i))  # n29 is the newest
+    _write(v / "big.md", "# Big\n\n" + "bulky words here\n" * 6000)  # > SMALL_FIRST_BYTES: last
+    e = make_engine(v, embed=False)
+    seen: list[tuple[int, set, dict]] = []
+
+    def progress(stage, done, total, detail):
+        if stage == "index" and 0 < done < total:
+            ro = sqlite3.connect(f"file:{e.store.db_path}?mode=ro", uri=True)
+            try:
+                paths = {r[0] for r in ro.execute("SELECT path FROM files")}
+            finally:
+                ro.close()
+            seen.append((done, paths, e.store.index_state()))
+
+    r = e.indexer.sync(progress)
+    assert r.added == 31
+    done, first, state = seen[0]
+    assert done == 4 and first == {f"notes/n{i:02d}.md" for i in (29, 28, 27, 26)}
+    assert state["syncing"] and not state["keyword_ready"]
+    assert all("big.md" not in paths for _, paths, _ in seen[:-1])
+    end = e.store.index_state()
+    assert (end["syncing"], end["files"], end["keyword_ready"]) == (False, 31, True)
+    assert end["vectors_pending"] > 0  # no embedder here: keyword-only, and the state says so
+    assert e.search("zebra29", mode="keyword").hits[0].path == "notes/n29.md"

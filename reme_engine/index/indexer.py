@@ -39,9 +39,9 @@ from .parse import (MAX_LINKS_PER_FILE, MIN_VECTOR_CHARS, NO_VECTOR, SUMMARY_SCA
 from .scan import MARKDOWN_EXTS, TEXT_EXTS, ScanEntry, ScanStep, _index_file_lock, path_date
 from .store import Store
 
-__all__ = ["BATCH_FILES", "CRASH_POINTS", "EMBED_BATCH", "MARKDOWN_EXTS", "MAX_LINKS_PER_FILE", "MIN_VECTOR_CHARS",
+__all__ = ["BATCH_BYTES", "BATCH_FILES", "BATCH_SECONDS", "FIRST_BATCH_FILES", "SMALL_FIRST_BYTES", "CRASH_POINTS", "EMBED_BATCH", "MARKDOWN_EXTS", "MAX_LINKS_PER_FILE", "MIN_VECTOR_CHARS",
            "NO_VECTOR", "SUMMARY_SCAN_CHARS", "SYNC_MARKER", "TEXT_EXTS", "IndexReport", "Indexer", "ParsedFile",
-           "Progress", "ScanEntry", "chunk_vid", "path_date", "plain_line", "wants_vector"]
+           "Progress", "ScanEntry", "chunk_vid", "first_sync_order", "path_date", "plain_line", "wants_vector"]
 
 log = logging.getLogger("reme.indexer")
 
@@ -52,6 +52,14 @@ Progress = Callable[[str, int, int, str], None]
 #: more files than this commits batch by batch (search sees the first notes early) under the ``sync_interrupted``
 #: marker; the links, removals and the path list land with the marker's removal, in the last transaction.
 BATCH_FILES = 256
+#: A multi-batch sync (a first index) commits its first batch after this many files and doubles the batch up to
+#: :data:`BATCH_FILES`; a batch also ends at :data:`BATCH_BYTES` of input or :data:`BATCH_SECONDS` of parsing. With
+#: small and recent notes first (:func:`first_sync_order`) a fresh vault is searchable within a second.
+FIRST_BATCH_FILES = 16
+BATCH_BYTES = 2 * 1024 * 1024
+BATCH_SECONDS = 0.5
+#: Notes up to this size go first in a multi-batch sync, newest first; bigger files follow, smallest first.
+SMALL_FIRST_BYTES = 64 * 1024
 #: Meta key set while a multi-transaction sync is under way; found at open with no sync running, it means a sync
 #: was killed: :meth:`Indexer.repair_interrupted` re-resolves every link against the vault's files.
 SYNC_MARKER = "sync_interrupted"
@@ -135,6 +143,15 @@ def _parse_in_worker(args) -> tuple["ParsedFile | None", str | None]:
         _WORKER_INDEXERS[key] = ix
     return ix._parse_safe(entry)
 
+
+
+def first_sync_order(item: tuple[ScanEntry, int | None]) -> tuple:
+    """Sort key of a multi-batch sync's work: notes up to :data:`SMALL_FIRST_BYTES`, newest first, then bigger
+    files, smallest first (what a user opens first is searchable first; pathological files come last)."""
+    e = item[0]
+    if e.size <= SMALL_FIRST_BYTES:
+        return (0, -e.mtime, e.rel)
+    return (1, e.size, e.rel)
 
 
 class Indexer(ScanStep, ParseStep, ApplyStep, LinksStep, EmbedStep):
@@ -314,22 +331,19 @@ class Indexer(ScanStep, ParseStep, ApplyStep, LinksStep, EmbedStep):
             total = len(todo)
             prog("index", 0, total, "")
             done = 0
-            batch: list[tuple[ScanEntry, int | None]] = []
+            batch: list[tuple[ScanEntry, int | None, ParsedFile | None, str | None]] = []
             # One transaction for the whole sync when it fits in one batch (watcher batches, the app's writes,
             # an incremental refresh): it is opened lazily, after the first batch is parsed, and joined by every
             # write below. A bigger sync commits per batch, announced by the marker first.
             single = total <= BATCH_FILES
             if not single:
+                todo.sort(key=first_sync_order)
                 with self.store.write():
                     self.store.set_meta(SYNC_MARKER, json.dumps({"pid": os.getpid(), "at": time.time()}))
                 crash_point("sync.after_marker")
 
-            def flush(batch) -> None:
+            def flush(parsed: list[tuple[ScanEntry, int | None, ParsedFile | None, str | None]]) -> None:
                 nonlocal paths_changed
-                parsed: list[tuple[ScanEntry, int | None, ParsedFile | None, str | None]] = []
-                # Results arrive in order; with a pool, workers keep parsing ahead while this thread writes.
-                for (e, fid), (pf, reason) in zip(batch, outcome_iter):
-                    parsed.append((e, fid, pf, reason))
                 if single and not self.store.conn.in_transaction:
                     txn.enter_context(self.store.write())
                 with self.store.write() as c:
@@ -377,14 +391,18 @@ class Indexer(ScanStep, ParseStep, ApplyStep, LinksStep, EmbedStep):
                                      chunksize=16) if pool is not None
                             else (self._parse_safe(e) for e, _ in todo))
             try:
-                for item in todo:
-                    batch.append(item)
-                    if len(batch) >= BATCH_FILES:
+                # Results arrive in order; with a pool, workers keep parsing ahead while this thread writes.
+                cap, nbytes, since = FIRST_BATCH_FILES, 0, time.monotonic()
+                for (e, fid), (pf, reason) in zip(todo, outcome_iter):
+                    batch.append((e, fid, pf, reason))
+                    nbytes += e.size
+                    if not single and (len(batch) >= cap or nbytes >= BATCH_BYTES
+                                       or time.monotonic() - since >= BATCH_SECONDS):
                         flush(batch)
                         crash_point("sync.after_batch")
                         done += len(batch)
-                        batch = []
-                        prog("index", done, total, item[0].rel)
+                        prog("index", done, total, e.rel)
+                        batch, nbytes, cap, since = [], 0, min(BATCH_FILES, 2 * cap), time.monotonic()
                 if batch:
                     flush(batch)
                     done += len(batch)

@@ -450,6 +450,17 @@ class Store:
             "skipped": c.execute("SELECT count(*) FROM skipped").fetchone()[0],
         }
 
+    def index_state(self) -> dict:
+        """What a search can rely on right now, cheap enough to ask per query (two indexed counts, one meta read):
+        ``{"syncing": bool`` (a multi-batch sync is under way or was killed: the notes committed so far are
+        searchable, the rest are not yet), ``"files": int, "vectors_pending": int`` (chunks waiting for a vector:
+        keyword-only for them), ``"keyword_ready": bool}`` (files indexed and no sync under way)."""
+        c = self.conn
+        syncing = c.execute("SELECT 1 FROM meta WHERE key = 'sync_interrupted'").fetchone() is not None
+        files = c.execute("SELECT count(*) FROM files").fetchone()[0]
+        pending = c.execute("SELECT count(*) FROM chunks WHERE has_vec = 0").fetchone()[0]
+        return {"syncing": syncing, "files": files, "vectors_pending": pending, "keyword_ready": files > 0 and not syncing}
+
     def skipped(self) -> list[dict]:
         return [
             {"path": p, "reason": r}
