@@ -72,6 +72,10 @@ class LayerSettings:
     daily_dir: str = "daily"
     digest_dir: str = "digest"
     session_dir: str = "session"
+    #: Folder for app-owned files (chat records, proactive state) in a vault not laid out as reme's (an existing
+    #: Obsidian vault): ``auto`` (default) decides at open (``reme`` for such a vault, "" for reme's own layout),
+    #: a folder name always uses it, "" never does (reme_engine.vault.app_folder, ARCHITECTURE §2).
+    app_dir: str = "auto"
 
     def all(self) -> list[str]:
         return [self.resource_dir, self.daily_dir, self.digest_dir, self.session_dir]
