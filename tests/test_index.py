@@ -552,3 +552,21 @@ def test_first_sync_commits_small_recent_notes_first(make_engine, tmp_path, monk
     assert (end["syncing"], end["files"], end["keyword_ready"]) == (False, 31, True)
     assert end["vectors_pending"] > 0  # no embedder here: keyword-only, and the state says so
     assert e.search("zebra29", mode="keyword").hits[0].path == "notes/n29.md"
+
+
+def test_changing_chunk_bytes_rechunks_an_existing_index(make_engine, tmp_path):
+    """Issue 12: chunk_bytes is in the index fingerprint; reopening with another value re-chunks every file at the
+    next sync (it used to do nothing until `job reindex clear=true`)."""
+    v = tmp_path / "vault"
+    _write(v / "long.md", "# Long\n\n" + "\n\n".join(f"paragraph {i} " + "lorem ipsum dolor " * 12 for i in range(40)))
+    _write(v / "short.md", "# Short\n\nfew words\n")
+    e = make_engine(v, embed=False, chunk_bytes=2000)
+    e.index()
+    before = e.store.counts()["chunks"]
+    e.close()
+    e2 = make_engine(v, embed=False, chunk_bytes=400, state_dir=str(e.state_dir))
+    r = e2.index()
+    assert r.modified == 2 and r.unchanged == 0
+    sizes = [len(t.encode()) for (t,) in e2.store.conn.execute("SELECT text FROM chunks")]
+    assert e2.store.counts()["chunks"] > before and max(sizes) <= 400
+    assert e2.index().unchanged == 2  # and the new fingerprint is kept: the next sync is a no-op

@@ -39,9 +39,10 @@ from .parse import (MAX_LINKS_PER_FILE, MIN_VECTOR_CHARS, NO_VECTOR, SUMMARY_SCA
 from .scan import MARKDOWN_EXTS, TEXT_EXTS, ScanEntry, ScanStep, _index_file_lock, path_date
 from .store import Store
 
-__all__ = ["BATCH_BYTES", "BATCH_FILES", "BATCH_SECONDS", "FIRST_BATCH_FILES", "SMALL_FIRST_BYTES", "CRASH_POINTS", "EMBED_BATCH", "MARKDOWN_EXTS", "MAX_LINKS_PER_FILE", "MIN_VECTOR_CHARS",
-           "NO_VECTOR", "SUMMARY_SCAN_CHARS", "SYNC_MARKER", "TEXT_EXTS", "IndexReport", "Indexer", "ParsedFile",
-           "Progress", "ScanEntry", "chunk_vid", "first_sync_order", "path_date", "plain_line", "wants_vector"]
+__all__ = ["BATCH_BYTES", "BATCH_FILES", "BATCH_SECONDS", "CRASH_POINTS", "EMBED_BATCH", "FIRST_BATCH_FILES",
+           "MARKDOWN_EXTS", "MAX_LINKS_PER_FILE", "MIN_VECTOR_CHARS", "NO_VECTOR", "SMALL_FIRST_BYTES",
+           "SUMMARY_SCAN_CHARS", "SYNC_MARKER", "TEXT_EXTS", "IndexReport", "Indexer", "ParsedFile", "Progress",
+           "ScanEntry", "chunk_vid", "first_sync_order", "path_date", "plain_line", "wants_vector"]
 
 log = logging.getLogger("reme.indexer")
 
@@ -179,7 +180,33 @@ class Indexer(ScanStep, ParseStep, ApplyStep, LinksStep, EmbedStep):
         self._check_tokenizer()
 
     # -- scanning -----------------------------------------------------------------------------------------
+    def chunking_fingerprint(self) -> str:
+        """Every setting and rule that decides a file's chunks and rows (``chunk_bytes``, the chunker's linear-parse
+        threshold, the per-file link cap, the summary scan): a change re-reads every file at the next sync."""
+        from ..markdown import chunker
+
+        return json.dumps({"chunk_bytes": self.settings.chunk_bytes, "linear_parse_bytes": chunker.LINEAR_PARSE_BYTES,
+                           "max_links": MAX_LINKS_PER_FILE, "summary_chars": SUMMARY_SCAN_CHARS, "rules": 2},
+                          sort_keys=True)
+
     def _check_tokenizer(self) -> None:
+        """Forget the content hashes of files whose rows were made by another tokenizer or chunking (the next sync
+        re-reads them). A corrupt database is left to the open check / health check that moves it aside."""
+        from .store import brief, is_corruption
+
+        try:
+            self._check_fingerprints()
+        except sqlite3.DatabaseError as exc:
+            if not is_corruption(exc):
+                raise
+            log.warning("index fingerprints not checked: %s", brief(exc))
+
+    def _check_fingerprints(self) -> None:
+        chunking = self.chunking_fingerprint()
+        if self.store.get_meta("chunking") != chunking:
+            with self.store.write() as c:
+                c.execute("UPDATE files SET sha = '', mtime = -1")
+                self.store.set_meta("chunking", chunking)
         fp = self.store.get_meta("tokenizer")
         if fp != self.tokenizer.fingerprint:
             with self.store.write() as c:
