@@ -12,10 +12,12 @@ result is a failure saying so.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from . import __version__
 from .config import ConfigError
@@ -34,11 +36,18 @@ class JobError(ValueError):
 
 @dataclass(frozen=True)
 class Param:
+    """One job parameter: ``type`` is ``str | int | float | bool | list | json`` (what ``job help`` prints and
+    :func:`coerce` converts a ``key=value`` string to); ``pytype`` is the Python type (MCP schemas)."""
+
     name: str
-    type: str  # str | int | float | bool | list | json
+    type: str
     default: Any = None
     required: bool = False
     help: str = ""
+
+    @property
+    def pytype(self) -> Any:
+        return {"str": str, "int": int, "float": float, "bool": bool, "list": list[str], "json": Any}[self.type]
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,100 @@ def coerce(p: Param, v: Any) -> Any:
         raise JobError(f"parameter {p.name}: expected {p.type}, got {v!r}") from exc
 
 
+#: Help of parameters by name, for every job that takes one (a job's own ``help=`` entry wins).
+PARAM_HELP = {
+    "path": "vault-relative path, e.g. digest/wiki/topic.md ('.md' may be left out)",
+    "src": "vault-relative path of the note to move",
+    "dst": "new vault-relative path (inbound links are rewritten)",
+    "content": "the whole new text of the note (UTF-8 Markdown)",
+    "overwrite": "replace an existing note (false: refuse if it exists)",
+    "expected_sha": "refuse if the file changed since this hash",
+    "old": "exact text to replace (include enough context to be unique)",
+    "new": "replacement text",
+    "start_line": "first line, 1-based",
+    "end_line": "last line, inclusive (default: the end, at most 5000 lines)",
+    "depth": "hops to follow",
+    "direction": "out | in | both",
+    "max_nodes": "stop after this many notes",
+    "recursive": "list sub-folders too",
+    "limit": "most entries to return",
+    "date": "YYYY-MM-DD (default: today in the app's timezone)",
+    "date_from": "YYYY-MM-DD, from a daily/<date> or resource/<date> segment",
+    "date_to": "YYYY-MM-DD, inclusive",
+    "path_prefix": "only paths starting with this (e.g. digest/)",
+    "paths": "only these paths (comma-separated)",
+    "frontmatter": "JSON object of required frontmatter values; or fm.KEY=VALUE",
+    "include_content": "include the raw interests.yaml text",
+    "horizon_days": "days ahead whose agenda items are included",
+    "min_confidence": "drop topics below this confidence (0-1)",
+    "run_id": "the run to show or revert (from `changes`)",
+    "with_text": "include before/after texts of each change",
+}
+
+
+def param_type(annotation: Any) -> str:
+    """The job type of a signature annotation (a string under ``from __future__ import annotations``):
+    ``int | None`` → ``int``, ``list[str]`` → ``list``, ``dict[...]`` → ``json``. Raises TypeError for others."""
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    kinds = [t for t in text.replace(" ", "").split("|") if t != "None"]
+    base = kinds[0].split("[", 1)[0] if len(kinds) == 1 else ""
+    if base in ("str", "int", "float", "bool"):
+        return base
+    if base in ("list", "tuple"):
+        return "list"
+    if base in ("dict", "Any"):
+        return "json"
+    raise TypeError(f"no job parameter type for annotation {text!r}")
+
+
+def params_from(fields: Iterable[tuple[str, Any, Any]], *, drop: Iterable[str] = (),
+                help: dict[str, str] | None = None, expand: dict[str, tuple[Param, ...]] | None = None
+                ) -> tuple[Param, ...]:
+    """Params from ``(name, annotation, default)`` triples (``inspect.Parameter.empty`` default = required),
+    leaving out ``drop`` and replacing a name in ``expand`` by its params."""
+    out: list[Param] = []
+    for name, annotation, default in fields:
+        if name in (expand or {}):
+            out.extend(expand[name])
+            continue
+        if name in drop:
+            continue
+        required = default is inspect.Parameter.empty
+        out.append(Param(name, param_type(annotation), None if required else default, required,
+                         (help or {}).get(name) or PARAM_HELP.get(name, "")))
+    return tuple(out)
+
+
+def signature_params(fn: Callable, **kw: Any) -> tuple[Param, ...]:
+    """The job parameters of façade method ``fn``: its signature's names, types (annotations) and defaults
+    (see :func:`params_from` for ``drop``/``help``/``expand``). The one declaration of a job's inputs: the
+    signature; ``job help`` and the MCP tool schemas both read what this returns."""
+    ps = [p for p in inspect.signature(fn).parameters.values()
+          if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    return params_from(((p.name, p.annotation, p.default) for p in ps), **kw)
+
+
+def dataclass_params(cls: type, **kw: Any) -> tuple[Param, ...]:
+    """The job parameters of a dataclass's fields (all optional: their defaults), e.g. search filters."""
+    return params_from(((f.name, f.type, f.default) for f in dataclasses.fields(cls)), **kw)
+
+
+def method_job(name: str, help: str, *, method: str | None = None, drop: Iterable[str] = (),
+               param_help: dict[str, str] | None = None, extra: tuple[Param, ...] = (),
+               expand: dict[str, tuple[Param, ...]] | None = None, run: Callable[[Engine, dict], Any] | None = None,
+               writes: bool = False) -> Job:
+    """A job over façade method ``method`` (default ``name``): parameters from its signature (plus ``extra``),
+    run by calling it with them by name unless ``run`` is given."""
+    fn = getattr(Engine, method or name)
+    params = signature_params(fn, drop=drop, help=param_help, expand=expand) + extra
+    if run is None:
+        names = [p.name for p in params]
+
+        def run(e: Engine, a: dict) -> Any:
+            return getattr(e, fn.__name__)(**{n: a[n] for n in names})
+    return Job(name, help, params, run, writes=writes)
+
+
 def _search(e: Engine, a: dict) -> dict:
     from .search.hybrid import SearchFilters
     from .search.render import render_search
@@ -91,9 +194,8 @@ def _search(e: Engine, a: dict) -> dict:
         if not isinstance(a["frontmatter"], dict):
             raise JobError("frontmatter must be a JSON object, e.g. frontmatter='{\"tags\": \"x\"}'")
         fm.update(a["frontmatter"])
-    filters = SearchFilters(path_prefix=a.get("path_prefix") or None, paths=a.get("paths") or None,
-                            date_from=a.get("date_from") or None, date_to=a.get("date_to") or None,
-                            frontmatter=fm or None)
+    given = {f.name: a.get(f.name) or None for f in dataclasses.fields(SearchFilters)}
+    filters = SearchFilters(**{**given, "frontmatter": fm or None})
     try:
         res = e.search(a["query"], limit=a["limit"], mode=a["mode"], filters=filters, neighbors=a["neighbors"])
     except ValueError as exc:
@@ -112,88 +214,56 @@ def _fm_update(e: Engine, a: dict) -> Any:
     return e.frontmatter_update(a["path"], updates)
 
 
-def _reindex(e: Engine, a: dict) -> Any:
-    return e.reindex(clear=a["clear"], vectors=a["vectors"])
+def _search_filters() -> tuple[Param, ...]:
+    from .search.results import SearchFilters  # plain dataclasses: no index or model import
+
+    return dataclass_params(SearchFilters)
 
 
 P = Param
+_LLM = ("llm",)  # pipelines take a client object: not a job parameter
 JOBS: dict[str, Job] = {j.name: j for j in [
-    Job("search", "Hybrid search (BM25 + vectors, RRF) with the hop-2 neighbour directory.", (
-        P("query", "str", required=True, help="what to look for (Chinese or English)"),
-        P("limit", "int", 10, help="hits to return"),
-        P("mode", "str", "hybrid", help="hybrid | keyword | vector"),
-        P("path_prefix", "str", help="only paths starting with this (e.g. digest/)"),
-        P("paths", "list", help="only these paths (comma-separated)"),
-        P("date_from", "str", help="YYYY-MM-DD, from a daily/<date> or resource/<date> segment"),
-        P("date_to", "str"),
-        P("frontmatter", "json", help='JSON object of required frontmatter values; or fm.KEY=VALUE'),
-        P("neighbors", "bool", True, help="include the hop-2 directory"),
-        P("render", "bool", False, help="add the text rendering of ARCHITECTURE §11.3.4 as `text`"),
-    ), _search),
-    Job("traverse", "Breadth-first walk over wikilinks from a note.", (
-        P("path", "str", required=True), P("depth", "int", 1), P("direction", "str", "both", help="out | in | both"),
-        P("max_nodes", "int", 200),
-    ), lambda e, a: e.traverse(a["path"], a["depth"], a["direction"], a["max_nodes"])),
-    Job("read", "Read lines of a file (1-based, inclusive).", (
-        P("path", "str", required=True), P("start_line", "int", 1), P("end_line", "int"),
-    ), lambda e, a: e.read(a["path"], a["start_line"], a["end_line"])),
-    Job("write", "Create or replace a file (atomic) and index it.", (
-        P("path", "str", required=True), P("content", "str", required=True), P("overwrite", "bool", True),
-        P("expected_sha", "str", help="refuse if the file changed since this hash"),
-    ), lambda e, a: e.write(a["path"], a["content"], overwrite=a["overwrite"], expected_sha=a["expected_sha"]),
-        writes=True),
-    Job("edit", "Find and replace text in a file.", (
-        P("path", "str", required=True), P("old", "str", required=True), P("new", "str", required=True),
-        P("count", "int", 1, help="expected occurrences; 0 = all"),
-    ), lambda e, a: e.edit(a["path"], a["old"], a["new"], count=a["count"]), writes=True),
-    Job("delete", "Delete a file; reports inbound links left dangling.", (P("path", "str", required=True),),
-        lambda e, a: e.delete(a["path"]), writes=True),
-    Job("move", "Move/rename a file, rewriting inbound links.", (
-        P("src", "str", required=True), P("dst", "str", required=True),
-    ), lambda e, a: e.move(a["src"], a["dst"]), writes=True),
-    Job("list", "List a folder.", (P("path", "str", ""), P("recursive", "bool", False), P("limit", "int", 2000)),
-        lambda e, a: e.list(a["path"], recursive=a["recursive"], limit=a["limit"])),
-    Job("stat", "File metadata and index state.", (P("path", "str", required=True),), lambda e, a: e.stat(a["path"])),
-    Job("frontmatter_read", "Read a note's frontmatter.", (P("path", "str", required=True),),
-        lambda e, a: e.frontmatter_read(a["path"])),
-    Job("frontmatter_update", "Merge keys into a note's frontmatter (order and unknown keys kept).", (
-        P("path", "str", required=True), P("updates", "json", help="JSON object; or set.KEY=VALUE"),
-    ), _fm_update, writes=True),
-    Job("frontmatter_delete", "Remove keys from a note's frontmatter.", (
-        P("path", "str", required=True), P("keys", "list", required=True),
-    ), lambda e, a: e.frontmatter_update(a["path"], {}, a["keys"]), writes=True),
-    Job("daily_create", "Create today's (or date's) day folder and index page; idempotent.", (P("date", "str", ""),),
-        lambda e, a: e.daily_create(a["date"]), writes=True),
-    Job("daily_list", "Cards of a day.", (P("date", "str", ""),), lambda e, a: e.daily_list(a["date"])),
-    Job("daily_reindex", "Regenerate the day index section between its markers.", (
-        P("date", "str", ""), P("insert_markers", "bool", False),
-    ), lambda e, a: e.daily_reindex(a["date"], a["insert_markers"]), writes=True),
-    Job("reindex", "Bring the index up to date (clear=true rebuilds it; the embedding cache is kept).", (
-        P("clear", "bool", False), P("vectors", "bool", True),
-    ), _reindex, writes=True),
-    Job("proactive_read", "Read daily/<date>/interests.yaml: the day's proactive topics and agenda.", (
-        P("date", "str", ""), P("include_content", "bool", True), P("horizon_days", "int", 1),
-        P("min_confidence", "float", 0.4),
-    ), lambda e, a: e.proactive_read(a["date"], a["include_content"], a["horizon_days"], a["min_confidence"])),
-    Job("auto_dream", "Distil changed daily notes into digest nodes (needs an LLM).", (
-        P("date", "str", ""), P("hint", "str", "", help="a focus for extraction"),
-        P("scan_days", "int", 1, help="days ending at date to scan for changed daily notes"),
-    ), lambda e, a: e.auto_dream(a["date"], a["hint"], scan_days=a["scan_days"]), writes=True),
-    Job("auto_memory", "Turn a chat session's new messages into a daily card (needs an LLM).", (
-        P("session_id", "str", required=True),
-    ), lambda e, a: e.auto_memory(a["session_id"]), writes=True),
-    Job("auto_resource", "Give new/changed files under resource/ daily cards (needs an LLM).", (),
-        lambda e, a: e.auto_resource(), writes=True),
-    Job("proactive_refresh", "Write daily/<date>/interests.yaml: topics and agenda (keyword fallback without an LLM).",
-        (P("date", "str", ""), P("use_llm", "bool", True)),
-        lambda e, a: e.proactive_refresh(a["date"], use_llm=a["use_llm"]), writes=True),
-    Job("dream_log", "List LLM pipeline runs, or one run's changes.", (
-        P("limit", "int", 20), P("run_id", "str", ""), P("with_text", "bool", False),
-    ), lambda e, a: e.dream_log(a["limit"], a["run_id"], a["with_text"])),
-    Job("revert", "Restore the files a run changed (refuses files changed since).", (
-        P("run_id", "str", required=True),
-    ), lambda e, a: e.revert(a["run_id"]), writes=True),
-    Job("health_check", "Component health and skipped files.", (), lambda e, a: e.health_check()),
+    method_job("search", "Hybrid search (keyword BM25 and vectors, fused) with the hop-2 neighbour directory.",
+               param_help={"query": "what to look for (Chinese or English)", "limit": "hits to return",
+                           "mode": "hybrid | keyword | vector", "neighbors": "include the hop-2 directory"},
+               expand={"filters": _search_filters()},
+               extra=(P("render", "bool", False, help="add the text rendering of ARCHITECTURE §11.3.4 as `text`"),),
+               run=_search),
+    method_job("traverse", "Breadth-first walk over wikilinks from a note."),
+    method_job("read", "Read lines of a file (1-based, inclusive)."),
+    method_job("write", "Create or replace a file (atomic) and index it.", writes=True),
+    method_job("edit", "Find and replace text in a file.", param_help={"count": "expected occurrences; 0 = all"},
+               writes=True),
+    method_job("delete", "Delete a file; reports inbound links left dangling.", writes=True),
+    method_job("move", "Move/rename a file, rewriting inbound links.", writes=True),
+    method_job("list", "List a folder."),
+    method_job("stat", "File metadata and index state."),
+    method_job("frontmatter_read", "Read a note's frontmatter."),
+    method_job("frontmatter_update", "Merge keys into a note's frontmatter (order and unknown keys kept).",
+               drop=("delete",), param_help={"updates": "JSON object; or set.KEY=VALUE"}, run=_fm_update,
+               writes=True),
+    method_job("frontmatter_delete", "Remove keys from a note's frontmatter.", method="frontmatter_update",
+               drop=("updates", "delete"), extra=(P("keys", "list", required=True),),
+               run=lambda e, a: e.frontmatter_update(a["path"], {}, a["keys"]), writes=True),
+    method_job("daily_create", "Create today's (or date's) day folder and index page; idempotent.", writes=True),
+    method_job("daily_list", "Cards of a day."),
+    method_job("daily_reindex", "Regenerate the day index section between its markers.", writes=True),
+    method_job("reindex", "Bring the index up to date (clear=true rebuilds it; the embedding cache is kept).",
+               drop=("progress",), writes=True),
+    method_job("proactive_read", "Read daily/<date>/interests.yaml: the day's proactive topics and agenda."),
+    method_job("auto_dream", "Distil changed daily notes into digest nodes (needs an LLM).", drop=_LLM,
+               param_help={"hint": "a focus for extraction",
+                           "scan_days": "days ending at date to scan for changed daily notes"}, writes=True),
+    method_job("auto_memory", "Turn a chat session's new messages into a daily card (needs an LLM).", drop=_LLM,
+               writes=True),
+    method_job("auto_resource", "Give new/changed files under resource/ daily cards (needs an LLM).", drop=_LLM,
+               writes=True),
+    method_job("proactive_refresh",
+               "Write daily/<date>/interests.yaml: topics and agenda (keyword fallback without an LLM).",
+               drop=(*_LLM, "carry_forward"), writes=True),
+    method_job("dream_log", "List LLM pipeline runs, or one run's changes."),
+    method_job("revert", "Restore the files a run changed (refuses files changed since).", writes=True),
+    method_job("health_check", "Component health and skipped files."),
     Job("version", "Version of reme-tui.", (), lambda e, a: {"version": __version__}, needs_engine=False),
     Job("help", "List jobs and their parameters.", (), lambda e, a: {"jobs": jobs_help()}, needs_engine=False),
 ]}

@@ -19,6 +19,10 @@ import sys
 import time
 
 
+#: The sub-commands (``reme-tui NAME …``).
+COMMANDS = ("job", "mcp")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="reme-tui",
@@ -189,43 +193,54 @@ def _run_job_cli(args: argparse.Namespace, rest: list[str], log_to) -> int:
 
 
 class _Bar:
-    """A one-line progress bar on stderr (only when stderr is a terminal; otherwise stage lines)."""
+    """Index progress for ``--refresh``: a ``rich.progress`` bar per stage on stderr when stdout is a terminal (a
+    person is watching); otherwise a log-friendly line per stage and every 10 s (cron, systemd, pipes).
+    Called as the indexer's ``Progress`` callback ``(stage, done, total, detail)``."""
 
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-        self.stage = None
+    #: indexer stages and what the bar calls them; "links" is instant and not shown
+    LABELS = {"scan": "scan", "index": "index", "embed": "vectors"}
+
+    def __init__(self, tty: bool | None = None) -> None:
+        self.tty = sys.stdout.isatty() if tty is None else tty
+        self.stage: str | None = None
         self.last = 0.0
+        self._progress = None
+        self._task = None
 
     def __call__(self, stage: str, done: int, total: int, detail: str) -> None:
+        if stage == "links":
+            return
+        if self.tty:
+            self._draw(stage, done, total)
+            return
         now = time.monotonic()
-        if stage == "links":  # instant; not worth a line
-            return
         if stage != self.stage:
-            if self.tty and self.stage is not None:
-                sys.stderr.write("\n")
-            self.stage = stage
-            self.last = now
-            if not self.tty and total:
+            self.stage, self.last = stage, now
+            if total:
                 sys.stderr.write(f"{stage}: {total} to do\n")
-        if not self.tty:
-            # a log-friendly line every 10 s so a long vector pass is visibly alive
-            if total and done and (now - self.last >= 10 or done == total):
-                self.last = now
-                sys.stderr.write(f"{stage}: {done}/{total}\n")
-                sys.stderr.flush()
-            return
-        if now - self.last < 0.05 and done < total:
-            return
-        self.last = now
-        width = 30
-        frac = done / total if total else 1.0
-        bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
-        sys.stderr.write(f"\r{stage:>6} [{bar}] {done}/{total}")
-        sys.stderr.flush()
+        # a line every 10 s so a long vector pass is visibly alive in a log
+        if total and done and (now - self.last >= 10 or done == total):
+            self.last = now
+            sys.stderr.write(f"{stage}: {done}/{total}\n")
+            sys.stderr.flush()
+
+    def _draw(self, stage: str, done: int, total: int) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        if self._progress is None:
+            self._progress = Progress(TextColumn("{task.description:>7}"), BarColumn(), MofNCompleteColumn(),
+                                      TimeRemainingColumn(), console=Console(file=sys.stderr), transient=False)
+            self._progress.start()
+        if stage != self.stage:
+            self.stage = stage
+            self._task = self._progress.add_task(self.LABELS.get(stage, stage), total=total or None)
+        self._progress.update(self._task, completed=done, total=total or None)
 
     def close(self) -> None:
-        if self.tty and self.stage is not None:
-            sys.stderr.write("\n")
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
 
 
 def _stage_line(name: str, result: dict) -> str:
@@ -406,7 +421,12 @@ def main(argv: list[str] | None = None) -> int:
 
             return mcp_main(args, args.args)
         if args.command is not None:
-            _err(f"unknown command {args.command!r} (did you mean `reme-tui job {args.command}`?)")
+            from reme_engine.jobs import JOBS, did_you_mean
+
+            close = did_you_mean(args.command, COMMANDS)
+            job = (did_you_mean(args.command, JOBS) or [args.command])[0]  # `reme-tui serach` → job search
+            hint = f"did you mean `reme-tui {close[0]}`?" if close else f"did you mean `reme-tui job {job}`?"
+            _err(f"unknown command {args.command!r} ({hint})")
             return 2
         if args.refresh:
             return run_refresh(args)

@@ -44,32 +44,6 @@ NOTE_URI = "reme://note/"
 #: Default port of ``--http``.
 DEFAULT_PORT = 8765
 
-#: Descriptions of parameters whose job entry has no help text (the jobs table documents only the unusual ones).
-PARAM_HELP = {
-    "path": "vault-relative path, e.g. digest/wiki/topic.md ('.md' may be left out)",
-    "src": "vault-relative path of the note to move",
-    "dst": "new vault-relative path (inbound links are rewritten)",
-    "content": "the whole new text of the note (UTF-8 Markdown)",
-    "overwrite": "replace an existing note (false: refuse if it exists)",
-    "old": "exact text to replace (include enough context to be unique)",
-    "new": "replacement text",
-    "start_line": "first line, 1-based",
-    "end_line": "last line, inclusive (default: the end, at most 5000 lines)",
-    "depth": "hops to follow",
-    "direction": "out | in | both",
-    "max_nodes": "stop after this many notes",
-    "recursive": "list sub-folders too",
-    "limit": "most entries to return",
-    "date": "YYYY-MM-DD (default: today in the app's timezone)",
-    "date_to": "YYYY-MM-DD, inclusive",
-    "include_content": "include the raw interests.yaml text",
-    "horizon_days": "days ahead whose agenda items are included",
-    "min_confidence": "drop topics below this confidence (0-1)",
-    "run_id": "the run to show or revert (from `changes`)",
-    "with_text": "include before/after texts of each change",
-}
-
-
 class ToolFailure(Exception):
     """A tool's user-facing failure; ``str(exc)`` is the one-line message returned as an MCP tool error."""
 
@@ -545,8 +519,8 @@ def _annotation(p) -> Any:
 
     from pydantic import Field
 
-    desc = p.help or PARAM_HELP.get(p.name, "")
-    base = {"str": str, "int": int, "float": float, "bool": bool, "list": list[str], "json": Any}.get(p.type, str)
+    desc = p.help  # the job table's help, shared with `reme-tui job help`
+    base = p.pytype
     choices = re.fullmatch(r"(?:[^:|]*: )?([\w-]+(?: \| [\w-]+)+)", desc) if p.type == "str" else None
     if choices:
         base = Literal[tuple(choices.group(1).split(" | "))]  # type: ignore[misc]

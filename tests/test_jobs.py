@@ -384,3 +384,28 @@ def test_a_failed_llm_run_is_a_failed_job(demo_vault, tmp_path, capsys, monkeypa
         assert srv.requests  # the LLM was really called
     assert (rc, res["success"], res["status"]) == (1, False, "failed"), res
     assert "upstream down" in res["error"] or "500" in res["error"], res["error"]
+
+
+def test_job_parameters_are_the_facade_signatures():
+    """One declaration of a job's inputs: the façade method's signature (names, order, defaults, types)."""
+    import inspect
+
+    from reme_engine.engine import Engine
+    from reme_engine.jobs import JOBS
+
+    kinds = {"str": str, "int": int, "float": float, "bool": bool}
+    for name in ("read", "write", "edit", "move", "traverse", "list", "daily_reindex", "proactive_read",
+                 "dream_log", "revert"):
+        sig = [p for p in inspect.signature(getattr(Engine, name)).parameters.values() if p.name != "self"]
+        params = JOBS[name].params
+        assert [p.name for p in params] == [p.name for p in sig], name
+        for p, s in zip(params, sig):
+            assert p.required == (s.default is s.empty), (name, p.name)
+            if not p.required:
+                assert p.default == s.default and isinstance(p.default, (kinds[p.type], type(None))), (name, p)
+
+
+def test_the_engine_is_the_context_pipelines_are_typed_against(eng):
+    from reme_engine.context import VaultContext
+
+    assert isinstance(eng, VaultContext)

@@ -139,3 +139,35 @@ def test_theme_save_never_replaces_a_config_saved_meanwhile(tmp_path, monkeypatc
     with pytest.raises(ConfigWriteError, match="changed while"):
         save_setting(cfg, "theme", "nord")
     assert cfg.read_text() == "vault: ~/Other  # my edit\n"
+
+
+def test_misspelt_command_suggests_the_command(cli_env):
+    r = cli(["jb"], cli_env)
+    assert r.returncode == 2 and "did you mean `reme-tui job`?" in r.stderr
+    r = cli(["serach"], cli_env)  # a job name given without `job`
+    assert r.returncode == 2 and "did you mean `reme-tui job search`?" in r.stderr
+
+
+def test_job_help_describes_the_fusion_in_use_not_rrf(cli_env):
+    jobs = json.loads(cli(["job", "help"], cli_env).stdout)["jobs"]
+    assert "RRF" not in json.dumps(jobs)
+    from reme_engine.jobs import format_jobs_help
+
+    assert "RRF" not in format_jobs_help()
+
+
+def test_refresh_progress_is_a_rich_bar_at_a_terminal_and_lines_in_a_log(capsys):
+    from reme_tui.cli import _Bar
+
+    bar = _Bar(tty=True)
+    for done in range(0, 11):
+        bar("index", done, 10, "")
+    bar("links", 1, 1, "")
+    bar.close()
+    err = capsys.readouterr().err
+    assert "index" in err and "10/10" in err and "links" not in err
+    bar = _Bar(tty=False)
+    bar("index", 0, 10, "")
+    bar("index", 10, 10, "")
+    bar.close()
+    assert capsys.readouterr().err == "index: 10 to do\nindex: 10/10\n"
