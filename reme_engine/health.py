@@ -12,7 +12,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
-from .results import HEALTH_FIRST_N, FileProblems, HealthReport
+from .results import HEALTH_FIRST_N, EngineStatus, FileProblems, HealthReport
 from .vault.files import ambiguous_links
 
 if TYPE_CHECKING:  # the façade owns these checks; the name is for annotations only
@@ -153,3 +153,23 @@ def file_problems(engine: Engine, first: int = HEALTH_FIRST_N) -> FileProblems:
         rows, n_amb, amb = [], 0, []
     return {"file_warnings": {"count": len(rows), "first": [{"path": p, "warning": w} for p, w in rows[:first]]},
             "ambiguous_links": {"count": n_amb, "first": amb}}
+
+
+def status(engine: Engine) -> EngineStatus:
+    """Index figures for the status line: the store's counts, last sync time, embedder, vectors and LLM state."""
+    counts = engine.store.counts()
+    vectors = engine.vectors
+    return {  # type: ignore[typeddict-item]  # the store's counts are merged in
+        "vault": str(engine.vault),
+        "state_dir": str(engine.state_dir),
+        **counts,
+        "embedder": engine.embedder.space if engine.embedder else None,
+        "vectors_loaded": bool(vectors and vectors.ready),
+        "vectors": len(vectors.index) if vectors and vectors.index is not None else None,
+        "llm_configured": engine.settings.llm.configured,
+        "tokenizer": engine.tokenizer.fingerprint,
+        "daily_dir": engine.settings.layers.daily_dir,
+        "daily_dir_detected": engine.detected_daily_dir is not None,
+        "last_indexed": engine.store.get_meta("last_sync"),
+        "repair_notice": engine.repair_notice,
+    }

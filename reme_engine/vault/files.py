@@ -23,6 +23,7 @@ from .paths import VaultPath, VaultPathError, resolve
 if TYPE_CHECKING:
     from ..config import Settings
     from ..context import VaultContext
+    from .daily import DailyCreateResult, DailyReindexResult
 
 log = logging.getLogger("reme.engine")
 
@@ -401,3 +402,29 @@ def refresh_day_indexes(ctx: VaultContext, paths: list[str]) -> list[str]:
                 written.append(res.path)
     return written
 
+
+def daily_create(ctx: VaultContext, date: str) -> DailyCreateResult:
+    """Create the day folder and day page of ``date`` (YYYY-MM-DD, already checked); idempotent; indexes a new
+    page."""
+    from . import daily
+
+    with ctx.write_lock:
+        res = daily.daily_create(ctx.vault, date, ctx.settings.layers)
+        if res.page_created:
+            ctx.index_paths([res.page])
+    return res
+
+
+def daily_reindex(ctx: VaultContext, date: str, insert_markers: bool = False) -> DailyReindexResult:
+    """Regenerate the index section of the day page of ``date`` (already checked) between its markers
+    (``insert_markers`` adds them). EngineError when the page changed meanwhile (nothing written)."""
+    from . import daily
+
+    with ctx.write_lock:
+        try:
+            res = daily.daily_reindex(ctx.vault, date, ctx.settings.layers, insert_markers=insert_markers)
+        except WriteConflict as exc:
+            raise EngineError(f"day page changed while regenerating: {exc}") from exc
+        if res.changed:
+            ctx.index_paths([res.path])
+    return res
