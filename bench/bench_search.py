@@ -2,6 +2,7 @@
 """Search benchmarks: the real 33 MB corpus with vectors, then synthetic stores of 100k and 1M chunks.
 
     python bench/bench_search.py [--runs 3] [--quick] [--sizes 100000,1000000] [--no-cache]
+    python bench/bench_search.py --kgzh     # warm latency on knowledge-garden-zh only (see kgzh_latency)
 
 Prints one JSON object:
 
@@ -31,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (CORPUS, bench_tmpdir, copy_tree, emit, index_with_cache, loadavg, loaded_embedder,  # noqa: E402
+from _common import (CORPUS, SHARED_DATA, bench_tmpdir, copy_tree, emit, index_with_cache, loadavg, loaded_embedder,  # noqa: E402
                      log, machine, maxrss_mb, open_engine, pct, run_worker, stats, target, vmhwm_mb)
 from queries import CORPUS_QUERIES  # noqa: E402
 
@@ -462,6 +463,61 @@ def ann_control(base_vecs, size: int, ann_threshold: int, qvecs, kind: str, seed
     return out
 
 
+def kgzh_latency(emb, tmp: Path, runs: int, use_cache: bool) -> dict:
+    """Warm search on a copy of knowledge-garden-zh, in this process: wall and process-CPU ms per
+    ``engine.search(q, limit=10)`` by mode, with and without the hop-2 neighbour directory, and a breakdown of the
+    hybrid path (each step run alone). Queries: :data:`queries.KGZH_QUERIES` + 30 note titles (crc32 order)."""
+    import zlib
+
+    from queries import KGZH_QUERIES
+
+    from reme_engine.search.graph import neighborhoods
+
+    vault = copy_tree(SHARED_DATA / "vaults" / "knowledge-garden-zh", tmp / "kgzh")
+    state, info = index_with_cache(vault, tmp / "kgzh-state", emb, use_cache, "kgzh")
+    eng = open_engine(vault, state, emb)
+    eng.vectors.open()
+    stems = sorted(p.stem for p in vault.rglob("*.md") if not any(x.startswith(".") for x in p.parts))
+    stems.sort(key=lambda x: zlib.crc32(x.encode()))
+    qs = KGZH_QUERIES + stems[:30]
+    for q in qs:  # warm-up
+        eng.search(q, limit=10)
+    out: dict = {"vault": info, "queries": len(qs), "runs": runs, "loadavg_start": loadavg(), "modes": {}}
+    for mode in ("hybrid", "keyword", "vector"):
+        for nb in (True, False):
+            wall, cpu = [], []
+            for _ in range(runs):
+                for q in qs:
+                    c, t = time.process_time(), time.perf_counter()
+                    eng.search(q, limit=10, mode=mode, neighbors=nb)
+                    wall.append((time.perf_counter() - t) * 1000)
+                    cpu.append((time.process_time() - c) * 1000)
+            out["modes"][f"{mode}{'' if nb else ' (no neighbours)'}"] = {"wall_ms": stats(wall), "cpu_ms": stats(cpu)}
+    s = eng.searcher
+    steps: dict[str, list[float]] = {k: [] for k in ("tokenise", "keyword leg", "query embedding", "vector leg",
+                                                     "legs (concurrent)", "rank", "neighbours")}
+    def timed(name, fn, *a, **kw):
+        t = time.perf_counter()
+        r = fn(*a, **kw)
+        steps[name].append((time.perf_counter() - t) * 1000)
+        return r
+
+    for _ in range(runs):
+        for q in qs:
+            toks = timed("tokenise", s.tokenizer.query_tokens, q)
+            timed("keyword leg", s.keyword_leg, q, 50, None, tokens=toks)
+            timed("query embedding", s.vectors.embedder.embed, [q])
+            timed("vector leg", s.vector_leg, q, 50, None)
+            run = timed("legs (concurrent)", s.run_legs, q, 50)
+            hits, _ = timed("rank", s.rank, q, run, limit=10)
+            timed("neighbours", neighborhoods, s.store, [h.path for h in hits])
+    out["breakdown_p50_ms"] = {k: stats(v)["p50"] for k, v in steps.items()}
+    out["loadavg_end"] = loadavg()
+    out["hybrid_p50_ms"] = target(out["modes"]["hybrid"]["wall_ms"]["p50"], 10.0)
+    eng.close()
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
@@ -477,6 +533,8 @@ def main() -> int:
     ap.add_argument("--control-size", type=int, default=None,
                     help="size of the no-replica ANN recall controls (default: the largest requested size; 0 = off)")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--kgzh", action="store_true",
+                    help="only warm search latency on knowledge-garden-zh (in process, wall + CPU, breakdown)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--vault", help=argparse.SUPPRESS)
     ap.add_argument("--state", help=argparse.SUPPRESS)
@@ -495,6 +553,12 @@ def main() -> int:
     sizes = [int(x) for x in (args.sizes or ("10000,30000" if args.quick else "100000,1000000")).split(",")]
     out: dict = {"bench": "search", "quick": args.quick, "runs": args.runs, "machine": machine(),
                  "ann_threshold": ann}
+    if args.kgzh:
+        with bench_tmpdir("search-kgzh", keep=args.keep) as tmp:
+            emb, _ = loaded_embedder()
+            out["kgzh"] = kgzh_latency(emb, tmp, args.runs, not args.no_cache)
+        emit(out)
+        return 0
     with bench_tmpdir("search", keep=args.keep) as tmp:
         corpus = tmp / "corpus"
         if args.quick:

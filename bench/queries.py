@@ -55,3 +55,18 @@ CORPUS_QUERIES = [
 
 #: A query for the knowledge-garden-zh vault (the CLI benchmark).
 VAULT_QUERY = "读书笔记 认知"
+
+#: Warm-latency queries on knowledge-garden-zh (bench_search.py --kgzh): paraphrases and words written against the
+#: vault; the script adds 30 note titles picked by hash.
+KGZH_QUERIES = [
+    "金字塔原理 结构化表达 情景 冲突",
+    "叔本华 人生幸福 价值取向",
+    "健身补剂 谷氨酰胺 需要额外补充吗",
+    "同形异义字 网址欺骗",
+    "读书笔记 认知",
+    "光伏产业",
+    "瓶颈",
+    "如何做卡片笔记",
+    "注意力 流量",
+    "what did I learn about habits",
+]

@@ -18,6 +18,8 @@ _DAY_INDEX_MARK = "reme:day-index:"
 
 
 def _alias_list(v) -> list[str]:
+    if not v or v == "[]":  # most notes: no JSON to parse
+        return []
     if isinstance(v, str):
         try:
             v = json.loads(v or "[]")
@@ -66,7 +68,7 @@ def adjust(fused: dict[int, dict], rows: dict[int, tuple], query: str, cfg: Fusi
                 continue
             seen.add(r[0])
             stem = r[0].rsplit("/", 1)[-1].rsplit(".", 1)[0]
-            names = {normalise_name(x) for x in (stem, r[1], *_alias_list(r[2])) if x}
+            names = {normalise_name(x) for x in {stem, r[1], *_alias_list(r[2])} if x}
             names.discard("")
             gain = 0.0
             if q in names:

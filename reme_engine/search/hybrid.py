@@ -47,7 +47,7 @@ from .fusion import (  # noqa: F401
     rank_key,
     rrf,
 )
-from .graph import neighborhood
+from .graph import neighborhoods
 from .results import Hit, SearchFilters, SearchResult
 from .timeq import content_words, is_recall_only, parse_time_query
 
@@ -99,6 +99,7 @@ class HybridSearcher:
         self.tokenizer = tokenizer
         self.vectors = vectors
         self._n_chunks: tuple[int, float] | None = None  # (count, when)
+        self._df_cache: dict[str, int] = {}  # term -> document frequency, valid with _n_chunks
         self.weights = {"vector": vector_weight, "keyword": keyword_weight}
         self.k = rrf_k
         if fusion is None:
@@ -150,17 +151,35 @@ class HybridSearcher:
         now = time.monotonic()
         if self._n_chunks is None or now - self._n_chunks[1] > 10.0:
             self._n_chunks = (self.store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0], now)
+            self._df_cache = {}
         return self._n_chunks[0]
 
     def _doc_freqs(self, terms: list[str]) -> dict[str, int]:
-        """``{term: chunks containing it}`` from FTS5's own vocabulary (``fts5vocab``, one per connection)."""
-        c = self.store.conn
-        q = f"SELECT term, doc FROM temp.chunks_vocab WHERE term IN ({','.join('?' * len(terms))})"
-        try:
-            return dict(c.execute(q, terms).fetchall())
-        except Exception:  # first use on this connection
-            c.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab USING fts5vocab(main, chunks_fts, 'row')")
-            return dict(c.execute(q, terms).fetchall())
+        """``{term: chunks containing it}`` (absent terms left out) from FTS5's own vocabulary (``fts5vocab``, one
+        per connection). Present terms are remembered for as long as the chunk count is (≤ 10 s): the counts only
+        normalise scores and pick the query plan, and the vocabulary query was ~1 ms of each warm search; absent
+        terms are asked again each time (a new note's word is found at once)."""
+        self._chunk_count()
+        cache = self._df_cache
+        todo = [t for t in dict.fromkeys(terms) if t not in cache]  # absent ones: asked each time
+        got: dict[str, int] = {}
+        if todo:
+            c = self.store.conn
+            q = f"SELECT term, doc FROM temp.chunks_vocab WHERE term IN ({','.join('?' * len(todo))})"
+            try:
+                got = dict(c.execute(q, todo).fetchall())
+            except Exception:  # first use on this connection
+                c.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab USING fts5vocab(main, chunks_fts, 'row')")
+                got = dict(c.execute(q, todo).fetchall())
+            if len(cache) > 20_000:
+                cache.clear()
+            cache.update(got)  # present terms only: a term that appears in a note saved a moment ago is looked up
+        out = {}
+        for t in terms:
+            v = got.get(t) or cache.get(t)
+            if v:
+                out[t] = v
+        return out
 
     def allowed_ids(self, filters: SearchFilters):
         """int64 array of chunk ids passing ``filters`` (for the vector leg's faiss ID selector)."""
@@ -323,9 +342,7 @@ class HybridSearcher:
                                   vector_ms=run["vector_ms"], degraded=run["degraded"], hidden=hidden,
                                   time_range=time_range)
         if neighbors:
-            for h in hits:
-                if h.path not in result.neighbors:
-                    result.neighbors[h.path] = neighborhood(self.store, h.path).to_dict()
+            result.neighbors = neighborhoods(self.store, [h.path for h in hits])
         result.took_ms = (time.perf_counter() - t0) * 1000
         return result
 
