@@ -42,6 +42,8 @@ from .vault.provenance import Ownership, note_ownership
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from .agent_capture import RememberResult
+
     from .chat import ChatTurn
     from .markdown.links import Resolution
     from .memory.session import ChatMessage
@@ -394,14 +396,7 @@ class Engine:
 
     def daily_create(self, date: str = "") -> DailyCreateResult:
         """Create the day folder and day page of ``date`` (default today); idempotent."""
-        from .vault import daily
-
-        date = self.day(date)
-        with self.write_lock:
-            res = daily.daily_create(self.vault, date, self.settings.layers)
-            if res.page_created:
-                self.index_paths([res.page])
-        return res
+        return files.daily_create(self, self.day(date))
 
     def daily_list(self, date: str = "") -> list[DailyCard]:
         """The cards of a day (``<daily_dir>/<date>/*.md``)."""
@@ -417,18 +412,7 @@ class Engine:
 
     def daily_reindex(self, date: str = "", insert_markers: bool = False) -> DailyReindexResult:
         """Regenerate the day page's index section between its markers (``insert_markers`` adds them)."""
-        from .vault import daily
-        from .vault.io import WriteConflict
-
-        date = self.day(date)
-        with self.write_lock:
-            try:
-                res = daily.daily_reindex(self.vault, date, self.settings.layers, insert_markers=insert_markers)
-            except WriteConflict as exc:
-                raise EngineError(f"day page changed while regenerating: {exc}") from exc
-            if res.changed:
-                self.index_paths([res.path])
-        return res
+        return files.daily_reindex(self, self.day(date), insert_markers)
 
     def refresh_day_indexes(self, paths: list[str]) -> list[str]:
         """Regenerate the card index of the existing day pages whose cards are among ``paths`` (the watcher calls
@@ -548,6 +532,14 @@ class Engine:
                 self.index_paths(res.restored)
         return res.to_dict()
 
+    def remember(self, text: str, *, agent: str = "", conversation: list[dict] | None = None) -> RememberResult:
+        """Append what an agent was told to today's capture card, marked as noted by ``agent`` (journaled,
+        indexed); ``conversation`` (``[{role, content}]``) is kept as a chat record too. See
+        :func:`reme_engine.agent_capture.remember`; ValueError for malformed messages, EngineError otherwise."""
+        from .agent_capture import remember
+
+        return remember(self, text, agent=agent, conversation=conversation)
+
     # -- background: watcher and cron (reme_engine.background) -------------------------------------------------
     def start_background(self, *, on_event: Callable[[dict], None] | None = None,
                          on_indexed: Callable[[list[str], IndexReport], None] | None = None,
@@ -569,21 +561,9 @@ class Engine:
     # -- status -------------------------------------------------------------------------------------------
     def status(self) -> EngineStatus:
         """Index figures for the status line: counts, last sync time, embedder and LLM state."""
-        counts = self.store.counts()
-        return {  # type: ignore[typeddict-item]  # the store's counts are merged in
-            "vault": str(self.vault),
-            "state_dir": str(self.state_dir),
-            **counts,
-            "embedder": self.embedder.space if self.embedder else None,
-            "vectors_loaded": bool(self.vectors and self.vectors.ready),
-            "vectors": len(self.vectors.index) if self.vectors and self.vectors.index is not None else None,
-            "llm_configured": self.settings.llm.configured,
-            "tokenizer": self.tokenizer.fingerprint,
-            "daily_dir": self.settings.layers.daily_dir,
-            "daily_dir_detected": self.detected_daily_dir is not None,
-            "last_indexed": self.store.get_meta("last_sync"),
-            "repair_notice": self.repair_notice,
-        }
+        from .health import status
+
+        return status(self)
 
     # -- index consistency (reme_engine.health) ----------------------------------------------------------------
     @property
