@@ -570,3 +570,27 @@ def test_changing_chunk_bytes_rechunks_an_existing_index(make_engine, tmp_path):
     sizes = [len(t.encode()) for (t,) in e2.store.conn.execute("SELECT text FROM chunks")]
     assert e2.store.counts()["chunks"] > before and max(sizes) <= 400
     assert e2.index().unchanged == 2  # and the new fingerprint is kept: the next sync is a no-op
+
+
+def test_reindex_clear_starts_a_fresh_file_and_keeps_catalogs(make_engine, vault):
+    """Issue 12: `reindex clear=true` replaces the database by a fresh file (no DELETE of every posting) keeping the
+    pipelines' catalogs; while another process has the index open it falls back to deleting rows."""
+    from reme_engine.index.store import Store
+
+    e = make_engine(vault, embed=False)
+    e.index()
+    e.store.catalog_set("auto_resource", {"resource/2026-11-27/data.json": "abc"})
+    ino = os.stat(e.store.db_path).st_ino
+    r = e.reindex(clear=True, vectors=False)
+    assert r.added == 5 and os.stat(e.store.db_path).st_ino != ino
+    assert e.store.catalog_get("auto_resource") == {"resource/2026-11-27/data.json": "abc"}
+    assert e.search("sodium OR cobalt", mode="keyword").hits
+    assert not list(e.store.db_path.parent.glob("*.fresh*"))
+    other = Store(e.store.db_path, e.store.emb_path)  # a second user of the index (the app, --serve)
+    try:
+        ino = os.stat(e.store.db_path).st_ino
+        r = e.reindex(clear=True, vectors=False)
+        assert r.added == 5 and os.stat(e.store.db_path).st_ino == ino
+        assert other.counts()["files"] == 5
+    finally:
+        other.close()

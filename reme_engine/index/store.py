@@ -23,7 +23,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 SCHEMA_VERSION = 3
 
@@ -98,6 +98,18 @@ CREATE TABLE IF NOT EXISTS embeddings (
 QUICK_CHECK_EVERY_S = 24 * 3600
 #: Databases bigger than this are not checked at open on schedule (~1.5 ms per MB here); health_check does.
 QUICK_CHECK_MAX_BYTES = 256 * 1024 * 1024
+
+
+def fsync_file(path: Path) -> None:
+    """fsync a file's bytes (best effort: a file system without fsync is used as it is)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def is_corruption(exc: BaseException) -> bool:
@@ -258,6 +270,51 @@ class Store:
         with self.write():
             self.set_meta("schema_version", str(SCHEMA_VERSION))
         self._inode = self._db_inode()
+
+    def fresh_file(self, drop_meta: Iterable[str] = ()) -> bool:
+        """Replace the index database by a new one holding only the catalogs and the meta keys not in
+        ``drop_meta`` (an index rebuild: as fast as a cold index, unlike DELETEs of every row and posting). The new
+        file is built beside the old one and renamed over it, so a crash leaves one or the other whole. Done only
+        while this process is the index's only user (the ``.open`` flock taken exclusively, which also keeps other
+        processes from opening it meanwhile): another process's live WAL must never meet a new file. Returns False
+        (nothing changed) otherwise; the embedding cache (a second file) is untouched."""
+        if self._open_fd is None:
+            return False
+        try:
+            import fcntl
+
+            fcntl.flock(self._open_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (ImportError, OSError):
+            return False
+        try:
+            c = self.conn
+            drop = set(drop_meta)
+            meta = [(k, v) for k, v in c.execute("SELECT key, value FROM meta") if k not in drop]
+            catalog = c.execute("SELECT name, path, sha, at FROM catalog").fetchall()
+            tmp = Path(f"{self.db_path}.fresh")
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+            n = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                n.executescript(SCHEMA)
+                n.execute("BEGIN")
+                n.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?,?)", meta)
+                n.executemany("INSERT INTO catalog(name, path, sha, at) VALUES (?,?,?,?)", catalog)
+                n.execute("COMMIT")
+            finally:
+                n.close()
+            fsync_file(tmp)
+            self._close_conns()  # the last connection checkpoints and removes the old WAL
+            os.replace(tmp, self.db_path)
+            for suffix in ("-wal", "-shm"):  # anything left belongs to the old file
+                Path(f"{self.db_path}{suffix}").unlink(missing_ok=True)
+            self._inode = self._db_inode()
+            return True
+        finally:
+            try:
+                fcntl.flock(self._open_fd, fcntl.LOCK_SH)
+            except OSError:
+                pass
 
     def gone(self) -> bool:
         """True when the database file was deleted or replaced since it was opened (e.g. the state dir removed
