@@ -10,6 +10,7 @@ job:
 - the embed-lock protocol (one vector pass at a time): :mod:`reme_engine.embed_pass`
 - watcher, embed thread, scheduler, state watch: :mod:`reme_engine.background`
 - index consistency and health: :mod:`reme_engine.health`
+- LLM pipelines under the writer lock: :mod:`reme_engine.pipelines`
 - errors and result types: :mod:`reme_engine.errors`, :mod:`reme_engine.results` (re-exported here)
 
 Threading: every method may be called from any thread (the TUI calls them from Textual thread workers).
@@ -33,6 +34,7 @@ from .index.store import Store
 from .results import (HEALTH_FIRST_N, MAX_READ_LINES, DeleteResult, DreamLog, EngineStatus, FileProblems,
                       FrontmatterRead, FrontmatterUpdate, HealthReport, ListResult, MoveResult, NoteTitle,
                       ReadResult, StatResult, WriteResult, result_to_dict)
+from . import pipelines
 from .vault import files, move as _move
 from . import frontend
 from .markdown.frontmatter import Frontmatter, parse_frontmatter
@@ -451,65 +453,27 @@ class Engine:
 
         return WriterLock(self.state_dir, purpose)
 
-    def _pipeline(self, purpose: str, fn: Callable[[], Any]) -> Any:
-        from .lock import LockHeld
-
-        lock = self.writer_lock(purpose)
-        if not lock.acquire(blocking=False):
-            raise EngineError(f"{purpose} not run: {LockHeld(lock.holder())}")
-        try:
-            return fn()
-        finally:
-            lock.release()
-
     def auto_dream(self, date: str = "", hint: str = "", llm=None, scan_days: int = 1) -> DreamReport:
         """Daily notes → digest nodes (ARCHITECTURE §11.2). Raises LLMNotConfigured before touching anything.
 
         The client is built only when something changed (importing the SDK costs ~1 s), via a factory.
         """
-        from .dream.pipeline import run_auto_dream
-        from .llm.client import LLMNotConfigured
-
-        date = self.day(date)
-        if llm is None:
-            if not self.settings.llm.configured:
-                raise LLMNotConfigured("auto_dream")
-            llm = lambda: self.llm_client("auto_dream")  # noqa: E731 - a factory, see docstring
-        if scan_days < 1:
-            raise EngineError("scan_days must be >= 1")
-        return self._pipeline("auto_dream", lambda: run_auto_dream(self, date=date, hint=hint, llm=llm,
-                                                                   scan_days=scan_days))
+        return pipelines.auto_dream(self, self.day(date), hint, llm, scan_days)
 
     def auto_memory(self, session_id: str, llm=None) -> AutoMemoryReport:
         """A chat session's new messages → one daily card. Raises LLMNotConfigured before touching anything."""
-        from .memory.auto_memory import run_auto_memory
-
-        llm = llm or self.llm_client("auto_memory")
-        return self._pipeline("auto_memory", lambda: run_auto_memory(self, session_id, llm=llm))
+        return pipelines.auto_memory(self, session_id, llm)
 
     def auto_resource(self, llm=None) -> AutoResourceReport:
         """New/changed/removed files under resource/ → source-linked daily cards."""
-        from .memory.auto_resource import run_auto_resource
-
-        llm = llm or self.llm_client("auto_resource")
-        return self._pipeline("auto_resource", lambda: run_auto_resource(self, llm=llm))
+        return pipelines.auto_resource(self, llm)
 
     def proactive_refresh(self, date: str = "", llm=None, use_llm: bool = True,
                           carry_forward: bool = False) -> ProactiveRefreshReport:
         """Daily notes → ``daily/<date>/interests.yaml`` (ARCHITECTURE §11.1); without an LLM, the keyword fallback.
         ``carry_forward``: on a day without an interests file, write it from the open topics even when no daily
         note changed (see ``run_proactive_refresh``)."""
-        from .llm.client import LLMNotConfigured
-        from .proactive.refresh import run_proactive_refresh
-
-        date = self.day(date)
-        if llm is None and use_llm:
-            try:
-                llm = self.llm_client("proactive_refresh")
-            except LLMNotConfigured:
-                llm = None
-        return self._pipeline("proactive_refresh", lambda: run_proactive_refresh(self, date=date, llm=llm,
-                                                                                  carry_forward=carry_forward))
+        return pipelines.proactive_refresh(self, self.day(date), llm, use_llm, carry_forward)
 
     def dream_log(self, limit: int = 20, run_id: str = "", with_text: bool = False) -> DreamLog:
         """Recent pipeline runs, or one run's changes (``run_id``)."""
