@@ -19,6 +19,8 @@ from zoneinfo import ZoneInfo
 import pytest
 import yaml
 
+from reme_engine.vault.app_folder import proactive_dir
+
 from conftest import copy_vault, shared
 from reme_engine.config import LLMSettings
 from reme_engine.llm.client import make_client
@@ -120,11 +122,12 @@ def read(eng, date, **kw):
 
 
 def day_file(eng, date) -> Path:
-    return eng.vault / eng.settings.layers.daily_dir / date / "interests.yaml"
+    """The day's interests file: in the daily folder of a reme vault, in the app folder of an existing vault."""
+    return eng.vault / proactive_dir(eng.settings.layers) / date / "interests.yaml"
 
 
 def truth_file(eng) -> Path:
-    return eng.vault / eng.settings.layers.daily_dir / "_proactive.yaml"
+    return eng.vault / proactive_dir(eng.settings.layers) / "_proactive.yaml"
 
 
 def load(p: Path) -> dict:
@@ -663,8 +666,9 @@ def test_keyword_fallback_on_the_real_chinese_vault(tmp_path, make_engine, daily
     for t in doc["topics"]:
         assert set(t["paths"]) <= window and t["evidence"].endswith(".md")
     after = snapshot(v)
-    assert {k for k in after if before.get(k) != after[k]} == {f"{daily_dir}/{date}/interests.yaml",
-                                                               f"{daily_dir}/_proactive.yaml"}
+    # an existing Obsidian vault: the state goes to the app folder, nothing into the daily-notes folder
+    assert {k for k in after if before.get(k) != after[k]} == {f"reme/proactive/{date}/interests.yaml",
+                                                               "reme/proactive/_proactive.yaml"}
     r = proactive_read(v, date=date, today=date, layers=eng.settings.layers)
     assert r.success and len(r.topics) == len(doc["topics"]) and r.agenda == []
     # unchanged notes: nothing to do, no new file

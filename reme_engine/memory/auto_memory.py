@@ -234,7 +234,7 @@ def run_auto_memory(engine: VaultContext, session_id: str, *, llm) -> AutoMemory
         raise EngineError(str(exc)) from exc
     settings = engine.settings
     layers, tz, lang = settings.layers, settings.tzinfo(), settings.language
-    srel = session_rel(layers, sid)
+    srel = session_rel(layers, sid, engine.vault)
     report = AutoMemoryReport(sid)
     msgs = read_session(engine.vault, layers, sid)
     report.skipped_lines = msgs.skipped
@@ -307,7 +307,7 @@ def _process_batch(engine, run, sid: str, srel: str, batch: _Batch, system: str,
                          tally=tally)
     data = parse_reply(reply.text, CardReply)
 
-    link = session_link(settings.layers, sid)
+    link = session_link(settings.layers, sid, engine.vault)
     time_label = f"{batch.user[0][1].time(tz):%H:%M}"
     with engine.write_lock:
         # Read again: the user (or another app window) may have edited or created the card while the model

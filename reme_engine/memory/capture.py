@@ -118,7 +118,7 @@ def append_user_messages_verbatim(engine, session_id: str, messages: Iterable[Ch
         raise EngineError(str(exc)) from exc
     settings = engine.settings
     tz = settings.tzinfo()
-    srel = session_rel(settings.layers, sid)
+    srel = session_rel(settings.layers, sid, engine.vault)
     res = CaptureResult(sid)
     batch = [_as_message(m) for m in messages]
     with engine.write_lock:

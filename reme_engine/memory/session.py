@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..config import LayerSettings
+from ..vault.app_folder import legacy_session_rel
 from ..vault.paths import resolve
 
 ROLES = ("user", "assistant", "system")
@@ -66,14 +67,24 @@ def new_session_id() -> str:
     return uuid.uuid4().hex
 
 
-def session_rel(layers: LayerSettings, session_id: str) -> str:
-    """Vault-relative path of a session record: ``<session_dir>/dialog/<session_id>.jsonl``. ValueError for bad ids."""
-    return f"{layers.session_dir.strip('/')}/dialog/{valid_session_id(session_id)}.jsonl"
+def session_rel(layers: LayerSettings, session_id: str, vault: Path | None = None) -> str:
+    """Vault-relative path of a session record: ``<session_dir>/dialog/<session_id>.jsonl``. ValueError for bad ids.
+
+    With ``vault``: a session whose record is still in the old place (``session/dialog/``, before the app folder,
+    :mod:`reme_engine.vault.app_folder`) and not in the new one keeps that path, so one session stays one file."""
+    sid = valid_session_id(session_id)
+    rel = f"{layers.session_dir.strip('/')}/dialog/{sid}.jsonl"
+    if vault is not None:
+        old = legacy_session_rel(layers, sid)
+        if old is not None and not (Path(vault) / rel).exists() and (Path(vault) / old).is_file():
+            return old
+    return rel
 
 
-def session_link(layers: LayerSettings, session_id: str) -> str:
-    """The ``source_conversation`` backlink: ``[[<session_dir>/dialog/<id>.jsonl]]``."""
-    return f"[[{session_rel(layers, session_id)}]]"
+def session_link(layers: LayerSettings, session_id: str, vault: Path | None = None) -> str:
+    """The ``source_conversation`` backlink: ``[[<session_dir>/dialog/<id>.jsonl]]`` (the record's path as
+    :func:`session_rel` finds it)."""
+    return f"[[{session_rel(layers, session_id, vault)}]]"
 
 
 def now_iso(tz: tzinfo | None = None) -> str:
@@ -147,7 +158,7 @@ class SessionMessages(list):
 
 
 def _path(vault: Path, layers: LayerSettings, session_id: str) -> Path:
-    return resolve(Path(vault), session_rel(layers, session_id)).abs
+    return resolve(Path(vault), session_rel(layers, session_id, vault)).abs
 
 
 def read_session(vault: Path, layers: LayerSettings, session_id: str) -> SessionMessages:

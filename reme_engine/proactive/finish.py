@@ -60,6 +60,8 @@ class FinishInput:
     consumed: dict[str, str]
     gone: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    #: where ``interests.yaml`` and ``_proactive.yaml`` go (app folder or daily folder); "" = ``daily_dir``
+    state_dir: str = ""
 
 
 @dataclass
@@ -101,8 +103,8 @@ def build_truth_doc(inp: FinishInput) -> dict:
 
 def run_finish(engine, run, inp: FinishInput) -> FinishOutput:
     """Write both files, checkpoint, re-index. Raises WriteConflict (nothing written) when a file changed."""
-    day_rel = interests_path(inp.daily_dir, inp.date)
-    truth_rel = truth_path(inp.daily_dir)
+    day_rel = interests_path(inp.state_dir or inp.daily_dir, inp.date)
+    truth_rel = truth_path(inp.state_dir or inp.daily_dir)
     day_doc = build_day_doc(inp)
     day_text = dump_yaml(day_doc)
     truth_text = TRUTH_HEADER + dump_yaml(build_truth_doc(inp))

@@ -65,6 +65,7 @@ import yaml
 from reme_engine.config import LayerSettings
 from reme_engine.vault.daily import valid_date
 from reme_engine.vault.io import SkipFile, read_text
+from reme_engine.vault.app_folder import proactive_dir
 from reme_engine.vault.paths import VaultPathError, resolve
 
 LEGACY_CONFIDENCE = 0.5
@@ -528,10 +529,16 @@ def proactive_read(
 
     layers = layers if layers is not None else LayerSettings()
     daily = layers.daily_dir.strip("/") or "daily"
+    state = proactive_dir(layers)  # the app folder in an existing vault; files from before it are still read
     vault = Path(vault)
     try:
-        day = resolve(vault, f"{daily}/{date}/interests.yaml")
-        truth = resolve(vault, f"{daily}/{TRUTH_SOURCE_NAME}")
+        day = resolve(vault, f"{state}/{date}/interests.yaml")
+        truth = resolve(vault, f"{state}/{TRUTH_SOURCE_NAME}")
+        if state != daily:
+            old_day = resolve(vault, f"{daily}/{date}/interests.yaml")
+            old_truth = resolve(vault, f"{daily}/{TRUTH_SOURCE_NAME}")
+            day = day if day.abs.exists() or not old_day.abs.exists() else old_day
+            truth = truth if truth.abs.exists() or not old_truth.abs.exists() else old_truth
     except VaultPathError as exc:
         return _error(date, "", f"invalid daily folder: {exc}")
 

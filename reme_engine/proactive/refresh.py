@@ -27,6 +27,7 @@ import logging
 from dataclasses import dataclass, field
 
 from reme_engine.llm.client import LLMError, UsageTally
+from reme_engine.vault.app_folder import proactive_dir
 from reme_engine.vault.daily import valid_date
 from reme_engine.vault.io import WriteConflict
 
@@ -113,6 +114,7 @@ def run_proactive_refresh(engine: VaultContext, *, date: str, llm=None, params: 
     generated_at = (generated_at.replace(tzinfo=tz) if generated_at.tzinfo is None else generated_at.astimezone(tz))
     generated_at = generated_at.replace(microsecond=0)
     daily_dir = engine.settings.layers.daily_dir.strip("/") or "daily"
+    state_dir = proactive_dir(engine.settings.layers)  # the app folder in an existing vault, else daily_dir
     keyword_mode = llm is None
     tally = UsageTally.for_settings(engine.settings)
     rep = ProactiveRefreshReport(date=date, used_llm=not keyword_mode, known_threshold=params.known_threshold)
@@ -128,7 +130,8 @@ def run_proactive_refresh(engine: VaultContext, *, date: str, llm=None, params: 
     catalog = engine.store.catalog_get(CATALOG)
     changed = changed_files(scan.files, catalog, keyword_mode=keyword_mode)
     mark = (lambda sha: KEYWORD_MARK + sha) if keyword_mode else (lambda sha: sha)
-    carry = carry_forward and not (engine.vault / interests_path(daily_dir, date)).exists()
+    carry = carry_forward and not any((engine.vault / interests_path(d, date)).exists()
+                                      for d in {state_dir, daily_dir})
     if not changed and not carry:
         return close(NO_CHANGE)
     blank = [f for f in changed if is_blank(f)]
@@ -145,7 +148,7 @@ def run_proactive_refresh(engine: VaultContext, *, date: str, llm=None, params: 
     gone = [p for p in catalog if p not in window and day_of_path(p, daily_dir) in days]
     journal = engine.journal
     truth = load_truth(engine.vault, daily_dir, date, params, max_bytes=engine.settings.max_file_bytes,
-                       app_written_sha=journal.last_written_sha)
+                       app_written_sha=journal.last_written_sha, state_dir=state_dir)
     rep.warnings += truth.warnings
     budget = apply_budget(material, params.max_chars_per_file, params.max_total_chars)
     rep.deferred = [f.path for f in budget.deferred]
@@ -191,7 +194,8 @@ def run_proactive_refresh(engine: VaultContext, *, date: str, llm=None, params: 
         fin = run_finish(engine, run, FinishInput(
             date=date, generated_at=generated_at, daily_dir=daily_dir, topics=top, agenda=agenda, skipped=skipped,
             keyword_fallback=keyword_mode, truth_sha=truth.sha, day_sha=truth.day_sha,
-            consumed={f.path: mark(f.sha) for f in consumed_files}, gone=gone, sources=rep.changed))
+            consumed={f.path: mark(f.sha) for f in consumed_files}, gone=gone, sources=rep.changed,
+            state_dir=state_dir))
         rep.warnings += fin.warnings
     except (LLMError, ExtractError, WriteConflict) as exc:
         rep.errors.append(str(exc))
@@ -202,7 +206,7 @@ def run_proactive_refresh(engine: VaultContext, *, date: str, llm=None, params: 
     except BaseException as exc:
         run.finish("failed", {"errors": [f"{type(exc).__name__}: {exc}"]}, tally.to_dict())
         raise
-    rep.path = interests_path(daily_dir, date)
+    rep.path = interests_path(state_dir, date)
     rep.push = bool(agenda)
     rep.topics = [{"id": t.id, "title": t.title, "kind": t.kind, "confidence": round(t.confidence, 2),
                    "state": top.touched.get(t.id, "carried")} for t in top.day_topics]

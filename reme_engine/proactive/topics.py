@@ -136,6 +136,17 @@ def _read_yaml_file(vault: Path, rel: str, max_bytes: int) -> _YamlFile:
     return _YamlFile(vp.rel, tf.sha, data)
 
 
+def _read_state_file(vault: Path, rel: str, old_rel: str | None, max_bytes: int) -> tuple[_YamlFile, str | None]:
+    """``(file whose data to use, sha of ``rel`` for the conflict check)``: ``rel`` when it exists, else the old
+    location ``old_rel`` (proactive state from before the app folder) — whose sha is not ``rel``'s, so the write
+    to ``rel`` still expects no file there."""
+    f = _read_yaml_file(vault, rel, max_bytes)
+    if f.sha is not None or f.error or not old_rel or old_rel == rel:
+        return f, f.sha
+    old = _read_yaml_file(vault, old_rel, max_bytes)
+    return (old if old.sha is not None else f), None
+
+
 # --------------------------------------------------------------------------------------------------- truth source
 
 
@@ -176,16 +187,22 @@ def _upsert(by_id: dict[str, Topic], t: Topic) -> None:
 
 
 def load_truth(vault: Path, daily_dir: str, date: str, params: ProactiveParams, *, max_bytes: int,
-               app_written_sha=None) -> TruthState:
+               app_written_sha=None, state_dir: str | None = None) -> TruthState:
     """Read ``_proactive.yaml`` (rebuilding it from the day files when missing or unreadable) and apply the user's
     resolved/suppressed marks found in day files of the carry-forward window.
 
     ``app_written_sha(rel) -> sha | None``: the app's last journaled write of a path (None: never written);
     day files equal to it carry no user marks and are skipped for marks.
+
+    ``state_dir``: where the state files live (:func:`reme_engine.vault.app_folder.proactive_dir`; default the
+    daily folder); files still in the daily folder from before the app folder are read when the new ones are
+    absent.
     """
     warnings: list[str] = []
-    tf = _read_yaml_file(vault, truth_path(daily_dir), max_bytes)
-    day = _read_yaml_file(vault, interests_path(daily_dir, date), max_bytes)
+    state = (state_dir or daily_dir).strip("/") or "daily"
+    old = daily_dir if state != (daily_dir.strip("/") or "daily") else None
+    tf, truth_sha = _read_state_file(vault, truth_path(state), old and truth_path(old), max_bytes)
+    day, day_sha = _read_state_file(vault, interests_path(state, date), old and interests_path(old, date), max_bytes)
     rebuilt = False
     by_id: dict[str, Topic] = {}
     if tf.data is not None:
@@ -199,7 +216,8 @@ def load_truth(vault: Path, daily_dir: str, date: str, params: ProactiveParams, 
         if tf.error:
             warnings.append(f"{tf.rel}: {tf.error}; rebuilt from the day files")
     days = sorted(window_days(date, params.carry_forward_days + 1))
-    day_files = [_read_yaml_file(vault, interests_path(daily_dir, d), max_bytes) for d in days]
+    day_files = [_read_state_file(vault, interests_path(state, d), old and interests_path(old, d), max_bytes)[0]
+                 for d in days]
     if rebuilt:
         for f in day_files:
             items = (f.data or {}).get("topics")
@@ -207,15 +225,15 @@ def load_truth(vault: Path, daily_dir: str, date: str, params: ProactiveParams, 
                 t = topic_from_dict(item)
                 if t is not None:
                     if not t.last_evidence_at:
-                        t.last_evidence_at = day_of_path(f.rel, daily_dir) or ""
+                        t.last_evidence_at = day_of_path(f.rel, state) or day_of_path(f.rel, daily_dir) or ""
                     _upsert(by_id, t)
     for f in day_files:
         if f.data is None or f.sha is None:
             continue
         if not rebuilt and app_written_sha is not None and app_written_sha(f.rel) == f.sha:
             continue
-        _absorb_marks(f.data, by_id, f.rel, daily_dir)
-    return TruthState(list(by_id.values()), tf.sha, rebuilt, day.sha, warnings)
+        _absorb_marks(f.data, by_id, f.rel, state if day_of_path(f.rel, state) else daily_dir)
+    return TruthState(list(by_id.values()), truth_sha, rebuilt, day_sha, warnings)
 
 
 def _absorb_marks(data: dict, by_id: dict[str, Topic], rel: str, daily_dir: str) -> None:

@@ -25,6 +25,7 @@ from reme_engine.vault.io import SkipFile, WriteConflict, atomic_write, read_tex
 from reme_engine.vault.paths import is_hidden, resolve, to_rel
 from reme_engine.vault.provenance import DAY_INDEX_END, DAY_INDEX_START, block_digest, day_index_state
 from reme_engine.text import yaml_text
+from reme_engine.vault.app_folder import writes_daily_notes
 
 #: The generated section of a day page opens with ``<!-- reme:day-index:start <hash> -->`` (hash of the lines
 #: between the markers, :func:`~reme_engine.vault.provenance.block_digest`; pages from before the hash have the
@@ -41,6 +42,8 @@ SKIP_USER_EDITED = ("the generated day index was edited by you, so it is yours a
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 
 SKIP_NO_MARKERS = "page has no reme index markers"
+#: In a vault with an app folder the app creates no day page by itself (``insert_markers=True`` opts in).
+SKIP_NOT_CREATED = "no day page; the app does not create daily notes in this vault (insert_markers=true to opt in)"
 
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _BOM = b"\xef\xbb\xbf"
@@ -409,7 +412,9 @@ def daily_reindex(
     """Regenerate the card index between the markers of ``<daily_dir>/<date>.md``.
 
     - Page missing: created (as :func:`daily_create` would) when ``create_if_missing``, else
-      ``skipped="day page does not exist"``.
+      ``skipped="day page does not exist"``; in an existing vault (app folder in use,
+      :mod:`reme_engine.vault.app_folder`) only with ``insert_markers=True``, else ``skipped`` =
+      :data:`SKIP_NOT_CREATED`.
     - Page with markers: only the text between ``INDEX_START`` and the first following ``INDEX_END`` is replaced;
       all bytes outside are kept (a UTF-8 BOM and CRLF line endings too — the generated lines use the page's
       newline style). Unchanged content is not rewritten (``changed=False``).
@@ -441,6 +446,9 @@ def daily_reindex(
         if not page.abs.exists():
             if not create_if_missing:
                 return result(skipped="day page does not exist")
+            if not insert_markers and not writes_daily_notes(layers or LayerSettings()):
+                # an existing vault's daily notes are the user's: the app creates none unless asked
+                return result(skipped=SKIP_NOT_CREATED)
             try:
                 sha = atomic_write(page.abs, _new_page(date, inner), expected_sha=None)
             except WriteConflict:

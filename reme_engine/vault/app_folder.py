@@ -1,0 +1,103 @@
+"""Where app-owned files go: reme's own layout, or one app folder in an existing vault (ARCHITECTURE §2).
+
+A vault reme laid out (the demo, a new empty folder) keeps the classic places: chat records in
+``session/dialog/``, proactive state in ``daily/<date>/interests.yaml`` and ``daily/_proactive.yaml``. An existing
+vault — an Obsidian vault, or one whose daily-notes folder is the user's own — gets them in one visible folder,
+``reme/`` by default (setting ``layers.app_dir``)::
+
+    reme/session/dialog/<session id>.jsonl
+    reme/proactive/<date>/interests.yaml
+    reme/proactive/_proactive.yaml
+
+**Decision: a visible ``reme/`` folder, not a hidden ``.reme/``.** Obsidian does not index dot-folders, so the
+``source_conversation`` links of cards would not resolve there; the app itself refuses to write into dot-folders
+(``.obsidian``, ``.git``) and its watcher ignores them; sync tools and backups often skip them. A visible folder is
+what Obsidian users already know from plugins (``Excalidraw/``, ``Templates/``): one place they can see, exclude
+from search in Obsidian, or delete, and nothing in their daily-notes folder or daily notes.
+
+"Existing vault" (``layers.app_dir: auto``), decided when the engine opens: the app folder exists already (the
+decision is kept), or the daily folder in use is not reme's ``daily`` (detected from the Daily notes plugin or
+configured), or the vault has ``.obsidian/`` and neither reme's ``daily/`` nor ``session/`` folder. Records in the
+old places stay readable: a session whose record is in ``session/dialog/`` keeps growing there, and proactive
+readers fall back to the old files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import LayerSettings, Settings
+
+DEFAULT_APP_DIR = "reme"
+#: The classic (reme layout) session folder, read as the old location of chat records.
+LEGACY_SESSION_DIR = "session"
+AUTO = "auto"
+
+
+def app_dir_of(layers: LayerSettings) -> str:
+    """The resolved app folder (vault-relative, no slashes at the ends), or "" for reme's own layout. An
+    unresolved ``auto`` (settings never opened by an engine) counts as reme's layout."""
+    value = str(getattr(layers, "app_dir", "") or "").strip().strip("/")
+    return "" if value.lower() in (AUTO, "none", "false", "off") else value
+
+
+def is_existing_vault(vault: Path, layers: LayerSettings, app_dir: str = DEFAULT_APP_DIR) -> bool:
+    """True when ``vault`` is not laid out as reme's (the rule in the module doc); ``layers.daily_dir`` must already
+    be the folder in use (after detection)."""
+    vault = Path(vault)
+    if app_dir and (vault / app_dir).is_dir():
+        return True
+    if layers.daily_dir.strip("/") != "daily":
+        return True
+    return (vault / ".obsidian").is_dir() and not (vault / "daily").is_dir() and not (
+        vault / layers.session_dir.strip("/")).is_dir()
+
+
+def apply_app_folder(vault: Path, settings: Settings) -> str:
+    """Resolve ``settings.layers.app_dir`` for ``vault`` in place and return it ("" = reme's layout). In app-folder
+    mode a ``session_dir`` left at its default moves to ``<app_dir>/session``, so every reader and writer of chat
+    records (TUI, MCP, search, auto-memory) follows. Call once, when the engine opens, after daily-folder
+    detection. Never raises (an unreadable vault is reme's layout)."""
+    layers = settings.layers
+    value = getattr(layers, "app_dir", AUTO)
+    if value is None or str(value).strip().lower() == AUTO:
+        try:
+            resolved = DEFAULT_APP_DIR if is_existing_vault(vault, layers) else ""
+        except OSError:
+            resolved = ""
+    else:
+        resolved = app_dir_of(layers)
+    layers.app_dir = resolved
+    if resolved and layers.session_dir.strip("/") == LEGACY_SESSION_DIR:
+        layers.session_dir = f"{resolved}/session"
+    return resolved
+
+
+def legacy_session_rel(layers: LayerSettings, session_id: str) -> str | None:
+    """The old-location path of a session record when the app folder moved ``session_dir``, else None."""
+    if app_dir_of(layers) and layers.session_dir.strip("/") != LEGACY_SESSION_DIR:
+        return f"{LEGACY_SESSION_DIR}/dialog/{session_id}.jsonl"
+    return None
+
+
+def session_dialog_dirs(vault: Path, layers: LayerSettings) -> list[str]:
+    """Vault-relative folders holding chat records, newest location first: ``<session_dir>/dialog`` and, in
+    app-folder mode, the old ``session/dialog`` when it exists (for readers that list every record)."""
+    out = [f"{layers.session_dir.strip('/')}/dialog"]
+    if app_dir_of(layers) and (Path(vault) / LEGACY_SESSION_DIR / "dialog").is_dir():
+        old = f"{LEGACY_SESSION_DIR}/dialog"
+        if old not in out:
+            out.append(old)
+    return out
+
+
+def proactive_dir(layers: LayerSettings) -> str:
+    """Folder of the proactive state: ``<app_dir>/proactive`` in app-folder mode, else the daily folder."""
+    app = app_dir_of(layers)
+    return f"{app}/proactive" if app else (layers.daily_dir.strip("/") or "daily")
+
+
+def writes_daily_notes(layers: LayerSettings) -> bool:
+    """False in app-folder mode: the app neither creates nor marks the user's daily notes unless asked
+    (``insert_markers=True``)."""
+    return not app_dir_of(layers)

@@ -1,0 +1,116 @@
+"""App-owned files of an existing (Obsidian) vault live in one app folder (reme_engine.vault.app_folder).
+
+Chat records and proactive state go to ``reme/`` in a vault the app did not lay out; nothing lands in the user's
+daily-notes folder or daily notes unless they opt in; the old places stay readable; the demo vault keeps its
+layout. Every test runs the real engine on a temp vault.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from reme_engine.memory.capture import append_user_messages_verbatim
+from reme_engine.memory.session import ChatMessage, read_session
+from reme_engine.vault.daily import SKIP_NOT_CREATED
+
+DAYS = ("2026-11-26", "2026-11-27", "2026-11-28")
+
+
+def _obsidian_vault(root: Path) -> Path:
+    v = root / "ObsidianVault"
+    (v / ".obsidian").mkdir(parents=True)
+    (v / ".obsidian/daily-notes.json").write_text('{"folder": "Journal", "format": "YYYY-MM-DD"}')
+    (v / "Journal").mkdir()
+    for i, d in enumerate(DAYS):
+        (v / "Journal" / f"{d}.md").write_text(
+            f"# {d}\n\nKubernetes readiness probes failed during the rollout; retry plan {i}.\n"
+            "Learning Rust ownership and borrowing every evening.\n", encoding="utf-8")
+    (v / "Projects").mkdir()
+    (v / "Projects/rollout.md").write_text("# Rollout\n\nProbes and canaries.\n", encoding="utf-8")
+    return v
+
+
+def _bytes_under(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_an_obsidian_vault_keeps_chat_records_and_proactive_state_in_one_app_folder(tmp_path, open_engine):
+    v = _obsidian_vault(tmp_path)
+    journal_before = _bytes_under(v / "Journal")
+    e = open_engine(v)
+    assert e.settings.layers.daily_dir == "Journal"
+    assert e.settings.layers.app_dir == "reme" and e.settings.layers.session_dir == "reme/session"
+
+    e.chat_append("s1", "user", "remember: probes need a longer initial delay")
+    assert (v / "reme/session/dialog/s1.jsonl").is_file() and not (v / "session").exists()
+    assert [m.content for m in e.chat_history("s1")] == ["remember: probes need a longer initial delay"]
+
+    e.index()
+    rep = e.proactive_refresh(DAYS[-1], use_llm=False)
+    assert rep.status == "written", (rep.errors, rep.warnings)
+    assert rep.path == f"reme/proactive/{DAYS[-1]}/interests.yaml"
+    doc = yaml.safe_load((v / rep.path).read_text(encoding="utf-8"))
+    assert doc["generator"] == "keyword-fallback" and doc["topics"]
+    assert (v / "reme/proactive/_proactive.yaml").is_file()
+    # the user's daily-notes folder: not one byte changed or added (no YAML, no markers, no new day page)
+    assert _bytes_under(v / "Journal") == journal_before
+
+    read = e.proactive_read(DAYS[-1])
+    assert read.success and not read.skipped and read.path == rep.path and read.topics
+
+    # the day index is not inserted into the user's daily notes, nor a day page created, unless asked
+    assert e.daily_reindex(DAYS[-1]).skipped
+    fresh = e.daily_reindex("2026-11-29")
+    assert fresh.skipped == SKIP_NOT_CREATED and not (v / "Journal/2026-11-29.md").exists()
+    assert _bytes_under(v / "Journal") == journal_before
+    opted = e.daily_reindex("2026-11-29", insert_markers=True)
+    assert opted.created and (v / "Journal/2026-11-29.md").is_file()
+
+    # the decision is kept: reopening (even after a daily/ folder appears) uses the same app folder
+    (v / "daily").mkdir()
+    e2 = open_engine(v)
+    assert e2.settings.layers.app_dir == "reme" and e2.settings.layers.session_dir == "reme/session"
+
+
+def test_records_and_state_in_the_old_places_stay_readable(tmp_path, open_engine):
+    v = _obsidian_vault(tmp_path)
+    old = v / "session/dialog/old.jsonl"
+    old.parent.mkdir(parents=True)
+    msg = {"id": "m1", "role": "user", "content": "an older chat", "created_at": "2026-11-28T09:00:00+08:00"}
+    old.write_text(json.dumps(msg) + "\n", encoding="utf-8")
+    day = v / "Journal" / DAYS[-1] / "interests.yaml"  # written by an older version
+    day.parent.mkdir()
+    day.write_text("version: 2\ndate: '2026-11-28'\ntopics:\n- id: t1\n  title: Probe delays\n  confidence: 0.8\n",
+                   encoding="utf-8")
+    e = open_engine(v)
+    assert e.settings.layers.session_dir == "reme/session"
+    # the old session keeps growing in its own file: one session, one record, and its card links stay right
+    e.chat_append("old", "user", "a follow-up")
+    assert [m.content for m in read_session(v, e.settings.layers, "old")] == ["an older chat", "a follow-up"]
+    assert not (v / "reme/session/dialog/old.jsonl").exists()
+    cap = append_user_messages_verbatim(e, "old", [ChatMessage("m3", "user", "captured", "2026-11-28T10:00:00+08:00")])
+    card = (v / cap.paths[0]).read_text(encoding="utf-8")
+    assert cap.paths[0].startswith("Journal/2026-11-28/") and "[[session/dialog/old.jsonl|chat]]" in card
+    # a new session goes to the app folder
+    e.chat_append("new", "user", "hello")
+    assert (v / "reme/session/dialog/new.jsonl").is_file()
+
+    read = e.proactive_read(DAYS[-1])
+    assert read.success and not read.skipped and [t["title"] for t in read.topics] == ["Probe delays"]
+    assert read.path == f"Journal/{DAYS[-1]}/interests.yaml"
+
+
+def test_the_demo_vault_keeps_its_layout_and_the_setting_decides(tmp_path, demo_vault, open_engine):
+    e = open_engine(demo_vault)
+    assert e.settings.layers.app_dir == "" and e.settings.layers.session_dir == "session"
+    e.chat_append("demo-s", "user", "hi")
+    assert (demo_vault / "session/dialog/demo-s.jsonl").is_file() and not (demo_vault / "reme").exists()
+
+    v = _obsidian_vault(tmp_path)
+    off = open_engine(v, layers={"app_dir": ""})  # the classic layout, asked for
+    assert off.settings.layers.app_dir == "" and off.settings.layers.session_dir == "session"
+    forced = open_engine(demo_vault, layers={"app_dir": "App data"})
+    assert forced.settings.layers.session_dir == "App data/session"
