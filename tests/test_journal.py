@@ -85,3 +85,64 @@ def test_revert_gives_a_bom_note_its_bom_back(tmp_path, journal):
     run.finish("ok")
     assert journal.revert(v, run.run_id).restored == ["n.md"]
     assert note.read_bytes() == b"\xef\xbb\xbfmine\n"
+
+
+def test_a_damaged_row_is_skipped_with_a_warning_not_a_failure(tmp_path, journal):
+    import sqlite3
+
+    v = tmp_path / "v"
+    v.mkdir()
+    (v / "a.md").write_text("before a\n")
+    (v / "b.md").write_text("before b\n")
+    good = journal.start_run(v, "auto_dream", {"date": "2026-11-28"})
+    good.write("a.md", "after a\n", step="s", expected_sha=content_hash(b"before a\n"))
+    good.write("b.md", "after b\n", step="s", expected_sha=content_hash(b"before b\n"))
+    good.finish("ok", {"updated": 2})
+    other = journal.start_run(v, "auto_memory")
+    other.finish("ok")
+    # damage the database the way a crash, a disk error or a hand edit can: bad JSON, a BLOB, a NULL id
+    db = sqlite3.connect(journal.path)
+    db.execute("UPDATE runs SET summary='{not json', params=X'ff00' WHERE run_id=?", (good.run_id,))
+    db.execute("INSERT INTO runs(run_id, kind, params, started_at, status) VALUES (NULL, 'x', '{}', 1e12, 'ok')")
+    db.execute("UPDATE changes SET sources='[1, \"daily/x.md\"' WHERE path='a.md'")
+    db.execute("UPDATE changes SET path=X'ff' WHERE path='b.md'")
+    db.commit()
+    db.close()
+
+    warnings: list[str] = []
+    runs = journal.runs(warnings=warnings)
+    assert [r["run_id"] for r in runs] == [other.run_id, good.run_id]  # the id-less row skipped, others read
+    damaged = next(r for r in runs if r["run_id"] == good.run_id)
+    assert damaged["summary"] is None and damaged["params"] == {} and damaged["changes"] == 2
+    assert len(warnings) == 2 and any("without a usable id" in w for w in warnings)
+    assert any(good.run_id in w and "summary" in w and "params" in w for w in warnings)
+    assert journal.read_warnings[-2:] == warnings
+
+    warnings = []
+    chs = journal.changes(good.run_id, warnings=warnings)
+    assert [c.path for c in chs] == ["a.md"] and chs[0].sources == []
+    assert len(warnings) == 2 and any("skipped" in w for w in warnings)
+
+    # revert restores what it can read and refuses (never guesses) the damaged change
+    res = journal.revert(v, good.run_id)
+    assert res.restored == ["a.md"] and (v / "a.md").read_text() == "before a\n"
+    assert (v / "b.md").read_text() == "after b\n"
+    assert [r["path"] for r in res.refused] == ["?"] and res.warnings
+
+
+def test_revert_never_writes_a_before_text_that_does_not_match_its_hash(tmp_path, journal):
+    import sqlite3
+
+    v = tmp_path / "v"
+    v.mkdir()
+    (v / "n.md").write_text("the user's words\n")
+    run = journal.start_run(v, "auto_dream")
+    run.write("n.md", "app text\n", step="s", expected_sha=content_hash(b"the user's words\n"))
+    run.finish("ok")
+    db = sqlite3.connect(journal.path)
+    db.execute("UPDATE changes SET before_text=NULL")
+    db.commit()
+    db.close()
+    res = journal.revert(v, run.run_id)
+    assert res.restored == [] and "does not match" in res.refused[0]["reason"]
+    assert (v / "n.md").read_text() == "app text\n"  # not emptied

@@ -14,6 +14,8 @@ after-hash).
 from __future__ import annotations
 
 import json
+import logging
+import math
 import sqlite3
 import threading
 import time
@@ -23,7 +25,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..vault.io import WriteConflict, atomic_write, content_hash, file_hash
-from ..vault.paths import resolve
+from ..vault.paths import VaultPathError, resolve
+
+log = logging.getLogger("reme.journal")
+#: Warnings about damaged rows kept on the journal (newest last) for callers that did not pass a list.
+MAX_READ_WARNINGS = 100
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -63,18 +69,69 @@ class Change:
 
 @dataclass
 class RevertResult:
-    """``restored``: paths put back to their before-state; ``refused``: ``{path, reason}`` left untouched."""
+    """``restored``: paths put back to their before-state; ``refused``: ``{path, reason}`` left untouched;
+    ``warnings``: damaged journal rows met (those changes are refused, never guessed)."""
 
     run_id: str
     restored: list[str] = field(default_factory=list)
     refused: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
+def _text(v: Any) -> str | None:
+    """A TEXT column as str: bytes decoded (a BLOB written by something else), other types → None."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bytes):
+        try:
+            return v.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return None
+
+
+def _num(v: Any, name: str, bad: list[str]) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        return float(v)
+    bad.append(name)
+    return None
+
+
+def _json_field(v: Any, name: str, bad: list[str], default: Any = None) -> Any:
+    """A JSON column decoded; None/empty → ``default``; undecodable → ``default`` and ``name`` noted in ``bad``."""
+    if v is None or v == "":
+        return default
+    t = _text(v)
+    try:
+        return json.loads(t) if t is not None else _raise()
+    except ValueError:
+        bad.append(name)
+        return default
+
+
+def _raise() -> Any:
+    raise ValueError("not text")
+
+
+def _text_matches(text: str | None, sha: str) -> bool:
+    """True when ``text`` (as journaled: BOM dropped) is the content whose hash is ``sha`` (with or without BOM)."""
+    if text is None:
+        return False
+    data = text.encode("utf-8")
+    return content_hash(data) == sha or content_hash(b"\xef\xbb\xbf" + data) == sha
+
+
+def _preview(v: Any) -> str:
+    return repr(v)[:60]
+
+
 class ChangeJournal:
-    """Thread-safe journal over one SQLite file."""
+    """Thread-safe journal over one SQLite file. ``read_warnings``: the latest damaged-row warnings (newest last)."""
 
     def __init__(self, state_dir: Path) -> None:
         self.path = Path(state_dir) / "journal.sqlite"
@@ -83,10 +140,18 @@ class ChangeJournal:
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
+        self.read_warnings: list[str] = []
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def _warn(self, warnings: list[str] | None, msg: str) -> None:
+        """One damaged-row warning: logged, kept in :attr:`read_warnings` and added to the caller's list."""
+        log.warning("journal: %s", msg)
+        self.read_warnings = (getattr(self, "read_warnings", []) + [msg])[-MAX_READ_WARNINGS:]
+        if warnings is not None:
+            warnings.append(msg)
 
     def _exec(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Cursor:
         with self._lock:
@@ -111,8 +176,12 @@ class ChangeJournal:
                    (time.time(), status, json.dumps(summary or {}, ensure_ascii=False, default=str),
                     json.dumps(tally or {}), run_id))
 
-    def runs(self, limit: int = 20, kind: str | None = None) -> list[dict]:
-        """Recent runs, newest first, each with its change count."""
+    def runs(self, limit: int = 20, kind: str | None = None, warnings: list[str] | None = None) -> list[dict]:
+        """Recent runs, newest first, each with its change count.
+
+        A damaged row (hand-edited, written by a broken build, a disk error) never fails the read: a row without a
+        usable run id is skipped, a field that does not decode is read as None (``params`` as ``{}``); each such
+        row gives one line in ``warnings`` (when given), in :attr:`read_warnings` and in the log."""
         q = ("SELECT r.run_id, r.kind, r.params, r.started_at, r.finished_at, r.status, r.summary, r.tally,"
              " r.reverted_at, (SELECT count(*) FROM changes c WHERE c.run_id = r.run_id) FROM runs r")
         args: list[Any] = []
@@ -123,17 +192,55 @@ class ChangeJournal:
         args.append(limit)
         out = []
         for r in self._exec(q, args).fetchall():
-            out.append({"run_id": r[0], "kind": r[1], "params": json.loads(r[2]), "started_at": r[3],
-                        "finished_at": r[4], "status": r[5], "summary": json.loads(r[6]) if r[6] else None,
-                        "tally": json.loads(r[7]) if r[7] else None, "reverted_at": r[8], "changes": r[9]})
+            run_id = _text(r[0])
+            if not run_id:
+                self._warn(warnings, f"run row without a usable id skipped ({_preview(r[0])})")
+                continue
+            bad: list[str] = []
+            params = _json_field(r[2], "params", bad, default={})
+            row = {"run_id": run_id, "kind": _text(r[1]) or "unknown", "params": params if params is not None else {},
+                   "started_at": _num(r[3], "started_at", bad), "finished_at": _num(r[4], "finished_at", bad),
+                   "status": _text(r[5]) or "unknown", "summary": _json_field(r[6], "summary", bad),
+                   "tally": _json_field(r[7], "tally", bad), "reverted_at": _num(r[8], "reverted_at", bad),
+                   "changes": r[9]}
+            if _text(r[1]) is None or _text(r[5]) is None:
+                bad.append("kind/status")
+            if bad:
+                self._warn(warnings, f"run {run_id}: damaged field(s) {', '.join(bad)} read as empty")
+            out.append(row)
         return out
 
-    def changes(self, run_id: str, with_text: bool = False) -> list[Change]:
+    def changes(self, run_id: str, with_text: bool = False, warnings: list[str] | None = None) -> list[Change]:
+        """The run's changes in order. A damaged row is skipped when its path or action is unusable (a revert then
+        reports it, see :meth:`revert`), else read with the damaged fields as None (``sources`` as ``[]``); one
+        warning per row, as in :meth:`runs`."""
         rows = self._exec(
-            "SELECT run_id, step, path, action, before_sha, after_sha, sources, at, before_text, after_text"
+            "SELECT run_id, step, path, action, before_sha, after_sha, sources, at, before_text, after_text, id"
             " FROM changes WHERE run_id=? ORDER BY id", (run_id,)).fetchall()
-        return [Change(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), r[7],
-                       r[8] if with_text else None, r[9] if with_text else None) for r in rows]
+        out = []
+        for r in rows:
+            path, action = _text(r[2]), _text(r[3])
+            if not path or action not in ("create", "update", "delete"):
+                self._warn(warnings, f"run {run_id}: change #{r[10]} skipped (damaged path or action: "
+                                     f"{_preview(r[2])}, {_preview(r[3])})")
+                continue
+            bad: list[str] = []
+            sources = _json_field(r[6], "sources", bad, default=[])
+            if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
+                bad.append("sources")
+                sources = [x for x in sources if isinstance(x, str)] if isinstance(sources, list) else []
+            before_sha, after_sha = _text(r[4]), _text(r[5])
+            if (r[4] is not None and before_sha is None) or (r[5] is not None and after_sha is None):
+                bad.append("hashes")
+            texts = [_text(r[8]), _text(r[9])] if with_text else [None, None]
+            if with_text and ((r[8] is not None and texts[0] is None) or (r[9] is not None and texts[1] is None)):
+                bad.append("texts")
+            if bad:
+                self._warn(warnings, f"run {run_id}: change #{r[10]} ({path}): damaged field(s) "
+                                     f"{', '.join(dict.fromkeys(bad))} read as empty")
+            out.append(Change(run_id, _text(r[1]) or "", path, action, before_sha, after_sha, sources,
+                              _num(r[7], "at", bad) or 0.0, texts[0], texts[1]))
+        return out
 
     def last_written_sha(self, path: str) -> str | None:
         """The after-hash of the app's latest journaled write of ``path`` (None if the app never wrote it)."""
@@ -144,24 +251,38 @@ class ChangeJournal:
         """Restore the before-state of every file the run changed (newest change first).
 
         A file whose current hash is not the run's last after-hash was changed again since: it is refused with a
-        reason and left as it is. Raises KeyError for an unknown run.
+        reason and left as it is. A damaged journal row is never guessed at: a change whose row cannot be read,
+        or whose before-text does not match its before-hash, is refused (``path`` "?" when unreadable) and
+        named in ``warnings``. Raises KeyError for an unknown run.
         """
         if not self._exec("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone():
             raise KeyError(f"unknown run {run_id!r}")
         res = RevertResult(run_id)
-        changes = self.changes(run_id, with_text=True)
+        changes = self.changes(run_id, with_text=True, warnings=res.warnings)
+        for w in res.warnings:
+            if "skipped" in w:
+                res.refused.append({"path": "?", "reason": f"damaged journal row: {w}"})
         first_before: dict[str, Change] = {}
         last_after: dict[str, Change] = {}
         for ch in changes:
             first_before.setdefault(ch.path, ch)
             last_after[ch.path] = ch
         for path in reversed(list(last_after)):
-            vp = resolve(vault, path)
+            try:
+                vp = resolve(vault, path)
+            except VaultPathError as exc:
+                res.refused.append({"path": path, "reason": f"damaged journal row: {exc}"})
+                continue
             current = file_hash(vp.abs)
             if current != last_after[path].after_sha:
                 res.refused.append({"path": path, "reason": "changed since the run wrote it; left as it is"})
                 continue
             before = first_before[path]
+            if before.before_sha is not None and not _text_matches(before.before_text, before.before_sha):
+                msg = f"{path}: the journal's before-text does not match its hash (damaged row); not restored"
+                self._warn(res.warnings, msg)
+                res.refused.append({"path": path, "reason": msg})
+                continue
             try:
                 if before.before_sha is None:
                     vp.abs.unlink(missing_ok=True)
