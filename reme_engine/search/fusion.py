@@ -70,6 +70,8 @@ class FusionConfig:
     ``title_boost``: added, as a share of the best score, to the best chunk of a note whose name, file stem or
     alias equals the query (half of it when one of them contains the query, ≥ 2 characters).
     ``demote_day_index``: a generated day-index chunk scores just below the best listed card it competes with.
+    ``null_floor_quantile``: when the keyword leg found nothing (hybrid), vector hits whose cosine is below this
+    quantile of what nonsense probes reach in this vault are hidden (:mod:`.null`; 0 = off).
     """
 
     method: str = "convex"
@@ -84,6 +86,7 @@ class FusionConfig:
     title_boost: float = 0.5
     demote_day_index: bool = True
     choose_threshold: float = 0.5
+    null_floor_quantile: float = 0.5
 
     def __post_init__(self) -> None:
         if self.method not in FUSION_METHODS:
@@ -92,6 +95,8 @@ class FusionConfig:
             raise ValueError("cosine_hi must be greater than cosine_lo")
         if self.rrf_k < 1:
             raise ValueError("rrf_k must be >= 1")
+        if not 0.0 <= self.null_floor_quantile <= 1.0:
+            raise ValueError("null_floor_quantile must be within 0..1")
 
 
 def fusion_from_settings(settings) -> FusionConfig:

@@ -100,6 +100,7 @@ class HybridSearcher:
         self.vectors = vectors
         self._n_chunks: tuple[int, float] | None = None  # (count, when)
         self._df_cache: dict[str, int] = {}  # term -> document frequency, valid with _n_chunks
+        self._null: tuple[int, list[float]] | None = None  # (vectors when probed, nonsense probes' best cosines)
         self.weights = {"vector": vector_weight, "keyword": keyword_weight}
         self.k = rrf_k
         if fusion is None:
@@ -270,6 +271,12 @@ class HybridSearcher:
         ``self.fusion``."""
         cfg = fusion or self.fusion
         legs = run["legs"]
+        null_hidden = 0
+        if mode == "hybrid" and cfg.null_floor_quantile > 0 and legs.get("vector") and not legs.get("keyword"):
+            floor = self.null_floor(cfg.null_floor_quantile)
+            kept = [(d, c) for d, c in legs["vector"] if c >= floor]
+            null_hidden = len(legs["vector"]) - len(kept)
+            legs = {**legs, "vector": kept}
         eff_mode = mode
         if mode == "hybrid" and "vector" not in legs:
             eff_mode = "keyword"
@@ -294,7 +301,27 @@ class HybridSearcher:
             top = keep
         full = self._rows([cid for cid, _ in top[:limit]])
         hits = [self._hit(cid, d, full[cid]) for cid, d in top[:limit] if cid in full]
-        return hits, hidden
+        return hits, hidden + null_hidden
+
+    def null_floor(self, q: float) -> float:
+        """The cosine below which a vector hit of a query with no keyword hit is hidden: the ``q`` quantile of the
+        best cosines of nonsense probes against this vault's vectors (:mod:`.null`). Probed once per index size
+        (again after ±10 %); 0.0 when there are no vectors or the embedder fails."""
+        from ..index.embedder import EmbedderError
+        from .null import N_PROBES, nonsense, probe_tops, quantile
+
+        vs = self.vectors
+        if vs is None or not vs.ready or vs.index is None:
+            return 0.0
+        n = len(vs.index)
+        cached = self._null
+        if cached is None or abs(n - cached[0]) > 0.1 * max(cached[0], 1):
+            try:
+                tops = probe_tops(vs, nonsense(N_PROBES))
+            except EmbedderError:
+                return 0.0
+            cached = self._null = (n, tops)
+        return quantile(cached[1], q)
 
     def search(self, query: str, *, limit: int = 10, mode: str = "hybrid", filters: SearchFilters | None = None,
                neighbors: bool = True, fusion: FusionConfig | None = None, parse_time: bool = True) -> SearchResult:
