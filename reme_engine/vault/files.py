@@ -213,16 +213,24 @@ def edit(ctx: VaultContext, path: str, old: str, new: str, *, count: int = 1) ->
         raise EngineError(f"text occurs {n} times in {vp.rel}, expected {count}; give more context or count=0")
     new_text = tf.text.replace(old, new)
     check_encodable(new_text)
-    if tf.encoding == "utf-8-sig":
-        new_text = "\ufeff" + new_text  # keep the BOM the file had
     with ctx.write_lock:
-        try:
-            sha = atomic_write(vp.abs, new_text, expected_sha=tf.sha)
-        except WriteConflict as exc:
-            raise EngineError(f"not written: {exc}") from exc
-        own_write(ctx, vp.rel, sha)
-        ctx.index_paths([vp.rel])
-    return WriteResult(vp.rel, False, sha, len(new_text.encode("utf-8")))
+        sha, size = _save_edited(ctx, vp, tf, new_text)
+    return WriteResult(vp.rel, False, sha, size)
+
+
+def _save_edited(ctx: VaultContext, vp: VaultPath, tf: Any, new_text: str) -> tuple[str, int]:
+    """Write ``new_text`` over the file ``tf`` was read from, only if it still holds what was read (the BOM it
+    had kept), then index it. Returns ``(sha, bytes written)``; EngineError ``not written: …`` when the file
+    changed meanwhile. The caller holds the write lock."""
+    if tf.encoding == "utf-8-sig" and not new_text.startswith("\ufeff"):
+        new_text = "\ufeff" + new_text  # keep the BOM the file had
+    try:
+        sha = atomic_write(vp.abs, new_text, expected_sha=tf.sha)
+    except WriteConflict as exc:
+        raise EngineError(f"not written: {exc}") from exc
+    own_write(ctx, vp.rel, sha)
+    ctx.index_paths([vp.rel])
+    return sha, len(new_text.encode("utf-8"))
 
 
 def delete(ctx: VaultContext, path: str) -> DeleteResult:
@@ -343,14 +351,7 @@ def frontmatter_update(ctx: VaultContext, path: str, updates: dict | None = None
             raise EngineError(f"{vp.rel}: frontmatter not updated: {exc}") from exc
         if (after := parse_frontmatter(new_text)).warning and after.has_block:
             raise EngineError(f"{vp.rel}: frontmatter not updated: the result would not parse")
-        if tf.encoding == "utf-8-sig" and not new_text.startswith("\ufeff"):
-            new_text = "\ufeff" + new_text
-        try:
-            sha = atomic_write(vp.abs, new_text, expected_sha=tf.sha)
-        except WriteConflict as exc:
-            raise EngineError(f"not written: {exc}") from exc
-        own_write(ctx, vp.rel, sha)
-        ctx.index_paths([vp.rel])
+        _save_edited(ctx, vp, tf, new_text)
     return {"path": vp.rel, "frontmatter": parse_frontmatter(new_text.lstrip("\ufeff")).meta}
 
 
