@@ -21,11 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from reme_engine.config import LayerSettings
-from reme_engine.vault.io import SkipFile, WriteConflict, atomic_write, read_text
-from reme_engine.vault.paths import is_hidden, resolve, to_rel
-from reme_engine.vault.provenance import DAY_INDEX_END, DAY_INDEX_START, block_digest, day_index_state
+from reme_engine.markdown.frontmatter import parse_frontmatter
 from reme_engine.text import yaml_text
 from reme_engine.vault.app_folder import writes_daily_notes
+from reme_engine.vault.io import SkipFile, WriteConflict, atomic_write, read_text
+from reme_engine.vault.paths import is_hidden, resolve, to_rel
+from reme_engine.vault.provenance import (
+    DAY_INDEX_END,
+    DAY_INDEX_START,
+    block_digest,
+    day_index_state,
+)
 
 #: The generated section of a day page opens with ``<!-- reme:day-index:start <hash> -->`` (hash of the lines
 #: between the markers, :func:`~reme_engine.vault.provenance.block_digest`; pages from before the hash have the
@@ -148,36 +154,10 @@ def _daily_dir(layers: LayerSettings | None) -> str:
     return _layers(layers).daily_dir.strip("/") or "daily"
 
 
-def _minimal_frontmatter(text: str) -> dict:
-    """Leading ``---`` block parsed with ``yaml.safe_load``; {} when absent, invalid or not a mapping."""
-    import yaml
-
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    lines = text.splitlines()
-    if not lines or lines[0].rstrip() != "---":
-        return {}
-    for i in range(1, len(lines)):
-        if lines[i].rstrip() in ("---", "..."):
-            try:
-                meta = yaml.safe_load("\n".join(lines[1:i]))
-            except yaml.YAMLError:
-                return {}
-            return meta if isinstance(meta, dict) else {}
-    return {}
-
-
 def _frontmatter_meta(text: str) -> dict:
-    """Frontmatter mapping via ``reme_engine.markdown.frontmatter`` when available, else a minimal parse."""
-    try:
-        from reme_engine.markdown.frontmatter import parse_frontmatter  # type: ignore[import-not-found]
-    except Exception:  # noqa: BLE001 - module absent or broken: fall back
-        return _minimal_frontmatter(text)
-    try:
-        meta = parse_frontmatter(text).meta
-    except Exception:  # noqa: BLE001
-        return _minimal_frontmatter(text)
-    return meta if isinstance(meta, dict) else _minimal_frontmatter(text)
+    """The note's frontmatter mapping, by the one frontmatter parser (YAML 1.2 core scalars, ARCHITECTURE §4;
+    it never raises: invalid YAML gives {})."""
+    return parse_frontmatter(text).meta
 
 
 _as_text = yaml_text  # the one coercion of frontmatter values to display text
