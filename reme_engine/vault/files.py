@@ -264,7 +264,7 @@ def list_folder(ctx: VaultContext, path: str = "", *, recursive: bool = False, l
     if not vp.abs.is_dir():
         raise EngineError(f"not a folder: {vp.rel or '/'}")
     root = ctx.vault.resolve()
-    entries = []
+    entries: list[ListEntry] = []
     truncated = False
     if recursive:
         it = (Path(dp) / n for dp, dns, fns in os.walk(vp.abs)

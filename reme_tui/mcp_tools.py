@@ -1,0 +1,424 @@
+"""The MCP tools of ``reme-tui mcp`` (:mod:`reme_tui.mcp_server` serves them): the open vault behind them
+(:class:`VaultServer`) and one thin wrapper per tool over an engine job (:mod:`reme_engine.jobs`); its docstring is
+the tool's description, its errors the job's one-line messages (:class:`ToolFailure`). No MCP SDK import here, so
+``reme-tui mcp --help`` lists the tools without paying for the SDK.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+#: Characters of a hit's chunk text returned as its snippet (read_note gives the rest).
+SNIPPET_CHARS = 400
+#: Characters of a neighbour's description in search hits (traverse gives them whole).
+NEIGHBOR_DESC_CHARS = 80
+#: Seconds a tool waits for the engine to open / the first index pass of a never-indexed vault.
+OPEN_TIMEOUT_S = 60.0
+FIRST_INDEX_WAIT_S = 20.0
+#: Seconds between index catch-up passes of a read-only server (which runs no watcher).
+RESYNC_S = 30.0
+class ToolFailure(Exception):
+    """A tool's user-facing failure; ``str(exc)`` is the one-line message returned as an MCP tool error."""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One MCP tool: ``run(vault_server, args) -> dict`` (its docstring is the tool description), the engine job
+    whose parameters give the input schema (``job``; ``drop`` removes some, ``extra`` adds MCP-only ones in the
+    same :class:`reme_engine.jobs.Param` form), and whether it writes (left out by ``--read-only``)."""
+
+    name: str
+    run: Callable[["VaultServer", dict], Any]
+    job: str | None = None
+    drop: tuple[str, ...] = ()
+    extra: tuple = ()
+    writes: bool = False
+    title: str = ""
+
+    @property
+    def summary(self) -> str:
+        return (inspect.getdoc(self.run) or "").split("\n\n")[0].replace("\n", " ")
+
+
+# ------------------------------------------------------------------------------------------------ the engine
+
+
+class VaultServer:
+    """The open vault behind the tools: the engine opens on a background thread (:meth:`start`); tools wait for it.
+
+    ``settings``: :class:`reme_engine.config.Settings`; ``watch``: keep the index current once open (the vault
+    watcher; read-only: a keyword catch-up pass every ``RESYNC_S`` seconds instead, as the watcher also writes
+    day pages).
+    """
+
+    def __init__(self, settings, *, read_only: bool = False, watch: bool = True, embedder=None) -> None:
+        self.settings = settings
+        self.read_only = read_only
+        self.watch = watch
+        self._embedder = embedder
+        self._engine = None
+        self._error: str | None = None
+        self._opened = threading.Event()
+        self._indexed = threading.Event()  # the index exists (from an earlier run, or the first pass finished)
+        self._closing = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Open the engine, then catch up the index and start the watcher, all on a daemon thread."""
+        self._thread = threading.Thread(target=self._open, name="reme-mcp-open", daemon=True)
+        self._thread.start()
+
+    def _open(self) -> None:
+        from reme_engine.engine import Engine
+
+        try:
+            eng = Engine.open(self.settings, embedder=self._embedder)
+        except Exception as exc:  # ConfigError, OSError: every tool reports it
+            self._error = f"cannot open the vault: {exc}"
+            self._opened.set()
+            return
+        self._engine = eng
+        if eng.store.get_meta("last_sync"):
+            self._indexed.set()  # search the existing index while the catch-up pass runs
+        self._opened.set()
+        try:
+            eng.index(vectors=False)  # keyword + graph catch-up (the index only); a no-op pass is ~50 ms
+            self._indexed.set()
+            eng.search("warm up", limit=1, mode="keyword", neighbors=False)  # loads the tokenizer's dictionary
+            if self.watch and not self.read_only:
+                eng.start_background(watch=True, schedule=False, on_event=self._log_event)
+        except Exception as exc:  # logged; tools keep working on what is indexed
+            _log(f"index catch-up failed: {exc}")
+            self._indexed.set()
+        # Read-only: no watcher (it also regenerates day pages, a vault write); the index is caught up now and then.
+        while self.watch and self.read_only and not self._closing.wait(RESYNC_S):
+            try:
+                eng.index(vectors=False)
+            except Exception as exc:
+                _log(f"index catch-up failed: {exc}")
+
+    @staticmethod
+    def _log_event(ev: dict) -> None:
+        if ev.get("event") in ("watch_error", "failed"):
+            _log(f"{ev.get('event')}: {ev.get('error')}")
+
+    @property
+    def engine(self):
+        """The open :class:`~reme_engine.engine.Engine`; raises ToolFailure when it could not be opened."""
+        if not self._opened.wait(OPEN_TIMEOUT_S):
+            raise ToolFailure("the vault is still opening; try again in a moment")
+        if self._engine is None:
+            raise ToolFailure(self._error or "the vault is not open")
+        return self._engine
+
+    def indexed_engine(self):
+        """The engine once an index exists; ToolFailure "not indexed yet" while a first pass is still running."""
+        eng = self.engine
+        if not self._indexed.wait(FIRST_INDEX_WAIT_S):
+            raise ToolFailure("not indexed yet: the first index pass of this vault is still running; "
+                              "try again in a moment")
+        return eng
+
+    def runs_inline(self, spec: ToolSpec, args: dict) -> bool:
+        """True for calls known to take a few milliseconds (reads of an open, indexed vault; searches that load
+        no model), which run on the event loop; writes and anything that may load or wait run on a worker."""
+        if spec.writes or self._engine is None or not self._indexed.is_set():
+            return False
+        if spec.name == "search":
+            vectors = self._engine.vectors
+            return args.get("mode") == "keyword" or vectors is None or vectors.ready
+        return spec.name in ("read_note", "list_notes", "traverse", "today", "changes")
+
+    def close(self) -> None:
+        self._closing.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)  # an index pass in progress finishes its batch
+        if self._engine is not None:
+            self._engine.close()
+
+    # -- helpers for the tools ------------------------------------------------------------------------------
+    def job(self, name: str, args: dict, engine=None) -> Any:
+        """Run engine job ``name`` with ``args`` (None values dropped: the job's defaults apply); its result dict,
+        or ToolFailure with the job's one-line error."""
+        from reme_engine.jobs import run_job
+
+        raw = {k: v for k, v in args.items() if v is not None}
+        res = run_job(engine if engine is not None else self.engine, name, raw)
+        if not res.pop("success", False):
+            raise ToolFailure(str(res.get("error") or f"{name} failed"))
+        res.pop("job", None)
+        return res
+
+    def note_path(self, path: str, *, must_exist: bool = True) -> str:
+        """``path`` as given, or with ``.md`` added when only that exists (``must_exist``) or when it has no
+        suffix (new notes). Never raises: a bad path is left for the engine to refuse with its own message."""
+        from reme_engine.vault.paths import VaultPathError, resolve
+
+        if not isinstance(path, str) or not path or path.lower().endswith(".md"):
+            return path
+        try:
+            if must_exist:
+                if resolve(self.engine.vault, path).abs.exists():
+                    return path
+                return path + ".md" if resolve(self.engine.vault, path + ".md").abs.is_file() else path
+        except VaultPathError:
+            return path
+        last = path.rstrip("/").rsplit("/", 1)[-1]
+        return path if "." in last.lstrip(".") else path + ".md"
+
+
+def _log(msg: str) -> None:
+    print(f"reme-tui mcp: {msg}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------------ the tools
+
+
+def _search(vs: VaultServer, a: dict) -> dict:
+    """Search the person's notes (hybrid BM25 + vectors; Chinese and English). Call this first.
+
+    Each hit gives its path and line range (read more with read_note), the heading breadcrumb, a snippet and why it
+    ranked (each leg's rank and score); the first hit of each note also lists the note's hop-2 neighbours (the
+    notes it links to and that link to it, with their names and descriptions). Filters: layer (daily | digest |
+    resource | session), path_prefix, paths, date_from/date_to, frontmatter values. mode=keyword skips the
+    embedding model.
+    """
+    eng = vs.indexed_engine()
+    layer = a.pop("layer", None)
+    if layer:
+        layers = eng.settings.layers
+        folders = {"daily": layers.daily_dir, "digest": layers.digest_dir, "resource": layers.resource_dir,
+                   "session": layers.session_dir}
+        if layer not in folders:
+            raise ToolFailure(f"unknown layer {layer!r} (daily | digest | resource | session)")
+        prefix = folders[layer].strip("/") + "/"
+        if a.get("path_prefix") and not a["path_prefix"].startswith(prefix):
+            raise ToolFailure(f"path_prefix {a['path_prefix']!r} is outside layer {layer!r}")
+        a["path_prefix"] = a.get("path_prefix") or prefix
+    res = vs.job("search", a, eng)
+    neighbors = res.pop("neighbors", {}) or {}
+    hits, shown = [], set()
+    for h in res.pop("hits", []):
+        text = h["text"]
+        nb = neighbors.get(h["path"]) if h["path"] not in shown else None
+        shown.add(h["path"])
+        hits.append({
+            "path": h["path"], "lines": f"{h['start_line']}-{h['end_line']}", "start_line": h["start_line"],
+            "end_line": h["end_line"], "heading": " > ".join(h.get("headings") or []), "name": h["name"],
+            "description": h["description"],
+            "snippet": text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…",
+            "score": round(h["score"], 6),
+            "why": _why(h),
+        })
+        if nb:  # once per file, with its first hit (a file's later hits share it)
+            hits[-1]["neighbors"] = {"outlinks": [_neighbor(n) for n in nb.get("outlinks", ())],
+                                     "inlinks": [_neighbor(n) for n in nb.get("inlinks", ())],
+                                     "outlinks_total": nb.get("outlinks_total"),
+                                     "inlinks_total": nb.get("inlinks_total")}
+    return {**res, "hits": hits}
+
+
+def _why(h: dict) -> dict:
+    """Why a hit ranked: the TUI's why-line, and each leg's rank and raw score (a leg that missed it is absent)."""
+    from reme_tui.render import why_line
+
+    out: dict = {"text": why_line(_Obj(h))}
+    if h["keyword_rank"] is not None:
+        out.update(keyword_rank=h["keyword_rank"], bm25=round(h["keyword_score"] or 0.0, 3))
+    if h["vector_rank"] is not None:
+        out.update(vector_rank=h["vector_rank"], cosine=round(h["vector_score"] or 0.0, 4))
+    elif h.get("vector_imputed"):
+        out["vector_imputed"] = True  # no vector yet: ranked by its keyword rank
+    return out
+
+
+def _neighbor(n: dict) -> dict:
+    """A neighbour without its false/empty flags and with a short description: a pointer to read on, kept small
+    (a response's size is most of a call's cost beyond the engine)."""
+    desc = n.get("description") or ""
+    if len(desc) > NEIGHBOR_DESC_CHARS:
+        desc = desc[:NEIGHBOR_DESC_CHARS] + "…"
+    out = {"path": n["path"], "name": n.get("name", ""), "description": desc}
+    out.update({k: n[k] for k in ("predicate", "embed", "dangling", "anchor", "ambiguous") if n.get(k)})
+    return out
+
+
+class _Obj:
+    """Attribute access over a hit dict (for the TUI's why-line)."""
+
+    def __init__(self, d: dict) -> None:
+        self.__dict__.update(d)
+
+
+def _read_note(vs: VaultServer, a: dict) -> dict:
+    """Read a note (or lines of it): its text and content hash.
+
+    Pass the returned `sha` as `expected_sha` to write_note / edit_note so a note changed meanwhile is never
+    overwritten. Lines are 1-based and inclusive; at most 5000 per call (`truncated` says when more remain).
+    """
+    a["path"] = vs.note_path(a["path"])
+    return vs.job("read", a)
+
+
+def _write_note(vs: VaultServer, a: dict) -> dict:
+    """Create or replace a note (atomic write, indexed at once).
+
+    Replacing an existing note needs `expected_sha` from read_note, and is refused if the note changed since (the
+    person may have edited it). overwrite=false refuses an existing note outright. A path without a suffix gets
+    '.md'. Dot-folders (.obsidian/, .git/) and paths outside the vault are refused.
+    """
+    from reme_engine.vault.paths import VaultPathError, resolve
+
+    a["path"] = vs.note_path(a["path"], must_exist=False)
+    eng = vs.engine
+    if not a.get("expected_sha") and a.get("overwrite", True):
+        try:
+            exists = resolve(eng.vault, a["path"]).abs.is_file()
+        except VaultPathError:
+            exists = False  # the job refuses the path with its own message
+        if exists:  # an agent never replaces a note it has not read: the person may have just written it
+            raise ToolFailure(f"{a['path']} already exists: pass expected_sha (from read_note) to replace it")
+    return vs.job("write", a, eng)
+
+
+def _edit_note(vs: VaultServer, a: dict) -> dict:
+    """Replace exact text in a note (find and replace; atomic, indexed at once).
+
+    `old` must occur exactly `count` times (count=0: replace all). With `expected_sha` (from read_note) the edit is
+    refused if the note changed since; without it the edit applies to the note's current text.
+    """
+    expected = a.pop("expected_sha", None)
+    a["path"] = vs.note_path(a["path"])
+    eng = vs.engine
+    if expected:
+        with eng.write_lock:  # the app's own writes wait; a change by another program is still caught below
+            cur = vs.job("read", {"path": a["path"]}, eng)
+            if cur["sha"] != expected:
+                raise ToolFailure(f"not written: {cur['path'].rsplit('/', 1)[-1]} changed on disk since it was read")
+            return vs.job("edit", a, eng)
+    return vs.job("edit", a, eng)
+
+
+def _move_note(vs: VaultServer, a: dict) -> dict:
+    """Move or rename a note and rewrite the links that point to it (in every linking note, atomically).
+
+    Refuses an existing destination, folders and layer folders; linking notes changed meanwhile are listed in
+    `conflicts` and left untouched.
+    """
+    a["src"] = vs.note_path(a["src"])
+    if a["src"].lower().endswith(".md"):
+        a["dst"] = vs.note_path(a["dst"], must_exist=False)
+    return vs.job("move", a)
+
+
+def _list_notes(vs: VaultServer, a: dict) -> dict:
+    """List a folder of the vault (notes and sub-folders; hidden entries skipped). path='' is the vault root."""
+    return vs.job("list", a)
+
+
+def _traverse(vs: VaultServer, a: dict) -> dict:
+    """Walk the wikilink graph from a note: the notes it links to (out), that link to it (in), or both, to a depth.
+
+    Nodes carry name, description and depth; edges carry the link's predicate (typed links) and whether it embeds.
+    """
+    eng = vs.indexed_engine()
+    a["path"] = vs.note_path(a["path"])
+    return vs.job("traverse", a, eng)
+
+
+def _today(vs: VaultServer, a: dict) -> dict:
+    """Today's (or a date's) daily page and cards: what the person captured and did that day.
+
+    Returns the day page path (daily/<date>.md, if it exists) and every card under daily/<date>/ with its name,
+    description and kind (session | resource | note). Read a card with read_note.
+    """
+    eng = vs.engine
+    date = a.get("date") or eng.settings.today()
+    cards = vs.job("daily_list", {"date": date}, eng)["result"]
+    page = f"{eng.settings.layers.daily_dir.strip('/')}/{date}.md"
+    exists = (eng.vault / page).is_file()
+    return {"date": date, "page": page if exists else None, "cards": cards}
+
+
+def _agenda(vs: VaultServer, a: dict) -> dict:
+    """The day's proactive topics and agenda (from daily/<date>/interests.yaml): what the person cares about now.
+
+    `answer` is a ready-to-read summary; `topics` and `agenda` the structured items.
+    """
+    return vs.job("proactive_read", a)
+
+
+def _changes(vs: VaultServer, a: dict) -> dict:
+    """The change journal: recent runs that wrote to the vault (auto_dream, auto_memory, captures, remember…), or
+    one run's file changes with run_id. Undo a run with revert."""
+    return vs.job("dream_log", a)
+
+
+def _revert(vs: VaultServer, a: dict) -> dict:
+    """Undo a run from the change journal: restore the files it changed, refusing any changed again since.
+
+    Takes the vault's writer lock: refused while the app or a cron job is running a pipeline.
+    """
+    from reme_engine.lock import LockHeld
+
+    eng = vs.engine
+    lock = eng.writer_lock("mcp:revert")
+    if not lock.acquire(blocking=False):
+        raise ToolFailure(f"revert not run: {LockHeld(lock.holder(wait=True))}")
+    try:
+        return vs.job("revert", a, eng)
+    finally:
+        lock.release()
+
+
+def _remember(vs: VaultServer, a: dict) -> dict:
+    """Remember something the person told you: append it to today's capture card (daily/<date>/capture.md).
+
+    Use it for facts, preferences and decisions the person stated, in their words where possible. The entry is
+    marked as noted by an agent (`agent` names you), never as the person's own writing, and is journaled (see
+    changes / revert). With `conversation` (a list of {role: user|assistant, content}) the exchange is also kept as
+    a chat session record marked as recorded by an agent, so auto_memory can distil it into a card later.
+    """
+    from reme_engine.engine import EngineError
+
+    eng = vs.engine
+    text = (a.get("text") or "").strip()
+    if not text:
+        raise ToolFailure("nothing to remember: text is empty")
+    # one short line; no Markdown/link syntax from the client ends up in the entry's header
+    agent = " ".join("".join(c for c in (a.get("agent") or "") if c not in "[]|*_`#<>").split())[:80]
+    try:
+        return dict(eng.remember(text, agent=agent, conversation=a.get("conversation")))
+    except (EngineError, ValueError, OSError) as exc:
+        raise ToolFailure(str(exc)) from exc
+
+
+def tool_specs() -> list[ToolSpec]:
+    """Every tool, readers first. Cheap (no SDK import): ``reme-tui mcp --help`` lists them."""
+    from reme_engine.jobs import Param
+
+    P = Param
+    return [
+        ToolSpec("search", _search, "search", drop=("render",), title="Search notes", extra=(
+            P("layer", "str", help="only this layer: daily | digest | resource | session"),)),
+        ToolSpec("read_note", _read_note, "read", title="Read a note"),
+        ToolSpec("list_notes", _list_notes, "list", title="List a folder"),
+        ToolSpec("traverse", _traverse, "traverse", title="Follow links"),
+        ToolSpec("today", _today, "daily_list", title="Today's page and cards"),
+        ToolSpec("agenda", _agenda, "proactive_read", title="Topics and agenda of a day"),
+        ToolSpec("changes", _changes, "dream_log", title="Change journal"),
+        ToolSpec("write_note", _write_note, "write", writes=True, title="Write a note"),
+        ToolSpec("edit_note", _edit_note, "edit", writes=True, title="Edit a note", extra=(
+            P("expected_sha", "str", help="refuse if the note changed since this hash (from read_note)"),)),
+        ToolSpec("move_note", _move_note, "move", writes=True, title="Move a note"),
+        ToolSpec("remember", _remember, None, writes=True, title="Remember a fact", extra=(
+            P("text", "str", required=True, help="the fact or short note, as the person said it"),
+            P("agent", "str", "", help="your name as an agent (e.g. claude-code), shown with the entry"),
+            P("conversation", "json", help="optional: the exchange as a list of {role: user|assistant, content}"),
+        )),
+        ToolSpec("revert", _revert, "revert", writes=True, title="Undo a run"),
+    ]
