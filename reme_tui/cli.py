@@ -164,7 +164,8 @@ def _run_job_cli(args: argparse.Namespace, rest: list[str], log_to) -> int:
 
             engine = Engine.open(load(args))
             log_to(engine.state_dir)
-            if name in ("search", "traverse", "stat", "health_check") and not engine.store.get_meta("last_sync"):
+            if (name in ("search", "traverse", "stat", "health_check") and not engine.store.get_meta("last_sync")
+                    and not engine.indexer.sync_in_progress()):  # another process's first sync: use what it committed
                 # A vault never indexed before: a keyword + graph pass first (seconds), vectors later.
                 engine.index(vectors=False)
         result = run_job(engine, name, raw)

@@ -163,3 +163,32 @@ def test_offline_embedder_query_overtakes_a_vector_pass(embedder, monkeypatch):
     monkeypatch.setattr(model, "encode", real)
     assert np.allclose(embedder.embed(["where are the mountains"]), q, atol=1e-5)
     assert np.allclose(embedder.embed(texts[:20]), out["bg"][:20], atol=1e-4)
+
+
+def test_second_process_builds_vectors_in_memory_and_writes_nothing(make_engine, tmp_path):
+    """Issue 12: while another process has the index open (``--serve`` mid-way through a first vector pass, its
+    faiss file not saved yet), an engine that searches builds the vectors it needs from the embedding cache in
+    memory: no has_vec rewrite under the running pass, no faiss file, and the vector leg answers."""
+    from reme_engine.index.store import Store
+
+    v = tmp_path / "vault"
+    (v / "notes").mkdir(parents=True)
+    for i, topic in enumerate(["rivers and mountains of the north", "baking sourdough bread at home",
+                               "the history of the printing press"]):
+        (v / "notes" / f"n{i}.md").write_text(f"# Note {i}\n\nA longer paragraph about {topic}, for embedding.\n")
+    e1 = make_engine(v)
+    e1.index()
+    state = e1.state_dir
+    e1.close()
+    for p in state.glob("vectors-*"):
+        p.unlink()  # as if the pass that embedded them had not saved yet
+    other = Store(state / "index.sqlite", state / "embeddings.sqlite")  # the serving process
+    try:
+        flags = sorted(other.conn.execute("SELECT id, has_vec FROM chunks").fetchall())
+        e2 = make_engine(v, state_dir=str(state))
+        res = e2.search("bread baking", mode="vector")
+        assert res.hits and res.hits[0].path == "notes/n1.md"
+        assert not list(state.glob("vectors-*"))
+        assert sorted(other.conn.execute("SELECT id, has_vec FROM chunks").fetchall()) == flags
+    finally:
+        other.close()

@@ -486,6 +486,20 @@ class Indexer(ScanStep, ParseStep, ApplyStep, LinksStep, EmbedStep):
         report.seconds_keyword = time.perf_counter() - t0
         return report
 
+    def sync_in_progress(self) -> bool:
+        """True while a sync of this index runs, in this process or another (its ``index.lock`` is held): what is
+        committed so far is searchable, and a caller that would sync first (a one-shot ``job search`` on a
+        never-indexed vault) should search at once instead of waiting for it. Never blocks."""
+        if not self.lock.acquire(blocking=False):
+            return True
+        try:
+            if not self._file_lock.try_enter():
+                return True
+            self._file_lock.__exit__(None, None, None)
+            return False
+        finally:
+            self.lock.release()
+
     @contextlib.contextmanager
     def _final_txn(self):
         """The sync's last transaction; on failure the in-memory path set and resolver (updated as the links

@@ -271,6 +271,31 @@ class Store:
             self.set_meta("schema_version", str(SCHEMA_VERSION))
         self._inode = self._db_inode()
 
+    def sole_user(self) -> bool:
+        """True when no other process has this index open (the ``.open`` flock can be taken exclusively; it is
+        given back at once). Without flock support: True (single-process use)."""
+        if self._open_fd is None:
+            return True
+        try:
+            import fcntl
+
+            fcntl.flock(self._open_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:
+            return True
+        except OSError:
+            self._share_again()  # a failed conversion may have dropped the shared lock (flock(2))
+            return False
+        self._share_again()
+        return True
+
+    def _share_again(self) -> None:
+        try:
+            import fcntl
+
+            fcntl.flock(self._open_fd, fcntl.LOCK_SH)
+        except (ImportError, OSError):
+            pass
+
     def fresh_file(self, drop_meta: Iterable[str] = ()) -> bool:
         """Replace the index database by a new one holding only the catalogs and the meta keys not in
         ``drop_meta`` (an index rebuild: as fast as a cold index, unlike DELETEs of every row and posting). The new
@@ -284,7 +309,10 @@ class Store:
             import fcntl
 
             fcntl.flock(self._open_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except (ImportError, OSError):
+        except ImportError:
+            return False
+        except OSError:
+            self._share_again()  # a failed conversion may have dropped the shared lock (flock(2))
             return False
         try:
             c = self.conn
@@ -311,10 +339,7 @@ class Store:
             self._inode = self._db_inode()
             return True
         finally:
-            try:
-                fcntl.flock(self._open_fd, fcntl.LOCK_SH)
-            except OSError:
-                pass
+            self._share_again()
 
     def gone(self) -> bool:
         """True when the database file was deleted or replaced since it was opened (e.g. the state dir removed

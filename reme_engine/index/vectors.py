@@ -339,15 +339,49 @@ class VectorState:
                 return
             if not self.dim:
                 return
+            # Another process has the index open (``--serve`` or the app in the middle of a vector pass, which
+            # saves the file only at its end): build what this process needs in memory and write nothing. A
+            # rebuild here rewrote every chunk's has_vec under the running pass (undoing its batches) and saved
+            # a file on each one-shot `job search`: 8–15 s per search during a first embedding.
+            shared = not self.store.sole_user()
             gen = self.store.get_meta(f"vec_generation:{self.embedder.space}")
             loaded = VectorIndex.load(self.path, self.dim, self.ann_threshold)
             if loaded is not None and gen is not None and loaded[1].get("generation") == int(gen) \
                     and loaded[1].get("space") == self.embedder.space:
                 self.index = loaded[0]
                 self.apply_tombstones()
-                self.reconcile()
+                if shared:
+                    self._top_up_from_cache()
+                else:
+                    self.reconcile()
+                return
+            if shared:
+                self.index = VectorIndex(self.dim, self.ann_threshold)
+                self._top_up_from_cache()
                 return
             self._rebuild()
+
+    def _top_up_from_cache(self) -> None:
+        """In memory only: add the cached vectors of chunks marked ``has_vec = 1`` that the loaded index lacks and
+        drop vectors of chunks no longer marked (what another process committed since its last save)."""
+        import numpy as np
+        index = self.index
+        marked = {r[0] for r in self.store.conn.execute("SELECT id FROM chunks WHERE has_vec = 1")}
+        orphans = [i for i in list(index._ids) if i not in marked]
+        if orphans:
+            index.remove(np.asarray(orphans, dtype=np.int64))
+        missing = [i for i in marked if i not in index]
+        expected = 4 * self.dim
+        for k in range(0, len(missing), 500):
+            part = missing[k : k + 500]
+            rows = self.store.conn.execute(
+                "SELECT c.id, e.vec FROM chunks c JOIN emb.embeddings e ON e.space = ? AND e.text_hash = c.text_hash"
+                f" WHERE c.id IN ({','.join('?' * len(part))})", [self.embedder.space, *part]).fetchall()
+            rows = [(cid, blob) for cid, blob in rows if blob is not None and len(blob) == expected]
+            if rows:
+                index.add(np.asarray([r[0] for r in rows], dtype=np.int64),
+                          np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows]))
+        self.restored_from_cache += len(missing)
 
     def reconcile(self) -> dict:
         """Make the loaded index hold exactly the vectors of the chunks marked ``has_vec = 1``: chunks marked but
