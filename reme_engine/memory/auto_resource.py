@@ -37,7 +37,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -48,12 +48,12 @@ from ..vault import provenance as P
 from ..vault.daily import valid_date
 from ..vault.io import SkipFile, WriteConflict, read_text
 from ..vault.paths import VaultPathError, is_hidden, resolve, to_rel
-# Card helpers shared with auto-memory (same frontmatter, heading-safety and naming rules for every daily card).
-from .auto_memory import (BLOCK_TEXT, DESCRIPTION_LABEL, _as_text, _checked_block_write, _new_card_head,
-                          _one_line, _read_card, _safe_block, free_card_path, normalize_item, text_items)
-from .prompts import load_prompt
 
-from typing import TYPE_CHECKING
+# Card helpers shared with auto-memory (same frontmatter, heading-safety and naming rules for every daily card).
+from .cards import _new_card_head, _read_card, free_card_path
+from .merge import BLOCK_TEXT, DESCRIPTION_LABEL, _checked_block_write, _one_line, _safe_block, normalize_item
+from .prompts import load_prompt
+from .reply import _as_text, text_items
 
 if TYPE_CHECKING:
     from ..context import VaultContext
@@ -329,6 +329,7 @@ def _exists(engine, rel: str) -> bool:
 
 
 def _link(rel: str) -> str:
+    # The exact resource path, extension included (a Markdown resource keeps its .md: format_link would drop it).
     return f"[[{rel}]]"
 
 

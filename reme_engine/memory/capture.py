@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
 from ..markdown.frontmatter import render_frontmatter
+from ..markdown.links import format_link
 from ..vault import provenance as P
 from ..vault.io import SkipFile, WriteConflict
 from .cards import _day_folder, _read_card
@@ -54,7 +55,7 @@ def _capture_head(date: str) -> str:
 
 
 def _capture_block(m: ChatMessage, tz, srel: str) -> str:
-    return f"\n**{m.time(tz):%H:%M}** · [[{srel}|chat]]\n\n{m.content.rstrip()}\n"
+    return f"\n**{m.time(tz):%H:%M}** · {format_link(srel, alias='chat')}\n\n{m.content.rstrip()}\n"
 
 
 def _append_block(engine, run, rel: str, head: str, block: str, srel: str) -> bool:

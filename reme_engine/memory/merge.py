@@ -7,6 +7,7 @@ import re
 from typing import Iterable
 
 from ..markdown.frontmatter import parse_frontmatter, update_frontmatter
+from ..markdown.links import format_link
 from ..markdown.sections import headings, is_sources_title, split_sections
 from ..vault import provenance as P
 from ..vault.io import WriteConflict
@@ -242,7 +243,7 @@ def merge_into_block(text: str, reply: CardReply, *, time_label: str, language: 
                 item = f"{time_label} {item}"
             parts[kind].append(f"- {item}")
     for rel in sources:
-        link = f"- [[{rel}]]"
+        link = "- " + format_link(rel)
         if link not in parts["sources"]:
             parts["sources"].append(link)
     inner = render_block_parts(parts, language)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..config import LayerSettings
+from ..markdown.links import format_link
 from ..vault.app_folder import legacy_session_rel
 from ..vault.paths import resolve
 
@@ -84,7 +85,7 @@ def session_rel(layers: LayerSettings, session_id: str, vault: Path | None = Non
 def session_link(layers: LayerSettings, session_id: str, vault: Path | None = None) -> str:
     """The ``source_conversation`` backlink: ``[[<session_dir>/dialog/<id>.jsonl]]`` (the record's path as
     :func:`session_rel` finds it)."""
-    return f"[[{session_rel(layers, session_id, vault)}]]"
+    return format_link(session_rel(layers, session_id, vault))
 
 
 def now_iso(tz: tzinfo | None = None) -> str:

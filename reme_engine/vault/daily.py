@@ -22,6 +22,7 @@ from typing import Any
 
 from reme_engine.config import LayerSettings
 from reme_engine.markdown.frontmatter import parse_frontmatter
+from reme_engine.markdown.links import format_link
 from reme_engine.text import yaml_text
 from reme_engine.vault.app_folder import writes_daily_notes
 from reme_engine.vault.io import SkipFile, WriteConflict, atomic_write, read_text
@@ -278,8 +279,7 @@ def render_day_index(date: str, cards: list[DailyCard]) -> str:
     valid_date(date)
     lines = []
     for c in cards:
-        target = c.path[:-3] if c.path.lower().endswith(".md") else c.path
-        line = f"- [[{target}|{_alias(c.name or c.stem)}]]"
+        line = "- " + format_link(c.path, alias=_alias(c.name or c.stem))
         desc = " ".join((c.description or "").split()).replace("<!--", "<!-")
         if desc:
             line += f" — {desc}"
