@@ -37,12 +37,13 @@ from .results import (HEALTH_FIRST_N, MAX_READ_LINES, DeleteResult, DreamLog, En
 from . import pipelines
 from .vault import files, move as _move
 from . import frontend
-from .markdown.frontmatter import Frontmatter, parse_frontmatter
-from .markdown.links import Link, parse_links
-from .vault.provenance import Ownership, note_ownership
 
 if TYPE_CHECKING:
     from datetime import datetime
+
+    from .markdown.frontmatter import Frontmatter
+    from .markdown.links import Link
+    from .vault.provenance import Ownership
 
     from .agent_capture import RememberResult
 
@@ -97,10 +98,6 @@ class Engine:
                                         settings.layers.session_dir):
                 settings.layers.daily_dir = self.detected_daily_dir = found
                 log.info("daily notes found in %s (set layers.daily_dir to choose another folder)", found)
-        from .vault.app_folder import apply_app_folder
-
-        # an existing vault keeps chat records and proactive state in one app folder (layers.app_dir)
-        apply_app_folder(self.vault, settings)
         self.state_dir = finalize_state_dir(settings)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.write_lock = threading.RLock()
@@ -309,16 +306,22 @@ class Engine:
     @staticmethod
     def parse_frontmatter(text: str) -> Frontmatter:
         """The frontmatter of a note's text (meta, warning, body_offset, body_start_line); never raises."""
+        from .markdown.frontmatter import parse_frontmatter  # lazy: `job` start-up never pays for it
+
         return parse_frontmatter(text)
 
     @staticmethod
     def note_ownership(text: str) -> Ownership:
         """Who owns a note's full text and which (1-based file) lines are the app's; never raises."""
+        from .vault.provenance import note_ownership  # lazy: it loads markdown-it (~30 ms)
+
         return note_ownership(text)
 
     @staticmethod
     def parse_links(text: str, *, start_line: int = 1, start_offset: int = 0) -> list[Link]:
         """Every link of ``text``, skipping code and comments as the index does; linear, never raises."""
+        from .markdown.links import parse_links
+
         return parse_links(text, start_line=start_line, start_offset=start_offset)
 
     # -- file jobs (reme_engine.vault.files) -----------------------------------------------------------------
