@@ -220,6 +220,8 @@ def _blocks(lines: list[str], *, day_index: bool = True) -> list[tuple[int, int,
     """``(begin index, end index, intact)`` 0-based, for every well-formed marker pair outside fenced code (reme
     blocks and day-index sections). A begin with no end before the next begin is not a block (the user deleted its
     end: everything there is theirs). ``day_index=False``: reme blocks only (the ones :func:`set_block` writes)."""
+    if not any(ln.lstrip(" \t").startswith("<!-- reme:") for ln in lines):
+        return []  # no marker line at all: skip the CommonMark parse (~2 ms per KB)
     mask = _fenced(lines)
     out, open_at, want, kind = [], None, "", ""
     for i, ln in enumerate(lines):
