@@ -38,7 +38,7 @@ class EmbedderSettings:
     kind: str = "offline"
     base_url: str | None = None
     model: str = "text-embedding-3-small"
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never in a repr, a log line or a traceback
     dimensions: int | None = None
     timeout: float = 30.0
     batch_size: int = 64
@@ -51,7 +51,7 @@ class LLMSettings:
     provider: str = ""
     model: str = ""
     base_url: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never in a repr, a log line or a traceback
     timeout: float = 120.0
     max_retries: int = 2
     #: per pipeline run; generous for a day of notes, small enough that a runaway loop stays cheap

@@ -75,3 +75,10 @@ def test_proactive_values_out_of_range_are_config_errors(tmp_path):
             load_settings({}, env={}, config_path=cfg)
     cfg.write_text("proactive:\n  known_threshold: 0.7\n  scan_days: 3\n")
     assert load_settings({}, env={}, config_path=cfg).proactive.scan_days == 3
+
+
+def test_api_keys_never_show_in_a_repr(tmp_path):
+    s = load_settings({}, env={"REME_LLM_PROVIDER": "openai", "REME_LLM_MODEL": "m", "REME_LLM_API_KEY": "sk-secret1",
+                               "REME_EMBEDDING_API_KEY": "sk-secret2"}, config_path=None)
+    assert s.llm.api_key == "sk-secret1" and s.embedder.api_key == "sk-secret2"
+    assert "sk-secret" not in repr(s)

@@ -409,3 +409,13 @@ def test_the_engine_is_the_context_pipelines_are_typed_against(eng):
     from reme_engine.context import VaultContext
 
     assert isinstance(eng, VaultContext)
+
+
+def test_job_and_refresh_never_import_textual(demo_vault, cli_env):
+    """The headless entry points stay headless: no Textual (nor the MCP SDK) in `-X importtime`'s list."""
+    for args in (["job", "stat", "path=README.md"], ["--refresh", "--no-vectors"]):
+        p = subprocess.run([sys.executable, "-X", "importtime", "-m", "reme_tui.cli", "--vault", str(demo_vault),
+                            *args], env=cli_env, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        imported = {ln.rsplit("|", 1)[-1].strip() for ln in p.stderr.splitlines() if ln.startswith("import time:")}
+        assert imported and not {m for m in imported if m.split(".")[0] in ("textual", "mcp")}, args
