@@ -41,6 +41,8 @@ from . import frontend
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from .index.embedder import Embedder
+
     from .markdown.frontmatter import Frontmatter
     from .markdown.links import Link
     from .vault.provenance import Ownership
@@ -81,7 +83,7 @@ class Engine:
     #: Seconds between checks that the state dir still exists while the background runs.
     STATE_WATCH_S = 2.0
 
-    def __init__(self, settings: Settings, *, embedder=None) -> None:
+    def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
         if settings.vault is None:
             raise ConfigError("no vault configured")
         self.settings = settings
@@ -129,7 +131,7 @@ class Engine:
         self.recovered: list[str] = self.recover_interrupted()
 
     @classmethod
-    def open(cls, settings: Settings, *, embedder=None) -> Engine:
+    def open(cls, settings: Settings, *, embedder: Embedder | None = None) -> Engine:
         """Open the vault named by ``settings.vault`` (state dir created). Raises ConfigError.
 
         ``embedder``: an already-loaded :class:`Embedder` to share (tests, the app's workers); default: per settings.
@@ -460,22 +462,23 @@ class Engine:
 
         return WriterLock(self.state_dir, purpose)
 
-    def auto_dream(self, date: str = "", hint: str = "", llm=None, scan_days: int = 1) -> DreamReport:
+    def auto_dream(self, date: str = "", hint: str = "", llm: LLMClient | Callable[[], LLMClient] | None = None,
+                   scan_days: int = 1) -> DreamReport:
         """Daily notes → digest nodes (ARCHITECTURE §11.2). Raises LLMNotConfigured before touching anything.
 
         The client is built only when something changed (importing the SDK costs ~1 s), via a factory.
         """
         return pipelines.auto_dream(self, self.day(date), hint, llm, scan_days)
 
-    def auto_memory(self, session_id: str, llm=None) -> AutoMemoryReport:
+    def auto_memory(self, session_id: str, llm: LLMClient | None = None) -> AutoMemoryReport:
         """A chat session's new messages → one daily card. Raises LLMNotConfigured before touching anything."""
         return pipelines.auto_memory(self, session_id, llm)
 
-    def auto_resource(self, llm=None) -> AutoResourceReport:
+    def auto_resource(self, llm: LLMClient | None = None) -> AutoResourceReport:
         """New/changed/removed files under resource/ → source-linked daily cards."""
         return pipelines.auto_resource(self, llm)
 
-    def proactive_refresh(self, date: str = "", llm=None, use_llm: bool = True,
+    def proactive_refresh(self, date: str = "", llm: LLMClient | None = None, use_llm: bool = True,
                           carry_forward: bool = False) -> ProactiveRefreshReport:
         """Daily notes → ``daily/<date>/interests.yaml`` (ARCHITECTURE §11.1); without an LLM, the keyword fallback.
         ``carry_forward``: on a day without an interests file, write it from the open topics even when no daily
