@@ -102,12 +102,18 @@ class ListEntry(TypedDict, total=False):
 
 
 class ListResult(TypedDict):
+    """A folder listing: the folder's vault-relative ``path`` ("" = root), its entries, and whether ``limit`` cut
+    them."""
+
     path: str
     entries: list[ListEntry]
     truncated: bool
 
 
 class FrontmatterRead(TypedDict):
+    """A note's parsed frontmatter; ``warning`` names an invalid block (its true file line), ``has_block`` whether
+    the note has one at all."""
+
     path: str
     frontmatter: dict[str, Any]
     warning: str | None
@@ -115,6 +121,8 @@ class FrontmatterRead(TypedDict):
 
 
 class FrontmatterUpdate(TypedDict):
+    """The note written and its frontmatter as it now parses."""
+
     path: str
     frontmatter: dict[str, Any]
 
@@ -128,11 +136,16 @@ class DreamLog(TypedDict, total=False):
 
 
 class ProblemList(TypedDict):
+    """How many problems of one kind (always complete) and the first few, by path."""
+
     count: int
     first: list[dict]
 
 
 class FileProblems(TypedDict):
+    """Per-file problems: frontmatter warnings ``{path, warning}`` and ambiguous links ``{source, line, target,
+    resolved, candidates}``."""
+
     file_warnings: ProblemList
     ambiguous_links: ProblemList
 
@@ -155,6 +168,8 @@ class EngineStatus(TypedDict):
 
 
 class HealthReport(TypedDict, total=False):
+    """``ok`` False while something is wrong and could not be repaired; ``checks`` one line per component."""
+
     ok: bool
     version: str
     checks: dict[str, str]
