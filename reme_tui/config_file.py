@@ -2,7 +2,7 @@
 
 The config file is the user's text: comments, order and every other line stay byte for byte. Only one top-level
 ``key: value`` line is replaced (or appended when there is none). The file is written with the app's own compare-and-swap
-write (:func:`reme_engine.vault.io.atomic_write`): a save from the user's editor in between wins, and the app's
+write (``Engine.replace_file``): a save from the user's editor in between wins, and the app's
 change is reported instead.
 """
 
@@ -42,7 +42,7 @@ def save_setting(path: Path, key: str, value: str) -> None:
     """Set the top-level ``key`` to ``value`` in the config file at ``path`` (created, with its folder, when
     missing), through the app's compare-and-swap write. Raises :class:`ConfigWriteError` (file changed while
     writing, a nested block, OS errors)."""
-    from reme_engine.vault.io import WriteConflict, atomic_write, content_hash
+    from reme_engine.engine import Engine, EngineError
 
     path = Path(path)
     try:
@@ -51,8 +51,8 @@ def save_setting(path: Path, key: str, value: str) -> None:
         new = with_setting(old, key, value)
         if before is not None and new.encode("utf-8") == before:
             return
-        atomic_write(path, new, expected_sha=content_hash(before) if before is not None else None)
-    except WriteConflict as exc:  # the user saved the file meanwhile: theirs wins
+        Engine.replace_file(path, new, before)
+    except EngineError as exc:  # the user saved the file meanwhile: theirs wins
         raise ConfigWriteError(f"{path} changed while the {key} was being saved; not saved ({exc})") from exc
     except UnicodeDecodeError as exc:
         raise ConfigWriteError(f"{path} is not UTF-8 text: {exc}") from exc

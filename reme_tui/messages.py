@@ -107,6 +107,10 @@ class NoteDocument:
     callouts: dict = field(default_factory=dict)
     #: Footnote label → file line of its definition.
     footnotes: dict = field(default_factory=dict)
+    #: Link targets of this note that resolve to no file (marked in the link picker).
+    missing: frozenset = frozenset()
+    #: A page that does not exist yet (today's page on a vault the app did not lay out): ``body`` says so.
+    unwritten: bool = False
 
     @property
     def windowed(self) -> bool:
@@ -149,6 +153,26 @@ class NoteLoaded(Message):
         self.request = request
         self.doc = doc
         self.error = error
+
+
+class NoteShown(Message):
+    """The note view now shows ``doc``, answering ``request`` (posted up by the note view: history and the
+    Links pane follow)."""
+
+    def __init__(self, request: OpenNote, doc: NoteDocument) -> None:
+        super().__init__()
+        self.request = request
+        self.doc = doc
+
+
+class ChatRestored(Message):
+    """The transcript of the chat record ``session_id`` read at start (``messages``: ChatMessage list, oldest
+    first), or nothing (``session_id`` None)."""
+
+    def __init__(self, session_id: str | None, messages: list) -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.messages = messages
 
 
 class NeighboursLoaded(Message):
@@ -287,10 +311,13 @@ class DayLoaded(Message):
 
 class DayOpened(Message):
     """Answer to :class:`OpenDay`: ``page`` to open (None when the day has no page and none was created);
-    ``created`` names what this request created (``page``/``folder``)."""
+    ``created`` names what this request created (``page``/``folder``); ``unwritten``: the path of a page that
+    was not created because the vault is not laid out by the app (it is written when the user writes it)."""
 
-    def __init__(self, date: str, page: str | None, created: list[str], error: str | None = None) -> None:
+    def __init__(self, date: str, page: str | None, created: list[str], error: str | None = None, *,
+                 unwritten: str | None = None) -> None:
         super().__init__()
+        self.unwritten = unwritten
         self.date = date
         self.page = page
         self.created = created

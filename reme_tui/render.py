@@ -54,7 +54,9 @@ def _map_wikilinks(text: str, render) -> str:
     """``text`` with each wikilink replaced by ``render(link)``. Links are found by the one link parser
     (``reme_engine.markdown.links``), so code spans, fenced code and comments are skipped exactly as the index
     skips them; its scan is linear (no regex backtracking on ``[[[[…``)."""
-    from reme_engine.markdown.links import parse_links
+    from reme_engine.engine import Engine
+
+    parse_links = Engine.parse_links
 
     if "[[" not in text:
         return text
@@ -265,7 +267,9 @@ PROVENANCE_KEYS = ("source_conversation", "source_resource", "derived_from", "se
 def _link_targets(value) -> list[str]:
     """Wikilink targets (``T`` or ``T#anchor``) in a frontmatter value: ``"[[T]]"``, ``[[T|a]]``, lists of them,
     or a bare path."""
-    from reme_engine.markdown.links import parse_links
+    from reme_engine.engine import Engine
+
+    parse_links = Engine.parse_links
 
     out: list[str] = []
     values = value if isinstance(value, (list, tuple)) else [value]
@@ -307,7 +311,9 @@ SOURCES_HEADINGS = {"sources", "source", "来源", "出处", "参考来源"}
 def sources_targets(body: str) -> list[str]:
     """Wikilink targets inside the note's ``## Sources`` section (up to the next heading of the same or a higher
     level), in order, without duplicates."""
-    from reme_engine.markdown.links import parse_links
+    from reme_engine.engine import Engine
+
+    parse_links = Engine.parse_links
 
     if "[[" not in body:
         return []
@@ -341,7 +347,9 @@ def sources_targets(body: str) -> list[str]:
 
 def note_links(meta: dict, body: str) -> list[tuple[str, str, str | None]]:
     """``(shown text, target, anchor)`` of the frontmatter's and body's wikilinks, in order, deduplicated."""
-    from reme_engine.markdown.links import parse_links
+    from reme_engine.engine import Engine
+
+    parse_links = Engine.parse_links
 
     out: list[tuple[str, str, str | None]] = []
     seen: set[tuple[str, str | None]] = set()
@@ -480,8 +488,9 @@ def ownership_line(owner: str, stamp: str, intact: int, edited: int) -> str:
     if owner == "app":
         return "⚙ reme's: written by reme, not edited since (any edit makes it yours)"
     parts = ["written by reme, edited by you"] if stamp == "stale" else []
+    # "section", not "block": a day page's card index and a proposed block are both a marked part of the note
     if intact:
-        parts.append(f"{intact} block{'s' if intact > 1 else ''} proposed by reme ▎")
+        parts.append(f"reme maintains {intact} section{'s' if intact > 1 else ''} here (marked ▎)")
     if edited:
-        parts.append(f"{edited} reme block{'s' if edited > 1 else ''} edited by you")
+        parts.append(f"you edited {edited} reme section{'s' if edited > 1 else ''}")
     return "✎ yours: " + "; ".join(parts) if parts else ""

@@ -488,6 +488,7 @@ def _snapshot_app(app_for, monkeypatch, chat: bool = False) -> tuple[ReMeApp, ob
         m = await started(pilot)
         await wait_for(pilot, lambda: m.agenda.date == "2026-11-28" and m.daily.page is not None, what="panes")
         await open_and_wait(pilot, GUANGFU)
+        await wait_for(pilot, lambda: m.chat.restored is not None, what="earlier chat restored")
         if chat:
             m.chat.add_message("user", "周末把光伏跟踪表建起来 📈", "m1", status="saved → capture.md")
             mid = m.chat.begin_stream("assistant", "m2")

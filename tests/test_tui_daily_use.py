@@ -518,7 +518,7 @@ async def test_note_pane_says_who_owns_what_and_marks_reme_lines(app_for, demo_v
         note = m.note
         assert note.border_title == f"{RUNNING} · yours"
         owner = str(note.owner_line.render())
-        assert note.owner_line.display and owner.startswith("✎ yours: 1 block proposed by reme")
+        assert note.owner_line.display and owner.startswith("✎ yours: reme maintains 1 section here (marked ▎)")
         assert "written by you; 1 block" in note.owner_line.tooltip  # the engine's reason, whole
         # the block's lines (markers included) carry the gutter class; the user's lines do not
         marked = [b for b in note.markdown.children if b.has_class("-app")]
@@ -541,7 +541,7 @@ async def test_note_pane_says_who_owns_what_and_marks_reme_lines(app_for, demo_v
         m.open_note(RUNNING, history=False)
         await wait_for(pilot, lambda: any("reme block you edited: yours now" in str(b.render())
                                           for b in note.markdown.query(ReMeMarker)), what="edited block shown")
-        assert "1 reme block edited by you" in str(note.owner_line.render())
+        assert "you edited 1 reme section" in str(note.owner_line.render())
         assert not any(b.has_class("-app") for b in note.markdown.children)
 
         await open_and_wait(pilot, "digest/wiki/by-reme.md")
@@ -558,7 +558,7 @@ async def test_note_pane_says_who_owns_what_and_marks_reme_lines(app_for, demo_v
 
 def test_snapshot_user_note_with_a_reme_block_80x24(app_for, snap_compare, monkeypatch, demo_vault):
     """A note the user wrote (晨跑计划) with a block reme proposed: the title ends "· yours", the header line says
-    "✎ yours: written by you; 1 block … proposed by reme", the block's two marker lines read "┄ reme proposes …"
+    "✎ yours: reme maintains 1 section here (marked ▎)", the block's two marker lines read "┄ reme proposes …"
     and "┄ end of reme's block", and the block's lines (markers and its two bullets) have a dim left gutter
     that the user's own lines (the heading, the paragraph with ¹, the ⚠ Knee callout, "My own line") lack."""
     (demo_vault / RUNNING).write_text(running_note(), encoding="utf-8")
@@ -627,7 +627,7 @@ async def _ask(pilot, m, srv) -> object:
                                       for b in m.chat.bubbles.values()), what="answer", timeout=30)
     await wait_for(pilot, lambda: len(srv.requests) >= 2, what="auto-memory call", timeout=30)
     await settle(pilot)
-    return next(b for b in m.chat.bubbles.values() if b.role == "assistant")
+    return [b for b in m.chat.bubbles.values() if b.role == "assistant"][-1]  # this answer, not a restored one
 
 
 async def test_chat_citations_open_the_cited_lines(app_for):
@@ -679,6 +679,7 @@ def test_snapshot_chat_with_an_answer_80x24(app_for, snap_compare, monkeypatch):
             await open_and_wait(pilot, GUANGFU)
             m.show_left = m.show_right = False  # the note and the chat only: 80 columns are few
             m._apply_layout()
+            await wait_for(pilot, lambda: m.chat.restored is not None, what="earlier chat restored")
             await _ask(pilot, m, srv)
             m.chat.log_view.focus()
             await settle(pilot)

@@ -598,8 +598,9 @@ async def test_search_filters_layer_and_date_range(app_for):
         await pilot.press(*"2026-11-26", "tab", *"2026-11-26")
         await wait_for(pilot, lambda: s.result is not None and s.shown_seq == s.seq
                        and s.date_to.value == "2026-11-26"
-                       and all("2026-11-26" in h.path for h in s.result.hits), what="date filter")
-        assert s.result.hits and {h.path.split("/")[0] for h in s.result.hits} <= {"daily", "resource"}
+                       and all("2026-11-26" in h.path or h.path.startswith("session/")  # chat records: dated by their turns
+                               for h in s.result.hits), what="date filter")
+        assert s.result.hits and {h.path.split("/")[0] for h in s.result.hits} <= {"daily", "resource", "session"}
         s.date_to.value = "2026-13-01"
         await pilot.pause(0.3)
         await settle(pilot)
@@ -738,9 +739,10 @@ async def test_background_results_while_the_user_types(app_for, demo_vault):
                     if stop.is_set():
                         return
                     days = [DayInfo(DEMO_DAY, i % 5, True, True), DayInfo("2026-11-27", 3, True)]
-                    m.post_message(DaysLoaded(DEMO_DAY, days))
-                    m.post_message(StatusLoaded({**status, "files": status["files"] + n}))
-                    m.post_message(AgendaLoaded(DEMO_DAY, DEMO_DAY, agenda_res))
+                    # each to the pane whose workers post it (panes load their own data)
+                    m.daily.post_message(DaysLoaded(DEMO_DAY, days))
+                    m.status.post_message(StatusLoaded({**status, "files": status["files"] + n}))
+                    m.agenda.post_message(AgendaLoaded(DEMO_DAY, DEMO_DAY, agenda_res))
                     m.post_message(IndexProgress("index", i % 100, 100))
                     time.sleep(0.01)
             except BaseException as exc:  # pragma: no cover - reported below

@@ -76,7 +76,8 @@ class NewNoteScreen(Dialog[str | None]):
 
 class LinkPickerScreen(Dialog[tuple[str, str | None] | None]):
     """Choose one of ``links`` — ``(shown text, target, anchor)`` — to follow. Typing filters the list (the quick
-    switcher's matching: substrings and in-order characters, CJK included); ↑↓ choose, Enter follows."""
+    switcher's matching: substrings and in-order characters, CJK included); ↑↓ choose, Enter follows. Targets in
+    ``missing`` (links to notes that do not exist) are marked "(missing)"; following one offers to create it."""
 
     BINDINGS = [
         Binding("escape", "close", "Close", id="links_picker.close"),
@@ -84,9 +85,11 @@ class LinkPickerScreen(Dialog[tuple[str, str | None] | None]):
         Binding("up", "move(-1)", "Previous", show=False, id="links_picker.previous"),
     ]
 
-    def __init__(self, links: list[tuple[str, str, str | None]], title: str = "Follow a link") -> None:
+    def __init__(self, links: list[tuple[str, str, str | None]], title: str = "Follow a link", *,
+                 missing: set[str] | frozenset = frozenset()) -> None:
         super().__init__()
         self.links = links
+        self.missing = frozenset(missing)
         self.title_text = title
         self.filter = Input(placeholder="type to filter the links", id="link-filter", compact=True)
         self.options = OptionList(*self._options(""), id="link-picker")
@@ -100,9 +103,12 @@ class LinkPickerScreen(Dialog[tuple[str, str | None] | None]):
             dest = target + (f"#{anchor}" if anchor else "")
             if q and not all(score_text(term, fold(f"{shown} {dest}")) for term in q.split(" ")):
                 continue
-            t = Text(one_line(shown), style="bold")
+            gone = target in self.missing
+            t = Text(one_line(shown), style="bold strike" if gone else "bold")
             if dest != shown:
                 t.append(f"  {dest}", style="dim")
+            if gone:
+                t.append("  (missing)", style="italic red")
             opts.append(Option(fit_text(t, 100), id=str(i)))
         if not opts:
             msg = "This note has no links." if not self.links else f"No link matches {query.strip()!r}."

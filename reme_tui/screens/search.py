@@ -65,10 +65,16 @@ class SearchScreen(Dialog):
         Binding("ctrl+f", "focus_filters", "Filters", id="search.filters"),
     ]
 
-    def __init__(self, engine, *, initial: str = "", mode: str = "hybrid", layers=None) -> None:
+    def __init__(self, engine, *, initial: str = "", mode: str = "hybrid", layers=None, vault_changed=None,
+                 folders: list[str] | None = None) -> None:
+        """``layers``: the layer settings; ``folders``: the vault's top-level folders (the layer filter offers
+        those, layers first, instead of layers the vault does not have; None: the layer folders);
+        ``vault_changed``: the main screen's signal, so results on screen follow the index."""
         super().__init__()
         self.engine = engine
         self.layer_settings = layers
+        self.folders = folders
+        self.vault_changed = vault_changed
         self.initial = initial
         self.mode = mode if mode in MODES else "hybrid"
         self.seq = 0  # number of the newest request
@@ -106,6 +112,8 @@ class SearchScreen(Dialog):
 
     def on_mount(self) -> None:
         self.input.focus()
+        if self.vault_changed is not None:
+            self.vault_changed.subscribe(self, lambda _change: self.refresh_results())
         if self.initial.strip():
             self.call_after_refresh(self._schedule, 0)
 
@@ -113,14 +121,23 @@ class SearchScreen(Dialog):
     def _layer_dirs(self) -> list[str]:
         lay = self.layer_settings
         if lay is None:
-            return ["daily", "digest", "resource", "session"]
-        dirs = [lay.daily_dir, lay.digest_dir, lay.resource_dir, lay.session_dir]
-        return [d.strip("/") for d in dirs if d and d.strip("/")]
+            layers = ["daily", "digest", "resource", "session"]
+        else:
+            dirs = [lay.daily_dir, lay.digest_dir, lay.resource_dir, lay.session_dir]
+            layers = [d.strip("/") for d in dirs if d and d.strip("/")]
+        if self.folders is None:
+            return layers
+        # an Obsidian vault has its own folders: offer those that exist (layers first), never a missing layer
+        have = [f for f in self.folders if "/" not in f]
+        return [d for d in layers if d in have] + sorted((f for f in have if f not in layers), key=str.casefold)
 
     def filters(self):
         """The ``SearchFilters`` the filter row describes (None when no filter is set). Raises ValueError for a
         malformed date."""
-        from reme_engine.search.hybrid import SearchFilters
+        try:
+            from reme_engine.search.results import SearchFilters
+        except ImportError:  # before the search results moved to their own module
+            from reme_engine.search.hybrid import SearchFilters
 
         layer = self.layer_select.value if isinstance(self.layer_select.value, str) else None
         bounds = []
@@ -245,10 +262,13 @@ class SearchScreen(Dialog):
         keep, self._keep_highlight = self._keep_highlight, None
         self._fill(res, keep or 0)
         note = f"{len(res.hits)} hits · {res.took_ms:.0f} ms · {res.mode}"
+        # the engine drops hits far below the best one (a relative floor): say so, or they seem lost
+        hidden = int(getattr(res, "hidden", 0) or 0)
+        weaker = f" · {hidden} weaker {'hit' if hidden == 1 else 'hits'} hidden" if hidden else ""
         if res.degraded:
             note += f" · {res.degraded}"
         ftext = self._filter_text()
-        self._info(note + ftext if res.hits else f"no hits for {message.query!r} ({res.mode}){ftext}")
+        self._info(note + weaker + ftext if res.hits else f"no hits for {message.query!r} ({res.mode}){weaker}{ftext}")
         if self._open_when_ready and message.seq == self.seq:
             self._open_when_ready = False
             self._open(0)

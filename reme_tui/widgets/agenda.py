@@ -4,9 +4,10 @@ next action, delivery, why), then the topics with their kind and confidence.
 A date field at the top picks the day (Enter reads it; ``←``/``→`` on the list step one day). When the day has
 no interests file the pane says so calmly, with the time of the next scheduled refresh.
 
-Posts:
+It loads its own data (``loaders.agenda`` in a thread worker; another day picked posts
+:class:`~reme_tui.messages.AgendaRequested` to itself) and re-reads the day shown when its interests file changes
+(the context's ``vault_changed`` signal). Posts up:
 
-* :class:`~reme_tui.messages.AgendaRequested` when another day is picked;
 * :class:`~reme_tui.messages.FollowLink` when an item or topic is chosen (its evidence note, resolved by the
   screen the way wikilinks are).
 """
@@ -16,14 +17,15 @@ from __future__ import annotations
 import datetime as _dt
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Input, OptionList
 from textual.widgets.option_list import Option
 
-from ..messages import AgendaRequested, FollowLink
+from .. import loaders
+from ..messages import AgendaLoaded, AgendaRequested, FollowLink, RefreshFinished
 from ..render import fit_text, one_line, row_width
 
 def _strip_link(value: str) -> str:
@@ -58,6 +60,37 @@ def evidence_target(item: dict, topics_by_id: dict[str, dict]) -> str | None:
     return None
 
 
+#: Lines an agenda field or topic reason may take before it is cut (at 80–100 columns one line cut the next
+#: action in half; more than two would let one item fill the pane).
+FIELD_LINES = 2
+_WRAP_CONSOLE = None
+
+
+def wrap_lines(t: Text, width: int, max_lines: int = FIELD_LINES, indent: int = 4) -> Text:
+    """``t`` wrapped to ``width`` cells (CJK aware), continuation lines indented by ``indent``; the last line
+    kept is cut with an ellipsis when more would follow."""
+    global _WRAP_CONSOLE
+    if t.cell_len <= width or max_lines <= 1:
+        return fit_text(t, width)
+    if _WRAP_CONSOLE is None:
+        import io
+
+        from rich.console import Console
+
+        _WRAP_CONSOLE = Console(file=io.StringIO(), width=200)
+    first, *rest = t.wrap(_WRAP_CONSOLE, width)
+    lines = [first]
+    if rest:
+        tail = Text(" ").join(rest)  # re-wrap the rest at the indented width
+        more = tail.wrap(_WRAP_CONSOLE, max(8, width - indent))
+        for i, line in enumerate(more[: max_lines - 1]):
+            line = Text(" " * indent) + line
+            if i == max_lines - 2 and len(more) > max_lines - 1:
+                line = fit_text(line + Text(" …"), width)
+            lines.append(fit_text(line, width))
+    return Text("\n").join(lines)
+
+
 def _field(label: str, value, width: int, style: str = "") -> Text | None:
     if value is None or value == "" or value == []:
         return None
@@ -66,7 +99,7 @@ def _field(label: str, value, width: int, style: str = "") -> Text | None:
     t = Text("  ")
     t.append(f"{label} ", style="dim")
     t.append(one_line(str(value)), style=style)
-    return fit_text(t, width)
+    return wrap_lines(t, width)
 
 
 def agenda_prompt(n: int, item: dict, width: int) -> Text:
@@ -97,7 +130,7 @@ def topic_prompt(topic: dict, width: int) -> Text:
     second.append(" · ".join(meta), style="italic")
     if topic.get("reason"):
         second.append((" — " if meta else "") + one_line(topic["reason"]), style="dim")
-    return Text("\n").join([fit_text(head, width), fit_text(second, width)])
+    return Text("\n").join([fit_text(head, width), wrap_lines(second, width)])
 
 
 def next_refresh_text(when, now: _dt.datetime | None = None) -> str:
@@ -134,8 +167,10 @@ class AgendaList(OptionList):
 class AgendaPane(Vertical):
     """``date``: the day shown (None until the first answer); ``result``: the ``ProactiveReadResult`` shown."""
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, ctx=None, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.ctx = ctx  # PaneContext (None: a bare view filled by show)
+        self.refresh_running = False
         self.date: str | None = None
         self.today: str | None = None
         self.result = None
@@ -156,6 +191,84 @@ class AgendaPane(Vertical):
     def on_mount(self) -> None:
         self.border_title = "Agenda"
         self.show_message("Reading today's agenda…")
+        if self.ctx is not None:
+            self.ctx.vault_changed.subscribe(self, self._vault_changed)
+
+    # -- loading (a thread worker → a message to itself) ----------------------------------------------------
+    @work(thread=True, exclusive=True, group="agenda", exit_on_error=False)
+    def load(self, date: str = "") -> None:
+        """Read the agenda of ``date`` ("" = today)."""
+        ctx = self.ctx
+        today = ctx.today()
+        try:
+            res, nxt, carried = loaders.agenda(ctx.engine, ctx.settings, date, today)
+        except Exception as exc:
+            self.post_message(AgendaLoaded(date or today, today, None, error=loaders.error_text(exc)))
+            return
+        self.post_message(AgendaLoaded(date or today, today, res, nxt, carried=carried))
+
+    def on_agenda_requested(self, message: AgendaRequested) -> None:
+        if self.ctx is not None:
+            message.stop()
+            self.load(message.date)
+
+    def on_agenda_loaded(self, message: AgendaLoaded) -> None:
+        message.stop()
+        self.show(message.date, message.today, message.result, message.next_refresh, message.error,
+                  carried=message.carried)
+
+    # -- refresh (r) ----------------------------------------------------------------------------------------
+    def refresh_today(self) -> bool:
+        """Run today's proactive refresh now (keyword fallback without an LLM); False when one is running."""
+        if self.refresh_running:
+            self.notify("A refresh is already running", timeout=3)
+            return False
+        self.refresh_running = True
+        self._run_refresh(self.ctx.today())
+        return True
+
+    @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
+    def _run_refresh(self, date: str) -> None:
+        try:
+            # carry_forward: a fresh day gets its file from the open topics even when no daily note changed
+            res = self.ctx.engine.proactive_refresh(date, carry_forward=True)
+        except Exception as exc:
+            self.post_message(RefreshFinished(date, error=loaders.error_text(exc)))
+            return
+        self.post_message(RefreshFinished(date, res))
+
+    def on_refresh_finished(self, message: RefreshFinished) -> None:  # bubbles on: the screen's status and days
+        self.refresh_running = False
+        if message.error:
+            self.notify(message.error, title="Refresh failed", severity="error", timeout=8)
+            return
+        res = message.result
+        status = getattr(res, "status", "done")
+        errors = list(getattr(res, "errors", []) or [])
+        topics = len(getattr(res, "topics", []) or [])
+        items = len(getattr(res, "agenda_items", []) or [])
+        how = "LLM" if getattr(res, "used_llm", False) else "keywords (no LLM)"
+        if status == "failed" or errors:
+            self.notify("; ".join(errors) or "the refresh failed", title="Refresh failed", severity="error",
+                        timeout=8)
+        elif status == "no_change":
+            self.notify("Nothing new in the daily notes since the last refresh: the agenda shown is current.",
+                        title="Refresh", timeout=4)
+        elif not getattr(res, "changed", None):  # a fresh day: nothing new, the open topics re-evaluated
+            if topics:
+                self.notify(f"Nothing new in the daily notes: {topics} open topics carried forward · via {how}",
+                            title="Refreshed", timeout=5)
+            else:
+                self.notify("No recent daily notes and no open topics to carry forward: write in today's page "
+                            "(t), then refresh again.", title="Refreshed", timeout=6)
+        else:
+            self.notify(f"{topics} topics · {items} agenda items · via {how}", title="Refreshed", timeout=5)
+        self.load(message.date)  # the day just refreshed, even if another day was on screen
+
+    def _vault_changed(self, change) -> None:
+        day = self.date or self.ctx.today()
+        if f"{self.ctx.daily_dir}/{day}/interests.yaml" in change.paths:
+            self.load(day)  # refreshed by another process (cron in --serve, --refresh)
 
     # -- requests -------------------------------------------------------------------------------------------
     def request(self, date: str = "") -> None:

@@ -1,8 +1,10 @@
 """The Chat pane: a scrolling transcript above a one-line input.
 
-Posts :class:`~reme_tui.messages.ChatSubmitted` when the user presses Enter on a non-empty input; the screen
-saves the message (session record, and today's capture card without an LLM) and reports back with
-:meth:`ChatPane.mark_saved` / :meth:`ChatPane.mark_failed`.
+Enter on a non-empty input posts :class:`~reme_tui.messages.ChatSubmitted` to the pane itself; given a context,
+the pane saves the message through its :class:`~reme_tui.chat_session.ChatSession` in thread workers (session
+record, and today's capture card without an LLM), streams the answer when an LLM is configured, and lets
+:class:`~reme_tui.messages.ChatSaved` / :class:`~reme_tui.messages.ChatReply` bubble up so the screen can reload
+the day. At start it shows the transcript of the chat record written last (under an "earlier" divider).
 
 Replies plug in through the streaming API, called on the UI thread as chunks arrive::
 
@@ -22,12 +24,13 @@ import uuid
 
 from rich.style import Style
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Input, Static
 
-from ..messages import ChatSubmitted, FollowLink
+from ..chat_session import ChatSession
+from ..messages import ChatReply, ChatRestored, ChatSaved, ChatSubmitted, FollowLink
 
 ROLE_LABELS = {"user": "you", "assistant": "reme", "system": "·"}
 NO_LLM_NOTICE = "No LLM: quick capture. Each message is saved to today's capture card; answers need an LLM."
@@ -63,7 +66,9 @@ class ChatBubble(Static):
 
     def _linked_text(self) -> Text:
         """The text with each wikilink underlined and clickable (``action_follow_citation``)."""
-        from reme_engine.markdown.links import parse_links
+        from reme_engine.engine import Engine
+
+        parse_links = Engine.parse_links
 
         out = Text()
         pos = 0
@@ -102,8 +107,11 @@ class ChatLog(VerticalScroll, can_focus=True):
 class ChatPane(Vertical):
     """``llm``: whether answers are available (changes the notice); ``bubbles``: message id → :class:`ChatBubble`."""
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, ctx=None, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.ctx = ctx  # PaneContext (None: a bare view driven through add_message/begin_stream)
+        self.session = ChatSession(ctx.engine) if ctx is not None else None
+        self.restored: str | None = None  # the earlier session shown again ("" when there was none to show)
         self.llm = False
         self.bubbles: dict[str, ChatBubble] = {}
         self.notice = Static(NO_LLM_NOTICE, id="chat-notice", markup=False)
@@ -118,6 +126,104 @@ class ChatPane(Vertical):
     def on_mount(self) -> None:
         self.border_title = "Chat"
         self.set_llm(self.llm)
+        if self.session is not None:
+            self._restore()
+
+    # -- the session (thread workers → messages to itself, then up) ---------------------------------------
+    @work(thread=True, group="chat-restore", exit_on_error=False)
+    def _restore(self) -> None:
+        try:
+            sid, msgs = self.session.restore()
+        except Exception:  # an unreadable record: start empty, as before there was one
+            sid, msgs = None, []
+        self.post_message(ChatRestored(sid, msgs))
+
+    def on_chat_restored(self, message: ChatRestored) -> None:
+        message.stop()
+        self.restored = message.session_id or ""
+        if not message.messages or self.bubbles:
+            self.restored = ""
+            return  # nothing to restore, or the user already wrote (their bubbles stay last)
+        first = message.messages[0].created_at[:10]
+        self.log_view.mount(Static(Text(f"── earlier · {first} ──", style="dim"), classes="chat-divider"), before=0)
+        for m in message.messages:
+            bubble = ChatBubble(m.id, m.role, m.content, status="")
+            self.bubbles[m.id] = bubble
+            self.log_view.mount(bubble)
+        self.log_view.mount(Static(Text("── this session ──", style="dim"), classes="chat-divider"))
+        self.call_after_refresh(self.log_view.scroll_end, animate=False)
+
+    def on_chat_submitted(self, message: ChatSubmitted) -> None:
+        if self.session is None:
+            return
+        message.stop()
+        msg_id = self.session.new_message_id()
+        self.add_message("user", message.text, msg_id, status="saving…")
+        self._save(msg_id, message.text, not self.llm)
+
+    @work(thread=True, group="chat", exit_on_error=False)
+    def _save(self, msg_id: str, text: str, capture: bool) -> None:
+        """Append the message to the session record at once; without an LLM also to today's capture card."""
+        from ..loaders import error_text
+
+        try:
+            msg = self.session.save(msg_id, text)
+            srel = self.session.record_path()
+        except Exception as exc:
+            self.post_message(ChatSaved(msg_id, "session", None, error=error_text(exc)))
+            return
+        self.post_message(ChatSaved(msg_id, "session", srel))
+        if not capture:
+            return
+        try:
+            path = self.session.capture(msg)
+        except Exception as exc:
+            self.post_message(ChatSaved(msg_id, "capture", srel, error=error_text(exc)))
+            return
+        self.post_message(ChatSaved(msg_id, "capture", srel, path))
+
+    def on_chat_saved(self, message: ChatSaved) -> None:  # bubbles on: the screen reloads the day
+        if self.session is None:
+            return
+        if message.error:
+            what = "session record" if message.stage == "session" else "capture card"
+            self.mark_failed(message.message_id, f"{what}: {message.error}")
+            self.notify(message.error, title=f"Chat not saved to the {what}", severity="error", timeout=8)
+            return
+        if message.stage == "session":
+            self.mark_saved(message.message_id, "saved" if self.llm else "saved · capturing…")
+            if self.llm:
+                self._answer(message.message_id, self.begin_stream("assistant"))
+            return
+        cap = message.capture_path or ""
+        self.mark_saved(message.message_id, f"saved → {cap.rsplit('/', 1)[-1]}" if cap else "saved")
+
+    @work(thread=True, group="chat-answer", exit_on_error=False)
+    def _answer(self, question_id: str, reply_id: str) -> None:
+        """Stream a grounded answer (retrieval + citations) into bubble ``reply_id``, then run auto-memory for the
+        session (the user's statements become a daily card)."""
+        from ..loaders import error_text
+
+        try:
+            status = self.session.answer(question_id, lambda text: self.post_message(ChatReply(reply_id, text)))
+            self.post_message(ChatReply(reply_id, done=True, status=status))
+        except Exception as exc:
+            self.post_message(ChatReply(reply_id, done=True, error=error_text(exc)))
+            return
+        try:
+            if self.session.remember():
+                self.post_message(ChatReply(reply_id, done=True, status=status + " · remembered"))
+        except Exception as exc:  # memory failing must not lose the answer
+            self.post_message(ChatReply(reply_id, done=True, status=status + f" · memory: {error_text(exc)}"))
+
+    def on_chat_reply(self, message: ChatReply) -> None:  # bubbles on: the screen reloads the day list
+        if message.error:
+            self.end_stream(message.reply_id, f"⚠ {message.error}")
+            return
+        if message.chunk:
+            self.append_chunk(message.reply_id, message.chunk)
+        if message.done:
+            self.end_stream(message.reply_id, message.status)
 
     def set_llm(self, configured: bool) -> None:
         self.llm = configured

@@ -1,10 +1,9 @@
 """The Daily pane (left): the dates (today first, then newest first, each with its number of cards) above the
 chosen day — its day page and its cards.
 
-The pane never reads the vault. It posts:
+It loads its own data (``loaders.day_infos`` / ``loaders.day`` in thread workers, results posted to itself) and
+reloads when the vault changes (the context's ``vault_changed`` signal). It posts up:
 
-* :class:`~reme_tui.messages.DayRequested` when a date is highlighted (the screen answers with
-  :meth:`DailyPane.set_day`);
 * :class:`~reme_tui.messages.OpenDay` when a date is chosen (Enter/click) or the "create day page" row is chosen —
   ``create=True`` for today and for the create row;
 * :class:`~reme_tui.messages.OpenNote` when a card (or the day page) is chosen.
@@ -15,13 +14,14 @@ from __future__ import annotations
 import datetime as _dt
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from ..messages import DayInfo, DayRequested, OpenDay, OpenNote
+from .. import loaders
+from ..messages import DayInfo, DayLoaded, DayRequested, DaysLoaded, OpenDay, OpenNote
 from ..render import fit_text, one_line, row_width, truncate_cells
 
 KIND_ICONS = {"session": "💬", "resource": "📎", "note": "📝"}
@@ -84,8 +84,9 @@ class DayCards(OptionList):
 class DailyPane(Vertical):
     """Dates above the chosen day's cards. ``days``: the :class:`DayInfo` rows shown; ``date``: the chosen day."""
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, ctx=None, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.ctx = ctx  # PaneContext (None: a bare view filled by set_days/set_day)
         self.days: list[DayInfo] = []
         self.date: str | None = None  # the day whose cards are shown (or requested)
         self.today: str | None = None
@@ -103,6 +104,56 @@ class DailyPane(Vertical):
     def compose(self) -> ComposeResult:
         yield self.dates
         yield self.day_cards
+
+    # -- loading (thread workers → messages to itself) ------------------------------------------------------
+    def on_mount(self) -> None:
+        if self.ctx is not None:
+            self.ctx.vault_changed.subscribe(self, self._vault_changed)
+
+    @work(thread=True, exclusive=True, group="days", exit_on_error=False)
+    def load_days(self) -> None:
+        """Re-read the dates (today first) with their card counts."""
+        ctx = self.ctx
+        today = ctx.today()
+        try:
+            infos = loaders.day_infos(ctx.engine, ctx.daily_dir, today)
+        except Exception as exc:
+            self.post_message(DaysLoaded(today, [DayInfo(today, today=True)], loaders.error_text(exc)))
+            return
+        self.post_message(DaysLoaded(today, infos))
+
+    def on_days_loaded(self, message: DaysLoaded) -> None:
+        self.set_days(message.today, message.days)
+        if message.error:
+            self.notify(f"daily notes: {message.error}", severity="warning")
+
+    def on_day_requested(self, message: DayRequested) -> None:
+        if self.ctx is not None:
+            message.stop()
+            self.load_day(message.date)
+
+    @work(thread=True, exclusive=True, group="day", exit_on_error=False)
+    def load_day(self, date: str) -> None:
+        """Re-read the page and cards of ``date``."""
+        try:
+            page, cards = loaders.day(self.ctx.engine, self.ctx.daily_dir, date)
+        except Exception as exc:
+            self.post_message(DayLoaded(date, None, [], loaders.error_text(exc)))
+            return
+        self.post_message(DayLoaded(date, page, cards))
+
+    def on_day_loaded(self, message: DayLoaded) -> None:
+        self.set_day(message.date, message.page, message.cards, message.error)  # bubbles on: the title follows
+
+    def _vault_changed(self, change) -> None:
+        if change.first_pass:
+            return  # read the file system, not the index: nothing new after the first pass
+        self.load_days()
+        if shown := self.date:
+            d = self.ctx.daily_dir
+            page, folder = f"{d}/{shown}.md", f"{d}/{shown}/"
+            if any(p == page or p.startswith(folder) for p in change.paths):
+                self.load_day(shown)  # a card of the day on screen was added, edited or removed elsewhere
 
     # -- filling (called by the screen) ---------------------------------------------------------------------
     def _width(self, widget) -> int:

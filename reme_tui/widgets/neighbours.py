@@ -7,8 +7,10 @@ from) get a group of their own. Each entry shows the other note's name (⎘ for 
 "(missing)" when the link is dangling) and its description. At depth 2 the notes two hops away follow, each with
 the note it is reached through.
 
-Posts :class:`~reme_tui.messages.OpenNote` when an existing note is chosen (Enter or click; choosing a missing one
-only shows a notice) and :class:`~reme_tui.messages.NeighbourDepthChanged` when ``x`` toggles depth 1 ↔ 2.
+It loads its own data (``loaders.neighbours`` and ``engine.traverse`` in thread workers, for the note given to
+:meth:`NeighboursList.load`) and reloads when the vault changes (the context's ``vault_changed`` signal). Posts
+:class:`~reme_tui.messages.OpenNote` when an existing note is chosen (Enter or click; choosing a missing one only
+shows a notice) and :class:`~reme_tui.messages.NeighbourDepthChanged` when ``x`` toggles depth 1 ↔ 2.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rich.text import Text
+from textual import work
 from textual.binding import Binding
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from ..messages import NeighbourDepthChanged, OpenNote
+from .. import loaders
+from ..messages import NeighbourDepthChanged, NeighboursLoaded, OpenNote, TraverseLoaded
 from ..render import fit_text, one_line, plain_inline, row_width, truncate_cells
 
 SOURCES_GROUP = "Sources"
@@ -124,8 +128,11 @@ class NeighboursList(OptionList):
                 tooltip="Links pane: show the notes two hops away too (or not)"),
     ]
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, ctx=None, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.ctx = ctx  # PaneContext (None: a bare view filled by show)
+        self.wanted: str | None = None  # the note asked for last (answers for another one are dropped)
+        self._wanted_sources: list[str] = []
         self.path: str | None = None
         self.entries: dict[str, object] = {}
         self.hood = None  # the Neighborhood shown (kept to re-cut the lines when the pane is resized)
@@ -137,6 +144,68 @@ class NeighboursList(OptionList):
 
     def on_mount(self) -> None:
         self.border_title = "Links"
+        if self.ctx is not None:
+            self.ctx.vault_changed.subscribe(self, self._vault_changed)
+
+    # -- loading (thread workers → messages to itself) ------------------------------------------------------
+    def load(self, path: str, sources: list[str] | None = None, *, hop2: bool = True) -> None:
+        """Show the links of ``path`` (``sources``: the targets of its ``## Sources`` section, kept for reloads
+        of the same note); at depth 2 the second hop too (unless ``hop2`` is False)."""
+        if sources is not None or path != self.wanted:
+            self._wanted_sources = list(sources or [])
+        self.wanted = path
+        self._load(path, self._wanted_sources)
+        if hop2 and self.depth == 2:
+            self._load_traverse(path)
+
+    @work(thread=True, exclusive=True, group="neighbours", exit_on_error=False)
+    def _load(self, path: str, sources: list[str]) -> None:
+        try:
+            hood, resolved = loaders.neighbours(self.ctx.engine, path, sources)
+        except Exception as exc:
+            self.post_message(NeighboursLoaded(path, None, loaders.error_text(exc)))
+            return
+        self.post_message(NeighboursLoaded(path, hood, sources=resolved))
+
+    def on_neighbours_loaded(self, message: NeighboursLoaded) -> None:
+        message.stop()
+        if message.path != self.wanted:
+            return
+        if message.error:
+            self.show_message(f"links unavailable: {message.error}")
+        elif not self.ctx.keyword_ready and not (message.neighborhood.outlinks or message.neighborhood.inlinks):
+            self.show_message("Links appear when indexing finishes…")
+        else:
+            self.show(message.path, message.neighborhood, message.sources)
+
+    @work(thread=True, exclusive=True, group="traverse", exit_on_error=False)
+    def _load_traverse(self, path: str) -> None:
+        try:
+            res = self.ctx.engine.traverse(path, depth=2)
+        except Exception as exc:
+            self.post_message(TraverseLoaded(path, 2, None, loaders.error_text(exc)))
+            return
+        self.post_message(TraverseLoaded(path, 2, res))
+
+    def on_traverse_loaded(self, message: TraverseLoaded) -> None:
+        message.stop()
+        if message.path != self.wanted or self.depth != 2:
+            return
+        if message.error:
+            self.notify(f"depth 2 unavailable: {message.error}", severity="warning")
+            self.show_hop2(message.path, [])
+            return
+        self.show_hop2(message.path, hop2_from_traverse(message.result, message.path))
+
+    def on_neighbour_depth_changed(self, message: NeighbourDepthChanged) -> None:
+        if self.ctx is not None:
+            message.stop()
+            if message.depth == 2 and self.wanted:
+                self._load_traverse(self.wanted)
+
+    def _vault_changed(self, change) -> None:
+        if self.wanted:
+            self.load(self.wanted, hop2=False)  # links may have resolved meanwhile
 
     def _prompt_width(self) -> int:
         return row_width(self.scrollable_content_region.width)

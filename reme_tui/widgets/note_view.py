@@ -7,13 +7,17 @@ footnotes are rendered (``render.callouts_and_footnotes``); a click on a footnot
 definition.
 
 Posts :class:`~reme_tui.messages.FollowLink` when a wikilink, a relative Markdown link or a provenance link is
-clicked (web links are handed to the terminal's browser via ``App.open_url``). It never loads files: the screen
-gives it a :class:`~reme_tui.messages.NoteDocument` through :meth:`NoteView.show`.
+clicked (web links are handed to the terminal's browser via ``App.open_url``). :meth:`NoteView.load` reads a note
+in a thread worker (``loaders.note_document``; the newest request wins), shows it, and posts
+:class:`~reme_tui.messages.NoteShown` up; :meth:`NoteView.show` renders a ready
+:class:`~reme_tui.messages.NoteDocument`. The note shown is re-read when the index saw it change (the context's
+``vault_changed`` signal).
 """
 
 from __future__ import annotations
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
@@ -21,7 +25,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Markdown, Static, TextArea
 from textual.widgets.markdown import MarkdownBlock
 
-from ..messages import FollowLink, NoteDocument, OpenNote
+from ..messages import FollowLink, NoteDocument, NoteLoaded, NoteShown, OpenNote
 from ..render import (
     FOOTNOTE_SCHEME,
     frontmatter_summary,
@@ -124,8 +128,10 @@ class NoteScroll(VerticalScroll, can_focus=True):
 class NoteView(Vertical):
     """Shows one note. ``path`` is the vault-relative path of what is shown (None before the first note)."""
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, ctx=None, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.ctx = ctx  # PaneContext (None: a bare view filled by show)
+        self.seq = 0  # number of the newest load request
         self.path: str | None = None
         self.doc: NoteDocument | None = None
         self.summary = ""  # the frontmatter line before cutting to the pane's width
@@ -152,12 +158,80 @@ class NoteView(Vertical):
             yield self.markdown
         yield self.plain
 
+    # -- loading (a thread worker → a message to itself) ----------------------------------------------------
+    def on_mount(self) -> None:
+        if self.ctx is not None:
+            self.ctx.vault_changed.subscribe(self, self._vault_changed)
+
+    def load(self, request: OpenNote) -> None:
+        """Read and show ``request.path`` (a newer request makes an older answer stale)."""
+        self.seq += 1
+        self._load(self.seq, request)
+
+    @work(thread=True, exclusive=True, group="note", exit_on_error=False)
+    def _load(self, seq: int, request: OpenNote) -> None:
+        from textual.worker import get_current_worker
+
+        from .. import loaders
+
+        worker = get_current_worker()
+        try:
+            doc = loaders.note_document(self.ctx.engine, request, lambda: worker.is_cancelled,
+                                        resolve_links=self.ctx.keyword_ready)
+        except Exception as exc:  # EngineError: user-facing; anything else: report, keep the app alive
+            self.post_message(NoteLoaded(seq, request, None, loaders.error_text(exc)))
+            return
+        if doc is not None:
+            self.post_message(NoteLoaded(seq, request, doc))
+
+    async def on_note_loaded(self, message: NoteLoaded) -> None:
+        from ..render import line_anchor
+
+        message.stop()
+        if message.seq != self.seq:  # the user asked for another note meanwhile
+            return
+        req = message.request
+        if message.error or message.doc is None:
+            self.notify(message.error or "could not open the note", title="Open", severity="error")
+            return
+        doc = message.doc
+        await self.show(doc)
+        self.post_message(NoteShown(req, doc))
+        line, end = req.line, req.end_line
+        la = line_anchor(req.anchor)
+        if la and line is None:
+            line, end = la
+        if line is not None:
+            self.call_after_refresh(self.scroll_to_line, line, end)
+            self.notify(f"{doc.path}  L{line}" + (f"–L{end}" if end and end != line else ""),
+                        title="Opened at", timeout=4)
+        elif req.anchor:
+            anchor = req.anchor
+
+            def _goto() -> None:
+                if not self.scroll_to_heading(anchor.split("#")[-1]):
+                    self.notify(f"No heading {anchor!r} in {doc.path}", severity="warning")
+
+            self.call_after_refresh(_goto)
+
+    def _vault_changed(self, change) -> None:
+        rep, current = change.report, self.path
+        if not current or change.first_pass or rep is None:
+            return
+        if current in rep.changed_paths:
+            self.load(OpenNote(current, history=False))  # changed on disk: show the new text
+        elif current in rep.removed_paths:
+            why = next((sk.get("reason") for sk in rep.skipped if sk.get("path") == current), None)
+            self.notify(f"{current} can no longer be read: {why}" if why else f"{current} was removed or renamed",
+                        severity="warning")
+
     async def show(self, doc: NoteDocument) -> None:
         """Render ``doc`` (awaits the Markdown widget's rebuild, so blocks exist when this returns)."""
         self.path = doc.path
         self.doc = doc
-        md_note = doc.path.lower().endswith((".md", ".markdown"))
-        self.border_title = f"{doc.path} · {ownership_label(doc.owner)}" if md_note else doc.path
+        md_note = doc.path.lower().endswith((".md", ".markdown")) and not doc.unwritten
+        self.border_title = (f"{doc.path} · {ownership_label(doc.owner)}" if md_note
+                             else f"{doc.path} · not written yet" if doc.unwritten else doc.path)
         intact = sum(1 for b in doc.app_blocks if b[2])
         self.owner_text = ownership_line(doc.owner, doc.owner_stamp, intact,
                                          len(doc.app_blocks) - intact) if md_note else ""

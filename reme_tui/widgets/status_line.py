@@ -1,7 +1,8 @@
 """The status line (bottom, above the footer): vault, demo marker, index figures (files, chunks, vectors, when
 last indexed), running work with progress, embedder, LLM.
 
-Posts nothing; the screen feeds it with :meth:`StatusLine.set_status` and :meth:`StatusLine.set_work`. One line,
+Posts nothing up. :meth:`StatusLine.load` re-reads the index figures (``engine.status`` in a thread worker);
+the screen reports running work with :meth:`StatusLine.set_work` / :meth:`StatusLine.show_progress`. One line,
 cut with an ellipsis by cell width (CJK vault names stay aligned).
 """
 
@@ -10,10 +11,27 @@ from __future__ import annotations
 from datetime import datetime
 
 from rich.text import Text
+from textual import work as _work  # (the class has a reactive named work)
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from ..messages import StatusLoaded
+
 SEP = "  │  "
+STAGE_NAMES = {"scan": "scanning", "index": "indexing", "links": "linking", "embed": "embedding"}
+
+
+def progress_text(stage: str, done: int, total: int) -> str:
+    """``indexing 5/20 (25%)`` for an index pass's progress report (the first embedding batch also loads the
+    model, which reports no progress of its own)."""
+    name = STAGE_NAMES.get(stage, stage)
+    if stage == "embed" and done == 0 and total:
+        return f"{name} 0/{total} (loading model…)"
+    if total > 1:
+        return f"{name} {done}/{total} ({100 * done // max(1, total)}%)"
+    return f"{name}…"
+
+
 
 
 def _short_embedder(space: str | None) -> str:
@@ -50,8 +68,24 @@ class StatusLine(Static):
     status: reactive[dict] = reactive(dict, always_update=True)
     work: reactive[str] = reactive("")
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, engine=None, *, id: str | None = None) -> None:
         super().__init__("", id=id, markup=False)
+        self.engine = engine
+
+    @_work(thread=True, exclusive=True, group="status", exit_on_error=False)
+    def load(self) -> None:
+        """Re-read the index figures (a closed store during shutdown: nothing to show)."""
+        try:
+            self.post_message(StatusLoaded(self.engine.status()))
+        except Exception:
+            pass
+
+    def on_status_loaded(self, message: StatusLoaded) -> None:
+        message.stop()
+        self.set_status(message.status)
+
+    def show_progress(self, stage: str, done: int, total: int) -> None:
+        self.set_work(progress_text(stage, done, total))
 
     def set_status(self, status: dict) -> None:
         self.status = dict(status)
@@ -60,12 +94,25 @@ class StatusLine(Static):
         self.work = text or ""
 
     def render_text(self) -> Text:
+        """The line for the widget's width: at 100 columns and fewer the figures are shortened (no "indexed"
+        time, no embedder, "no LLM"), so the running work and the LLM state stay readable at 80 columns."""
+        width = self.size.width if self.is_mounted else 0
+        line = self._line(compact=0)
+        for level in (1, 2):
+            if not width or line.cell_len <= width:
+                break
+            line = self._line(compact=level)
+        return line
+
+    def _line(self, compact: int) -> Text:
+        """``compact`` 0: everything; 1: no embedder, "no LLM", short separators; 2: also no "indexed" time."""
         st = self.status or {}
+        sep = " │ " if compact else SEP
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(" " + (self.vault or "?"), style="bold")
         if self.demo:
             t.append(" (demo vault)", style="italic")
-        t.append(SEP, style="dim")
+        t.append(sep, style="dim")
         if "files" in st:
             t.append(f"{st['files']} files · {st['chunks']} chunks · ")
             if st.get("embedder"):
@@ -76,19 +123,26 @@ class StatusLine(Static):
             else:
                 t.append("no vectors")
             when = _short_time(st.get("last_indexed"))
-            if when:
+            if when and compact < 2:
                 t.append(f" · indexed {when}", style="dim")
         else:
             t.append("index: opening…", style="italic")
         if self.work:
-            t.append(SEP, style="dim")
+            t.append(sep, style="dim")
             t.append(self.work, style="bold")
-        t.append(SEP, style="dim")
-        t.append(_short_embedder(st.get("embedder")) if "files" in st else "embedder: …")
-        t.append(SEP, style="dim")
-        t.append("LLM: configured" if st.get("llm_configured") else "LLM: not configured",
-                 style="" if st.get("llm_configured") else "dim")
+        if not compact:
+            t.append(sep, style="dim")
+            t.append(_short_embedder(st.get("embedder")) if "files" in st else "embedder: …")
+        t.append(sep, style="dim")
+        if compact:
+            t.append("LLM" if st.get("llm_configured") else "no LLM", style="" if st.get("llm_configured") else "dim")
+        else:
+            t.append("LLM: configured" if st.get("llm_configured") else "LLM: not configured",
+                     style="" if st.get("llm_configured") else "dim")
         return t
+
+    def on_resize(self) -> None:
+        self._refresh_text()
 
     def _refresh_text(self) -> None:
         self.update(self.render_text())

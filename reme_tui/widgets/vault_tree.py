@@ -1,21 +1,23 @@
 """The vault tree (left pane): Daily (days newest first → their cards), Digest (buckets), then the vault's other
 folders and files, loaded lazily as they are expanded.
 
-The widget never reads the vault itself. It posts:
+It loads its own data (``loaders.tree_root`` / ``loaders.tree_children`` in thread workers; a node whose children
+are not loaded yet asks with :class:`~reme_tui.messages.LoadChildren`, answered by :meth:`VaultTree.set_children`)
+and reloads its top level when files come or go (the context's ``vault_changed`` signal). It posts up:
 
-* :class:`~reme_tui.messages.LoadChildren` when a node whose children are not loaded yet is expanded; the screen
-  answers by calling :meth:`VaultTree.set_children`.
 * :class:`~reme_tui.messages.OpenNote` when a file node is selected (Enter or click).
 """
 
 from __future__ import annotations
 
 from rich.text import Text
+from textual import work
 from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from ..messages import LoadChildren, OpenNote, TreeEntry
+from .. import loaders
+from ..messages import ChildrenLoaded, LoadChildren, OpenNote, TreeEntry, TreeRootLoaded
 
 _ICONS = {"daily": "📅 ", "digest": "🧠 ", "day": "", "dir": "", "file": ""}
 
@@ -28,8 +30,11 @@ class VaultTree(Tree[TreeEntry]):
         Binding("left", "collapse_node", "Collapse", show=False, id="tree.collapse"),
     ]
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, ctx=None, *, id: str | None = None) -> None:
         super().__init__("vault", data=TreeEntry("root", "", "vault", True), id=id)
+        self.ctx = ctx  # PaneContext (None: a bare view filled by set_root/set_children)
+        self._root_loaded = False
+        self.top_dirs: list[str] | None = None  # the vault's top-level folders (None until the first load)
         self.show_root = False
         self.guide_depth = 2
         self._loaded: set[int] = set()
@@ -136,6 +141,49 @@ class VaultTree(Tree[TreeEntry]):
                 return node
             queue.extend(node.children)
         return None
+
+    # -- loading (thread workers → messages to itself) ------------------------------------------------------
+    def on_mount(self) -> None:
+        if self.ctx is not None:
+            self.ctx.vault_changed.subscribe(self, self._vault_changed)
+
+    @work(thread=True, exclusive=True, group="tree-root", exit_on_error=False)
+    def load_root(self) -> None:
+        """Re-read the top level (Daily, Digest, the rest)."""
+        try:
+            entries, groups = loaders.tree_root(self.ctx.engine, self.ctx.settings.layers)
+        except Exception as exc:
+            self.post_message(TreeRootLoaded([TreeEntry("info", "", f"⚠ {exc}", dim=True)], {}))
+            return
+        self.post_message(TreeRootLoaded(entries, groups))
+
+    def on_tree_root_loaded(self, message: TreeRootLoaded) -> None:
+        message.stop()
+        self.set_root(message.entries, message.groups, keep_expanded=self._root_loaded)
+        self.top_dirs = [e.path for e in message.entries if e.kind in ("dir", "daily", "digest") and e.path]
+        self._root_loaded = True
+
+    def on_load_children(self, message: LoadChildren) -> None:
+        if self.ctx is not None:
+            message.stop()
+            self.load_children(message.node_id, message.entry)
+
+    @work(thread=True, group="tree", exit_on_error=False)
+    def load_children(self, node_id: int, entry: TreeEntry) -> None:
+        try:
+            kids = loaders.tree_children(self.ctx.engine, self.ctx.daily_dir, entry)
+        except Exception as exc:
+            self.post_message(ChildrenLoaded(node_id, [], str(exc)))
+            return
+        self.post_message(ChildrenLoaded(node_id, kids))
+
+    def on_children_loaded(self, message: ChildrenLoaded) -> None:
+        message.stop()
+        self.set_children(message.node_id, message.entries, message.error)
+
+    def _vault_changed(self, change) -> None:
+        if change.names_changed and not change.first_pass:
+            self.load_root()  # files came or went: reload, keeping what was open
 
     # -- events ---------------------------------------------------------------------------------------------
     def on_tree_node_expanded(self, event: Tree.NodeExpanded[TreeEntry]) -> None:
