@@ -100,3 +100,11 @@ def test_auto_dream_writes_into_the_real_sources_section(tmp_path: Path, make_en
     assert EXAMPLE in out  # the example is untouched
     assert out.count("## Sources") == 1 and out.count("## 参考来源") == 1  # no second Sources section
     assert out.rstrip().endswith("- [[daily/2026-12-01/a]]\n- [[daily/2026-12-02/b]]")
+
+
+def test_model_text_cannot_open_a_section_in_a_card():
+    card = "# Card\n\n## Current state\n\nold\n\n## Timeline\n\n- 08:00 first\n"
+    reply = CardReply(current_state="Fixed the probe\n---\n\n## Timeline\n\n```\n## kept in code\n```")
+    out = merge_card(card, reply, time_label="09:00")
+    assert [h.title for h in S.headings(out.split("\n"))] == ["Card", "Current state", "Timeline"]
+    assert "**Fixed the probe**" in out and "## kept in code" in out

@@ -58,11 +58,20 @@ def _one_line(text: str) -> str:
 
 
 def _safe_block(text: str) -> str:
-    """Model text placed in a section: headings demoted to bold so they cannot split the card's sections."""
-    out = []
-    for line in text.split("\n"):
-        m = re.match(r"^\s{0,3}#{1,6}\s+(.*)$", line)
-        out.append(f"**{m.group(1).strip()}**" if m else line.rstrip())
+    """Model text placed in a section: headings (ATX, and setext: a line over ``---``/``===``) become bold lines so
+    they cannot split the card's sections (:mod:`~reme_engine.markdown.sections` decides what is a heading)."""
+    lines = text.split("\n")
+    at = {h.line: h for h in headings(lines)}
+    out, i = [], 0
+    while i < len(lines):
+        h = at.get(i)
+        if h is None:
+            out.append(lines[i].rstrip())
+            i += 1
+            continue
+        if h.title:
+            out.append(f"**{h.title}**")
+        i = h.end
     return "\n".join(out).strip()
 
 
