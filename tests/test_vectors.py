@@ -133,17 +133,21 @@ def test_retrain_runs_in_the_background_and_keeps_changes_made_meanwhile(monkeyp
 
 def test_offline_embedder_query_overtakes_a_vector_pass(embedder, monkeypatch):
     """Issue 12: a query waits for at most one sub-batch of a running vector pass, not for the whole pass; both get
-    the same vectors as alone, and every encode uses one BLAS thread."""
+    the same vectors as alone, every encode uses one BLAS thread, and the pass runs at a higher niceness."""
     import threading
 
     embedder.load()
     model = embedder._model
     real = model.encode
+    import os
+
     calls: list[tuple[int, int]] = []  # (texts, BLAS threads) per encode, in order
+    nice: dict[int, int] = {}  # texts -> niceness of the thread that encoded them
     started = threading.Event()
 
     def encode(batch):
         calls.append((len(batch), model._backend.threads))
+        nice[len(batch)] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
         started.set()
         return real(batch)
 
@@ -159,6 +163,8 @@ def test_offline_embedder_query_overtakes_a_vector_pass(embedder, monkeypatch):
     assert not bg.is_alive()
     assert position <= 2  # behind the sub-batch running when it came (and at most one that had just begun)
     assert len(calls) == 7 and all(threads == 1 for _, threads in calls)
+    me = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert nice[1] == me and nice[embedder.SUB_BATCH] > me  # the pass runs on a low-priority thread
     assert out["bg"].shape == (len(texts), 512)
     monkeypatch.setattr(model, "encode", real)
     assert np.allclose(embedder.embed(["where are the mountains"]), q, atol=1e-5)

