@@ -85,22 +85,28 @@ def test_records_and_state_in_the_old_places_stay_readable(tmp_path, open_engine
     day.parent.mkdir()
     day.write_text("version: 2\ndate: '2026-11-28'\ntopics:\n- id: t1\n  title: Probe delays\n  confidence: 0.8\n",
                    encoding="utf-8")
+    # auto: the records an older version wrote stay where cards link to them, and new chats join them
     e = open_engine(v)
-    assert e.settings.layers.session_dir == "reme/session"
-    # the old session keeps growing in its own file: one session, one record, and its card links stay right
+    assert e.settings.layers.app_dir == "reme" and e.settings.layers.session_dir == "session"
     e.chat_append("old", "user", "a follow-up")
     assert [m.content for m in read_session(v, e.settings.layers, "old")] == ["an older chat", "a follow-up"]
-    assert not (v / "reme/session/dialog/old.jsonl").exists()
-    cap = append_user_messages_verbatim(e, "old", [ChatMessage("m3", "user", "captured", "2026-11-28T10:00:00+08:00")])
-    card = (v / cap.paths[0]).read_text(encoding="utf-8")
-    assert cap.paths[0].startswith("Journal/2026-11-28/") and "[[session/dialog/old.jsonl|chat]]" in card
-    # a new session goes to the app folder
-    e.chat_append("new", "user", "hello")
-    assert (v / "reme/session/dialog/new.jsonl").is_file()
-
-    read = e.proactive_read(DAYS[-1])
+    read = e.proactive_read(DAYS[-1])  # proactive state: the old file is read until the app folder has one
     assert read.success and not read.skipped and [t["title"] for t in read.topics] == ["Probe delays"]
     assert read.path == f"Journal/{DAYS[-1]}/interests.yaml"
+
+    # an explicit app folder: new chats go there, an old session keeps growing in its own file
+    e2 = open_engine(v, layers={"app_dir": "reme"})
+    assert e2.settings.layers.session_dir == "reme/session"
+    e2.chat_append("old", "user", "third")
+    assert [m.content for m in read_session(v, e2.settings.layers, "old")] == ["an older chat", "a follow-up",
+                                                                               "third"]
+    assert not (v / "reme/session/dialog/old.jsonl").exists()
+    cap = append_user_messages_verbatim(e2, "old", [ChatMessage("m3", "user", "captured",
+                                                                "2026-11-28T10:00:00+08:00")])
+    card = (v / cap.paths[0]).read_text(encoding="utf-8")
+    assert cap.paths[0].startswith("Journal/2026-11-28/") and "[[session/dialog/old.jsonl|chat]]" in card
+    e2.chat_append("new", "user", "hello")
+    assert (v / "reme/session/dialog/new.jsonl").is_file()
 
 
 def test_the_demo_vault_keeps_its_layout_and_the_setting_decides(tmp_path, demo_vault, open_engine):

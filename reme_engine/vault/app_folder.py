@@ -18,8 +18,11 @@ from search in Obsidian, or delete, and nothing in their daily-notes folder or d
 "Existing vault" (``layers.app_dir: auto``), decided when the engine opens: the app folder exists already (the
 decision is kept), or the daily folder in use is not reme's ``daily`` (detected from the Daily notes plugin or
 configured), or the vault has ``.obsidian/`` and neither reme's ``daily/`` nor ``session/`` folder. Records in the
-old places stay readable: a session whose record is in ``session/dialog/`` keeps growing there, and proactive
-readers fall back to the old files.
+old places stay readable: with ``auto``, a vault whose ``session/dialog/`` already holds chat records (an older
+version wrote them) keeps them there and records new chats beside them — cards link to them, and the index, the
+TUI and MCP list one session folder; moving that folder into ``reme/session/`` (links follow a move in the app)
+tidies the vault. With an explicit ``app_dir`` new chats go to the app folder and a session recorded in the old
+place keeps growing there. Proactive readers fall back to the old files in the daily folder.
 """
 
 from __future__ import annotations
@@ -60,7 +63,8 @@ def apply_app_folder(vault: Path, settings: Settings) -> str:
     detection. Never raises (an unreadable vault is reme's layout)."""
     layers = settings.layers
     value = getattr(layers, "app_dir", AUTO)
-    if value is None or str(value).strip().lower() == AUTO:
+    auto = value is None or str(value).strip().lower() == AUTO
+    if auto:
         try:
             resolved = DEFAULT_APP_DIR if is_existing_vault(vault, layers) else ""
         except OSError:
@@ -68,9 +72,19 @@ def apply_app_folder(vault: Path, settings: Settings) -> str:
     else:
         resolved = app_dir_of(layers)
     layers.app_dir = resolved
-    if resolved and layers.session_dir.strip("/") == LEGACY_SESSION_DIR:
+    if resolved and layers.session_dir.strip("/") == LEGACY_SESSION_DIR and not (
+            auto and _has_records(Path(vault) / LEGACY_SESSION_DIR / "dialog")):
         layers.session_dir = f"{resolved}/session"
     return resolved
+
+
+def _has_records(folder: Path) -> bool:
+    """True when ``folder`` holds a chat record: a vault an older version filled keeps its records where they
+    are (cards link to them, and the index, the TUI and MCP list one session folder)."""
+    try:
+        return any(p.suffix == ".jsonl" for p in folder.iterdir())
+    except OSError:
+        return False
 
 
 def legacy_session_rel(layers: LayerSettings, session_id: str) -> str | None:
