@@ -15,7 +15,9 @@ Sets (built from ``../shared/data`` into a cache dir; the data itself is never c
   ``description``), and the app writes each day page (``daily/<date>.md``, its generated card list). Questions of categories 1–4; an
   evidence turn counts as found when its whole text lies inside a returned chunk. Kinds: ``cat1 multi-hop``,
   ``cat2 temporal``, ``cat3 open-domain``, ``cat4 single-hop``. Also recall within a 2,000-character budget.
-  ``locomo-500``: the same at ``chunk_bytes: 500`` (not used to choose the fusion).
+  ``locomo-500``: the same at ``chunk_bytes: 500`` (not used to choose the fusion). ``locomo-chat``: the same
+  conversations stored as the app's chat records (``session/dialog/*.jsonl``, chunked by turn); variants
+  ``locomo-chat-lines`` (the earlier whole-line packing), ``-w250``, ``-w1000`` (other windows) on request.
 * ``words`` — short Chinese words on knowledge-garden-zh: 瓶颈 (a user's example) + two-character words jieba
   knows, found in 5–40 notes, picked by hash; relevant = a top-5 note that contains the word (R@k here is the
   share of the top-k distinct notes that contain it).
@@ -49,7 +51,7 @@ import sys
 import time
 import zlib
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -195,6 +197,37 @@ def build_locomo(quick: bool) -> tuple[dict[str, Path], list[dict]]:
     return roots, queries
 
 
+def build_locomo_chat(quick: bool) -> tuple[dict[str, Path], list[dict]]:
+    """LoCoMo stored the way the app stores a chat: each session a record
+    ``session/dialog/<sample>-s<n>.jsonl``, one message per turn (the first speaker as ``user``, the other as
+    ``assistant``; content ``<Speaker>: <text>`` plus the photo caption), ``created_at`` = the session's time + 30 s
+    per turn. Same questions and evidence as :func:`build_locomo` (same query ids)."""
+    data = json.loads((SHARED_DATA / "locomo-dev" / "locomo-dev5.json").read_text(encoding="utf-8"))
+    if quick:
+        data = data[:1]
+    roots = {}
+    for sample in data:
+        sid = sample["sample_id"]
+        base = _cached_dir("locomo-chat", sid)
+        conv = sample["conversation"]
+        for key, value in conv.items():
+            if not (key.startswith("session_") and isinstance(value, list)):
+                continue
+            n = key.split("_")[1]
+            when = _locomo_date(conv.get(f"session_{n}_date_time", "")) or datetime(2023, 1, 1)
+            msgs = []
+            for j, t in enumerate(value):
+                photo = f" [shares a photo: {t['blip_caption']}]" if t.get("blip_caption") else ""
+                role = "user" if t["speaker"] == conv["speaker_a"] else "assistant"
+                at = (when + timedelta(seconds=30 * j)).isoformat()
+                msgs.append(json.dumps({"id": t["dia_id"], "role": role, "content": f"{t['speaker']}: {t['text']}{photo}",
+                                        "created_at": at}, ensure_ascii=False))
+            _write(base / "vault" / "session" / "dialog" / f"{sid}-s{int(n):02d}.jsonl", "\n".join(msgs) + "\n")
+        roots[sid] = base
+    _, queries = build_locomo(quick)
+    return roots, queries
+
+
 # ----------------------------------------------------------------------------------------- words and known
 _DATE_NAME = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 _LEAD = re.compile(r"^[\W_]+", re.UNICODE)
@@ -281,10 +314,16 @@ def build_known(quick: bool) -> tuple[dict[str, Path], list[dict]]:
 
 
 BUILDERS = {"crossling": build_crossling, "locomo": build_locomo, "words": build_words, "known": build_known,
-            "locomo-500": build_locomo}
+            "locomo-500": build_locomo, "locomo-chat": build_locomo_chat, "locomo-chat-lines": build_locomo_chat,
+            "locomo-chat-w250": build_locomo_chat, "locomo-chat-w1000": build_locomo_chat}
 #: sets indexed with other settings than the defaults (own state dir): not used to choose the fusion
 SET_SETTINGS = {"locomo-500": {"chunk_bytes": 500}}
+#: chat-record variants: how records are chunked (own state dir). ``lines``: the earlier rule, whole lines packed
+#: to ``chunk_bytes`` (chunk_plain); ``(window_bytes, window_turns)``: :func:`reme_engine.search.chats.chunk_dialog`.
+SET_DIALOG = {"locomo-chat-lines": "lines", "locomo-chat-w250": (250, 2), "locomo-chat-w1000": (1000, 8)}
 MAIN_SETS = ("crossling", "locomo", "words", "known")
+#: title vectors in the dense leg (reme_engine.search.titles); --no-title-vectors measures without them
+TITLE_VECTORS = True
 
 
 # ---------------------------------------------------------------------------------------------------- scoring
@@ -388,7 +427,8 @@ def candidates(FusionConfig) -> dict:
 def rule_variants(base) -> dict:
     """Ablations of the default: each field rule off, and other relative floors."""
     out = {"default − title boost": replace(base, title_boost=0.0),
-           "default − day-index demotion": replace(base, demote_day_index=False)}
+           "default − day-index demotion": replace(base, demote_day_index=False),
+           "default − null floor": replace(base, null_floor_quantile=0.0)}
     for f in (0.0, 0.1, 0.15, 0.2, 0.3):
         if f != base.relative_floor:
             out[f"default, floor {f}"] = replace(base, relative_floor=f)
@@ -403,15 +443,33 @@ def run_set(name: str, quick: bool, emb, cands: dict, extra: dict, lat_n: int) -
     roots, queries = BUILDERS[name](quick)
     log(f"{name}: {len(queries)} queries, built in {time.perf_counter() - t0:.1f}s")
     engines, index_info = {}, {}
+    import reme_engine.search.chats as chats
+
+    real_chunk_dialog = chats.chunk_dialog
+    variant = SET_DIALOG.get(name)
+    if variant == "lines":
+        from reme_engine.markdown.chunker import chunk_plain
+
+        chats.chunk_dialog = lambda text, max_bytes=2000, **_: chunk_plain(text, max_bytes=max_bytes)
+    elif variant:
+        chats.chunk_dialog = lambda text, max_bytes=2000, **_: real_chunk_dialog(
+            text, max_bytes=max_bytes, window_bytes=variant[0], window_turns=variant[1])
     for key, root in roots.items():
         t = time.perf_counter()
         over = SET_SETTINGS.get(name, {})
-        state = root / ("state" + "".join(f"-{k}{v}" for k, v in over.items()))
+        state = root / ("state" + "".join(f"-{k}{v}" for k, v in over.items())
+                        + (f"-{name}" if variant else ""))
         eng = open_engine(root / "vault", state, emb, **over)
         eng.index()
         index_info[key] = {"seconds": round(time.perf_counter() - t, 1),
                            "chunks": eng.store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]}
+        eng.searcher.title_vectors = TITLE_VECTORS
+        if eng.vectors is not None and not eng.vectors.ready:
+            eng.vectors.open()
+        if TITLE_VECTORS:
+            eng.searcher.wait_titles(600)
         engines[key] = eng
+    chats.chunk_dialog = real_chunk_dialog
 
     def engine_for(q):
         return engines[q["vault"]]
@@ -518,7 +576,7 @@ def write_results_md(out: dict, cmd: str) -> None:
                                                                "default (chosen + field rules)")]
             parts.append(f"{k} ({mm['keyword']['kinds'][k]['n_queries']}): " + " / ".join(f"{v:.2f}" for v in vals))
         lines.append(f"- **{s}**: " + "; ".join(parts))
-    for lset in ("locomo", "locomo-500"):
+    for lset in [x for x in out["sets"] if x.startswith("locomo")]:
         if lset not in out["sets"]:
             continue
         mm = out["sets"][lset]["methods"]
@@ -547,16 +605,19 @@ def write_results_md(out: dict, cmd: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--sets", default="crossling,locomo,words,known,locomo-500")
+    ap.add_argument("--sets", default="crossling,locomo,words,known,locomo-500,locomo-chat")
     ap.add_argument("--write-results", action="store_true", help="replace the quality section of bench/RESULTS.md")
     ap.add_argument("--latency-queries", type=int, default=50, help="queries per vault timed (3 rounds)")
     ap.add_argument("--json-out", help="also write the JSON here (e.g. bench/results/bench_quality.json)")
+    ap.add_argument("--no-title-vectors", action="store_true", help="the dense leg without title vectors")
     args = ap.parse_args()
+    global TITLE_VECTORS
+    TITLE_VECTORS = not args.no_title_vectors
     from reme_engine.search.hybrid import FusionConfig
     from _common import loaded_embedder
 
     out = {"machine": machine(), "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "quick": args.quick,
-           "sets": {}}
+           "title_vectors": TITLE_VECTORS, "sets": {}}
     emb, load_s = loaded_embedder()
     out["embedder_load_s"] = round(load_s, 2)
     cands = candidates(FusionConfig)
@@ -567,7 +628,9 @@ def main() -> None:
         out["sets"][name] = run_set(name, args.quick, emb, cands, extra, args.latency_queries)
         out["sets"][name]["loadavg"] = loadavg()
     fused = [m for m in cands if m not in ("keyword", "vector")]
-    out["choice"] = choose({k: v for k, v in out["sets"].items() if k in MAIN_SETS}, fused)
+    main_sets = {k: v for k, v in out["sets"].items() if k in MAIN_SETS}
+    out["choice"] = choose(main_sets, fused) if main_sets else {"chosen": "default (chosen + field rules)",
+                                                                "table": {}}
     out["loadavg_end"] = loadavg()
     if args.write_results:
         cmd = "$PY bench/bench_quality.py" + (" --quick" if args.quick else "") + \

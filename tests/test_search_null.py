@@ -39,6 +39,7 @@ def test_gibberish_without_keyword_hits_is_hidden_real_queries_are_not(make_engi
     e = make_engine(v)
     e.index()
     s = e.searcher
+    assert s.wait_titles()
     floor = s.null_floor(s.fusion.null_floor_quantile)
     assert 0.0 < floor < 1.0
     gib = nonsense(40, seed=3)

@@ -50,6 +50,7 @@ from .fusion import (  # noqa: F401
 from .graph import neighborhoods
 from .results import Hit, SearchFilters, SearchResult
 from .timeq import content_words, is_recall_only, parse_time_query
+from .titles import merge_title_hits
 
 #: FTS5 column weights for bm25(): chunk body, then the note's title fields (file stem, name, aliases, tags…).
 BM25_WEIGHTS = (1.0, 1.5)
@@ -100,7 +101,10 @@ class HybridSearcher:
         self.vectors = vectors
         self._n_chunks: tuple[int, float] | None = None  # (count, when)
         self._df_cache: dict[str, int] = {}  # term -> document frequency, valid with _n_chunks
-        self._null: tuple[int, list[float]] | None = None  # (vectors when probed, nonsense probes' best cosines)
+        self._null: tuple | None = None  # (vectors when probed, nonsense probes' best cosines, title data used)
+        #: title vectors in the dense leg (:mod:`.titles`); off = chunk vectors only
+        self.title_vectors = True
+        self._titles = None
         self.weights = {"vector": vector_weight, "keyword": keyword_weight}
         self.k = rrf_k
         if fusion is None:
@@ -192,16 +196,52 @@ class HybridSearcher:
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def vector_leg(self, query: str, n: int, filters: SearchFilters | None) -> list[tuple[int, float]]:
-        """Dense top ``n`` as ``[(chunk id, cosine)]``. Raises EmbedderError when the embedder fails."""
+        """Dense top ``n`` as ``[(chunk id, cosine)]`` (title vectors included, :mod:`.titles`). Raises
+        EmbedderError when the embedder fails."""
+        return self._vector_leg(query, n, filters)[0]
+
+    def _vector_leg(self, query: str, n: int, filters: SearchFilters | None) -> tuple[list[tuple[int, float]], set]:
+        """``(vector leg, ids whose score is their note's title cosine)``."""
         vs = self.vectors
         if vs is None or not vs.ready:
-            return []
+            return [], set()
         qv = vs.embedder.embed([query])[0]
         allowed = None
         if filters is not None and not filters.empty():
             # own connection per thread: this runs on the worker
             allowed = self.allowed_ids(filters)
-        return vs.search(qv, n, allowed)
+        hits = vs.search(qv, n, allowed)
+        tv = self.titles()
+        if tv is None:
+            return hits, set()
+        tv.refresh()
+        th = tv.search(qv, n, allowed)
+        if not th:
+            return hits, set()
+        return merge_title_hits(hits, th, n)
+
+    def titles(self):
+        """The vault's :class:`~.titles.TitleVectors` (made on first use), or None when ``title_vectors`` is off
+        or there are no vectors."""
+        if not self.title_vectors or self.vectors is None or not self.vectors.ready:
+            return None
+        if self._titles is None:
+            from .titles import TitleVectors
+
+            self._titles = TitleVectors(self.store, self.vectors)
+        return self._titles
+
+    def wait_titles(self, timeout: float = 60.0) -> bool:
+        """Start the title-vector build if due and wait for it (benchmarks, tests). True when built."""
+        tv = self.titles()
+        if tv is None:
+            return False
+        tv.built.clear()
+        tv.refresh()
+        t = tv._thread
+        if t is not None and t.is_alive():
+            return tv.built.wait(timeout)
+        return tv._data is not None
 
     # -- search -------------------------------------------------------------------------------------------
     def query_idf_sum(self, query: str, tokens: list[str] | None = None) -> float:
@@ -229,6 +269,7 @@ class HybridSearcher:
         kw_ms = vec_ms = 0.0
         vec_future = None
         tokens = None
+        title_ids: set[int] = set()
         if mode in ("hybrid", "vector"):
             if self.vectors is None:
                 degraded = "no embedder configured: keyword search only"
@@ -237,7 +278,7 @@ class HybridSearcher:
             else:
                 def run_vec():
                     ts = time.perf_counter()
-                    return self.vector_leg(query, n, filters), (time.perf_counter() - ts) * 1000
+                    return self._vector_leg(query, n, filters), (time.perf_counter() - ts) * 1000
 
                 vec_future = self._pool.submit(run_vec)
         if mode in ("hybrid", "keyword") or vec_future is None:
@@ -247,7 +288,7 @@ class HybridSearcher:
             kw_ms = (time.perf_counter() - ts) * 1000
         if vec_future is not None:
             try:
-                legs["vector"], vec_ms = vec_future.result()
+                (legs["vector"], title_ids), vec_ms = vec_future.result()
             except EmbedderError as exc:
                 degraded = f"embedder failed, keyword search only: {exc}"
                 if "keyword" not in legs:
@@ -261,7 +302,7 @@ class HybridSearcher:
             degraded = (f"{len(waiting)} of the keyword hits have no vector yet (ranked by keywords); the app, "
                         f"--serve or --refresh embeds them")
         return {"legs": legs, "idf_sum": idf_sum, "waiting": waiting, "keyword_ms": kw_ms, "vector_ms": vec_ms,
-                "degraded": degraded}
+                "degraded": degraded, "title_ids": title_ids if "vector" in legs else set()}
 
     def rank(self, query: str, run: dict, *, limit: int = 10, mode: str = "hybrid",
              fusion: FusionConfig | None = None) -> tuple[list[Hit], int]:
@@ -289,6 +330,9 @@ class HybridSearcher:
                                        cfg.vector_weight, cfg.rrf_k)
             elif cfg.method in ("convex", "tmm"):
                 impute_convex(fused, legs["keyword"], run["waiting"], cfg, run["idf_sum"])
+        for cid in run.get("title_ids") or ():
+            if cid in fused and "vector_rank" in fused[cid]:
+                fused[cid]["vector_title"] = True
         rows = self._meta(list(fused))
         fused = {cid: d for cid, d in fused.items() if cid in rows}  # stale vector ids: chunk vanished
         adjust(fused, rows, query, cfg)
@@ -306,7 +350,8 @@ class HybridSearcher:
     def null_floor(self, q: float) -> float:
         """The cosine below which a vector hit of a query with no keyword hit is hidden: the ``q`` quantile of the
         best cosines of nonsense probes against this vault's vectors (:mod:`.null`). Probed once per index size
-        (again after ±10 %); 0.0 when there are no vectors or the embedder fails."""
+        (again after ±10 % or a new title-vector build: the probes go through the same leg); 0.0 when there are no
+        vectors or the embedder fails."""
         from ..index.embedder import EmbedderError
         from .null import N_PROBES, nonsense, probe_tops, quantile
 
@@ -314,13 +359,22 @@ class HybridSearcher:
         if vs is None or not vs.ready or vs.index is None:
             return 0.0
         n = len(vs.index)
+        tv = self.titles()
+        tdata = tv._data if tv is not None else None
         cached = self._null
-        if cached is None or abs(n - cached[0]) > 0.1 * max(cached[0], 1):
+        if cached is None or abs(n - cached[0]) > 0.1 * max(cached[0], 1) or cached[2] is not tdata:
+
+            def top1(row):
+                best = [c for _, c in vs.search(row, 1)]
+                if tdata is not None:
+                    best += [c for _, c in tv.search(row, 1)]
+                return max(best, default=None)
+
             try:
-                tops = probe_tops(vs, nonsense(N_PROBES))
+                tops = probe_tops(vs.embedder, top1, nonsense(N_PROBES))
             except EmbedderError:
                 return 0.0
-            cached = self._null = (n, tops)
+            cached = self._null = (n, tops, tdata)
         return quantile(cached[1], q)
 
     def search(self, query: str, *, limit: int = 10, mode: str = "hybrid", filters: SearchFilters | None = None,
@@ -430,5 +484,5 @@ class HybridSearcher:
             vector_rank=d.get("vector_rank"), vector_score=d.get("vector_score"),
             keyword_rrf=d.get("keyword_rrf", 0.0), vector_rrf=d.get("vector_rrf", 0.0),
             vector_imputed=d.get("vector_imputed", False), field_boost=d.get("field_boost", 0.0),
-            demoted=d.get("demoted", False),
+            demoted=d.get("demoted", False), vector_title=d.get("vector_title", False),
         )

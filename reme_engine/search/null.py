@@ -54,13 +54,12 @@ def quantile(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
 
 
-def probe_tops(vectors, probes: list[str]) -> list[float]:
-    """Best cosine of each probe against ``vectors`` (a loaded :class:`reme_engine.index.vectors.VectorState`).
-    Raises what the embedder raises."""
-    mat = vectors.embedder.embed(probes)
+def probe_tops(embedder, top1, probes: list[str]) -> list[float]:
+    """Best score of each probe: ``top1(query vector) -> float | None`` is the vector leg's best cosine (chunk
+    and title vectors alike). Raises what the embedder raises."""
     tops = []
-    for row in mat:
-        hit = vectors.search(row, 1)
-        if hit:
-            tops.append(hit[0][1])
+    for row in embedder.embed(probes):
+        best = top1(row)
+        if best is not None:
+            tops.append(best)
     return tops

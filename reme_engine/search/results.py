@@ -86,6 +86,8 @@ class Hit:
     field_boost: float = 0.0
     #: a generated day-index chunk placed just below a card it lists
     demoted: bool = False
+    #: ``vector_score`` is the cosine of the note's title vector (first chunk stands for the note), not the chunk's
+    vector_title: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
