@@ -1,8 +1,7 @@
 """Queries no keyword matches: vector hits below what nonsense reaches in this vault are hidden (reme_engine.search.null)."""
 
-from dataclasses import replace
-
 import shutil
+from dataclasses import replace
 
 from conftest import shared
 

@@ -7,7 +7,7 @@ from conftest import shared
 
 from reme_engine.search.titles import merge_title_hits, title_text
 
-_TITLE = re.compile(r"^#\s*\[(?:[\w.]+\.\s*)?(.+?)\]\(", re.M)
+_TITLE = re.compile(r"^#\s*\[(?:[\w.]+\.\s*)?(.+?)\]\(", re.MULTILINE)
 
 
 def test_title_text_and_merge():
