@@ -266,6 +266,10 @@ class Engine:
         ``virtual``, ``ambiguous``. The resolver is kept until names or aliases change."""
         return frontend.resolve_link(self, target, source)
 
+    def resolve_links(self, targets: list[str], source: str = "") -> list[Resolution]:
+        """:meth:`resolve_link` for several targets written in one note (one freshness check)."""
+        return frontend.resolve_links(self, targets, source)
+
     def next_run(self, job: str = "proactive_refresh") -> datetime | None:
         """When ``job`` (proactive_refresh/auto_dream) runs next (aware, app timezone); None when disabled."""
         return frontend.next_run(self, job)

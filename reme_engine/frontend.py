@@ -20,16 +20,30 @@ if TYPE_CHECKING:
 _resolver_guard = threading.Lock()
 
 
-def resolve_link(engine: "Engine", target: str, source: str = "") -> "Resolution":
-    """Resolve ``target`` as written in ``source`` the way the index does (ARCHITECTURE §4). The resolver is kept
-    on the engine until the vault's names (``names_gen``) or the indexed aliases change: one small query per call
-    instead of a resolver rebuilt over every file per link followed."""
-    key = (engine.store.get_meta("names_gen"), repr(sorted(engine.indexer._aliases_of().items())))
+def _resolver(engine: "Engine"):
+    """The engine's kept resolver, rebuilt when the vault's names (``names_gen``) or the indexed aliases changed.
+    The alias check is one aggregate over the rows with aliases (count, mtimes, lengths: about a millisecond on
+    3,176 notes) instead of a resolver over every file built per link (150 ms median there, bench_tui_links)."""
+    aliases = engine.store.conn.execute(  # the files table's aliases column (JSON list, '[]' when none)
+        "SELECT count(*), total(mtime), total(length(aliases)) FROM files WHERE aliases != '[]'").fetchone()
+    key = (engine.store.get_meta("names_gen"), tuple(aliases))
     with _resolver_guard:
         cached = getattr(engine, "_link_resolver", None)
         if cached is None or cached[0] != key:
             cached = engine._link_resolver = (key, engine.indexer.build_resolver())
-    return cached[1].resolve(target, source)
+    return cached[1]
+
+
+def resolve_link(engine: "Engine", target: str, source: str = "") -> "Resolution":
+    """Resolve ``target`` as written in ``source`` the way the index does (ARCHITECTURE §4), with the kept
+    resolver (:func:`_resolver`)."""
+    return _resolver(engine).resolve(target, source)
+
+
+def resolve_links(engine: "Engine", targets: list[str], source: str = "") -> list["Resolution"]:
+    """:func:`resolve_link` for several targets of one note (one freshness check)."""
+    res = _resolver(engine)
+    return [res.resolve(t, source) for t in targets]
 
 
 def next_run(engine: "Engine", job: str) -> datetime | None:
