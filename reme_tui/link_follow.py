@@ -18,14 +18,11 @@ def resolve(engine, target: str, anchor: str | None, source: str | None) -> Link
 
 def missing_targets(engine, links: list, source: str) -> set[str]:
     """(Worker thread.) The targets among ``links`` (``(shown, target, anchor)`` rows) that resolve to no file."""
-    out = set()
-    for _shown, target, _anchor in links:
-        try:
-            if not target or engine.resolve_link(target, source).path is None:
-                out.add(target)
-        except Exception:
-            pass
-    return out
+    targets = list(dict.fromkeys(t for _shown, t, _anchor in links if t))
+    try:
+        return {t for t, r in zip(targets, engine.resolve_links(targets, source)) if r.path is None}
+    except Exception:  # the marks are a help, never a reason not to show the note
+        return set()
 
 
 def on_resolved(screen, message: LinkResolved, index_ready: bool) -> None:
