@@ -51,9 +51,13 @@ class Outline:
 
 
 @lru_cache(maxsize=1)
-def _parser() -> MarkdownIt:
-    # The chunker's configuration (tables on, inline parsing off: only block structure is needed).
+def block_parser() -> MarkdownIt:
+    """The shared block-structure parser: CommonMark, tables on, inline parsing off (the chunker's configuration;
+    one instance per process, reused)."""
     return MarkdownIt("commonmark").enable("table").disable(["inline", "text_join"])
+
+
+_parser = block_parser
 
 
 def _lines(src: str | Sequence[str]) -> tuple[str, ...]:
