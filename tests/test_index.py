@@ -289,6 +289,7 @@ def test_parallel_parse_gives_the_same_index(make_engine, tmp_path, monkeypatch)
         monkeypatch.setattr(ix, "PARALLEL_MIN_FILES", threshold)
         monkeypatch.setattr(ix, "PARALLEL_ENABLED", True)
         monkeypatch.setattr(ix, "PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setattr(ix, "INLINE_HEAD_FILES", 4)  # the first files parse in-process, the rest in the pool
         e = make_engine(v, embed=False)
         r = e.index()
         assert r.added == 40 and len(r.skipped) == 1

@@ -16,6 +16,7 @@ The steps live in their own modules (mixins of :class:`Indexer`): :mod:`.scan`, 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -111,6 +112,8 @@ PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 #: Opt-in: spawned workers re-import the caller's ``__main__``, which breaks scripts without a
 #: ``if __name__ == "__main__"`` guard. The ``reme-tui`` entry points switch it on.
 PARALLEL_ENABLED = False
+#: Files a pooled sync parses in its own process first, while the workers start.
+INLINE_HEAD_FILES = 64
 _WORKER_INDEXERS: dict = {}
 
 
@@ -419,10 +422,17 @@ class Indexer(ScanStep, ParseStep, ApplyStep, LinksStep, EmbedStep):
                         if had_aliases or (fid is not None and pf.aliases):
                             aliased.append(pf.rel)
 
-            pool = _parse_pool(len(todo), sum(e.size for e, _ in todo))
-            outcome_iter = (pool.map(_parse_in_worker, [(self.vault, self.settings, e) for e, _ in todo],
-                                     chunksize=16) if pool is not None
-                            else (self._parse_safe(e) for e, _ in todo))
+            limit = self.settings.max_file_bytes
+            pool = _parse_pool(len(todo), sum(e.size for e, _ in todo if e.size <= limit))
+            if pool is None:
+                outcome_iter = (self._parse_safe(e) for e, _ in todo)
+            else:
+                # The first batches parse here while the spawned workers import (seconds on a busy machine), so
+                # the first notes are searchable at once; the workers take the rest.
+                head = INLINE_HEAD_FILES
+                rest = pool.map(_parse_in_worker, [(self.vault, self.settings, e) for e, _ in todo[head:]],
+                                chunksize=16)
+                outcome_iter = itertools.chain((self._parse_safe(e) for e, _ in todo[:head]), rest)
             try:
                 # Results arrive in order; with a pool, workers keep parsing ahead while this thread writes.
                 cap, nbytes, since = FIRST_BATCH_FILES, 0, time.monotonic()
