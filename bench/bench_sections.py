@@ -150,7 +150,7 @@ def cost(repeat: int) -> dict:
     def best(fn) -> float:
         ts = []
         for _ in range(repeat):
-            S._outline.cache_clear()
+            S._outline_cached.cache_clear()
             t = time.perf_counter()
             fn()
             ts.append(time.perf_counter() - t)

@@ -64,13 +64,28 @@ def _lines(src: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(src.split("\n")) if isinstance(src, str) else tuple(src)
 
 
+#: Texts up to this many characters are cached (callers parse the same note several times per update); larger
+#: ones are parsed each time, so the cache never holds more than ~64 × this.
+CACHE_MAX_CHARS = 256 * 1024
+
+
 def outline(src: str | Sequence[str]) -> Outline:
     """The :class:`Outline` of ``src`` (a body as text, split on ``\\n``, or its lines). Never raises."""
     return _outline(_lines(src))
 
 
-@lru_cache(maxsize=64)
 def _outline(lines: tuple[str, ...]) -> Outline:
+    if sum(map(len, lines)) <= CACHE_MAX_CHARS:
+        return _outline_cached(lines)
+    return _compute(lines)
+
+
+@lru_cache(maxsize=64)
+def _outline_cached(lines: tuple[str, ...]) -> Outline:
+    return _compute(lines)
+
+
+def _compute(lines: tuple[str, ...]) -> Outline:
     n = len(lines)
     text = "\n".join(ln.replace("\r", " ") for ln in lines)
     tokens = _parser().parse(text)
