@@ -108,3 +108,11 @@ def test_model_text_cannot_open_a_section_in_a_card():
     out = merge_card(card, reply, time_label="09:00")
     assert [h.title for h in S.headings(out.split("\n"))] == ["Card", "Current state", "Timeline"]
     assert "**Fixed the probe**" in out and "## kept in code" in out
+
+
+def test_llm_body_cleanup_keeps_code_examples_and_levels_setext_headings():
+    body = "Intro\n\n" + EXAMPLE + "\nSummary\n---\n\n## Sources\n\n- [[daily/2026-12-01/a]]\n"
+    clean = N.sanitize_body(body, lambda p: True)
+    assert EXAMPLE in clean and "- [[daily/2026-12-01/a]]" not in clean  # only the model's real Sources dropped
+    demoted = N.demote_headings("Summary\n---\n\n```\n## code\n```\n# Top")
+    assert demoted.split("\n") == ["#### Summary", "", "```", "## code", "```", "### Top"]  # H1 → H3
