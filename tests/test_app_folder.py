@@ -120,3 +120,15 @@ def test_the_demo_vault_keeps_its_layout_and_the_setting_decides(tmp_path, demo_
     assert off.settings.layers.app_dir == "" and off.settings.layers.session_dir == "session"
     forced = open_engine(demo_vault, layers={"app_dir": "App data"})
     assert forced.settings.layers.session_dir == "App data/session"
+
+
+def test_an_app_folder_outside_the_vault_or_hidden_is_refused(tmp_path, open_engine):
+    import pytest
+
+    from reme_engine.config import ConfigError
+
+    v = _obsidian_vault(tmp_path)
+    for bad in ("../elsewhere", ".reme", "/tmp/x"):
+        with pytest.raises(ConfigError, match="app_dir"):
+            open_engine(v, layers={"app_dir": bad})
+    assert not (tmp_path / "elsewhere").exists() and not (v / ".reme").exists()

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import LayerSettings, Settings
+from ..config import ConfigError, LayerSettings, Settings
 
 DEFAULT_APP_DIR = "reme"
 #: The classic (reme layout) session folder, read as the old location of chat records.
@@ -60,7 +60,8 @@ def apply_app_folder(vault: Path, settings: Settings) -> str:
     """Resolve ``settings.layers.app_dir`` for ``vault`` in place and return it ("" = reme's layout). In app-folder
     mode a ``session_dir`` left at its default moves to ``<app_dir>/session``, so every reader and writer of chat
     records (TUI, MCP, search, auto-memory) follows. Call once, when the engine opens, after daily-folder
-    detection. Never raises (an unreadable vault is reme's layout)."""
+    detection. Raises ConfigError for an ``app_dir`` outside the vault or in a dot-folder (``auto`` never raises: an
+    unreadable vault is reme's layout)."""
     layers = settings.layers
     value = getattr(layers, "app_dir", AUTO)
     auto = value is None or str(value).strip().lower() == AUTO
@@ -70,12 +71,22 @@ def apply_app_folder(vault: Path, settings: Settings) -> str:
         except OSError:
             resolved = ""
     else:
+        _check(str(value).strip().rstrip("/"))
         resolved = app_dir_of(layers)
     layers.app_dir = resolved
     if resolved and layers.session_dir.strip("/") == LEGACY_SESSION_DIR and not (
             auto and _has_records(Path(vault) / LEGACY_SESSION_DIR / "dialog")):
         layers.session_dir = f"{resolved}/session"
     return resolved
+
+
+def _check(app_dir: str) -> None:
+    """ConfigError unless ``app_dir`` is "" or a visible folder path inside the vault."""
+    parts = app_dir.replace("\\", "/").split("/")
+    if app_dir and (app_dir.startswith("/") or ":" in parts[0]
+                    or any(p in ("", ".", "..") or p.startswith(".") for p in parts)):
+        raise ConfigError(f"layers.app_dir: {app_dir!r} must be a visible folder inside the vault (no '..', no "
+                          "absolute path, no dot-folder: the app never writes into dot-folders)")
 
 
 def _has_records(folder: Path) -> bool:
