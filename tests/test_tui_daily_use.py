@@ -683,6 +683,8 @@ def test_snapshot_chat_with_an_answer_80x24(app_for, snap_compare, monkeypatch):
             await _ask(pilot, m, srv)
             m.chat.log_view.focus()
             await settle(pilot)
+            m.chat.log_view.scroll_end(animate=False)  # the end of the transcript, whatever arrived last
+            await settle(pilot)
             pilot.app.clear_notifications()
             await pilot.pause()
 

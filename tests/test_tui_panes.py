@@ -417,11 +417,14 @@ async def test_agenda_items_topics_and_evidence(app_for):
         rows = texts(m.agenda.list)
         assert rows[0] == "Agenda (2)"
         first = rows[1].splitlines()
+        # each field on its own line, a long one continued on an indented second line
+        fields = [x for x in first[1:] if not x.startswith("    ")]
         assert first[0].startswith("1. 检索评测自动化与 reranker A/B")
-        assert first[1].startswith("  “ 上周的召回回归已经修好了")
-        assert first[2].startswith("  → Add the recall@10 gate")
-        assert first[3] == "  via in_conversation"
-        assert first[4].startswith("  why Fresh evidence today")
+        assert fields[0].startswith("  “ 上周的召回回归已经修好了")
+        assert fields[1].startswith("  → Add the recall@10 gate")
+        assert fields[2] == "  via in_conversation"
+        assert fields[3].startswith("  why Fresh evidence today")
+        assert len(first) <= 1 + 2 * len(fields)
         assert rows[2].startswith("2. 光伏龙头跟踪清单")
         assert rows[3] == "Topics (3)"
         assert rows[4].splitlines()[0] == "• 检索评测自动化与 reranker A/B"
