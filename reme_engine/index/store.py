@@ -100,6 +100,98 @@ QUICK_CHECK_EVERY_S = 24 * 3600
 QUICK_CHECK_MAX_BYTES = 256 * 1024 * 1024
 
 
+# -- the sync's writes (``c``: a connection inside the caller's write transaction) ------------------------------
+_FILE_COLS = "path, mtime, size, sha, kind, frontmatter, name, description, date, aliases, warning, indexed_at"
+
+
+def insert_file(c: sqlite3.Connection, row: tuple) -> int:
+    """Insert a ``files`` row (values in :data:`_FILE_COLS` order); returns its id."""
+    return c.execute(f"INSERT INTO files({_FILE_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", row).lastrowid
+
+
+def update_file(c: sqlite3.Connection, fid: int, row: tuple) -> None:
+    """Overwrite file ``fid``'s row (values in :data:`_FILE_COLS` order; the path may change: a rename)."""
+    sets = ", ".join(f"{col.strip()}=?" for col in _FILE_COLS.split(","))
+    c.execute(f"UPDATE files SET {sets} WHERE id=?", (*row, fid))
+
+
+def chunk_hashes(c: sqlite3.Connection, fid: int) -> dict[int, str]:
+    """``{chunk id: text_hash}`` of one file."""
+    return {r[0]: r[1] for r in c.execute("SELECT id, text_hash FROM chunks WHERE file_id=?", (fid,))}
+
+
+def _in_parts(c: sqlite3.Connection, sql: str, ids: list[int]) -> None:
+    for i in range(0, len(ids), 500):  # SQLite's bound-parameter limit
+        part = ids[i : i + 500]
+        c.execute(sql.format(",".join("?" * len(part))), part)
+
+
+def delete_postings(c: sqlite3.Connection, ids: list[int]) -> None:
+    """Drop the FTS rows of these chunk ids."""
+    _in_parts(c, "DELETE FROM chunks_fts WHERE rowid IN ({})", list(ids))
+
+
+def delete_chunks(c: sqlite3.Connection, ids: list[int]) -> None:
+    """Drop these chunk rows (their vectors: :func:`tombstone`)."""
+    _in_parts(c, "DELETE FROM chunks WHERE id IN ({})", list(ids))
+
+
+def tombstone(c: sqlite3.Connection, ids: list[int]) -> None:
+    """Record chunk ids whose vectors must leave the faiss index at its next load or save."""
+    c.executemany("INSERT OR IGNORE INTO vec_tombstones(id) VALUES (?)", [(i,) for i in ids])
+
+
+def move_chunk(c: sqlite3.Connection, vid: int, ordn: int, start: int, end: int) -> None:
+    """Same chunk text and trail at a new place in its file."""
+    c.execute("UPDATE chunks SET ord=?, start_line=?, end_line=? WHERE id=?", (ordn, start, end, vid))
+
+
+def retrail_chunk(c: sqlite3.Connection, vid: int, ordn: int, start: int, end: int, headings_json: str,
+                  text_hash: str, has_vec: int) -> None:
+    """Same chunk text under new headings: new trail, embed-text hash and vector state."""
+    c.execute("UPDATE chunks SET ord=?, start_line=?, end_line=?, headings=?, text_hash=?, has_vec=? WHERE id=?",
+              (ordn, start, end, headings_json, text_hash, has_vec, vid))
+
+
+def insert_chunks(c: sqlite3.Connection, rows: list[tuple]) -> None:
+    """``(id, file_id, ord, start_line, end_line, headings, text, text_hash, has_vec)`` rows; an id already used by
+    another file (hash collision, a copy indexed under the same path) is replaced: ids stay unique."""
+    c.executemany("INSERT OR REPLACE INTO chunks(id, file_id, ord, start_line, end_line, headings, text, text_hash,"
+                  " has_vec) VALUES (?,?,?,?,?,?,?,?,?)", rows)
+
+
+def insert_postings(c: sqlite3.Connection, rows: list[tuple]) -> None:
+    """``(chunk id, body tokens, title tokens)`` rows of the FTS table (space-joined tokens)."""
+    c.executemany("INSERT INTO chunks_fts(rowid, body, title) VALUES (?,?,?)", rows)
+
+
+def replace_links(c: sqlite3.Connection, fid: int, rows: list[tuple]) -> None:
+    """A file's links, unresolved (``resolve_links`` fills them in): ``(target, anchor, alias, predicate, embed,
+    kind, line, original)`` rows replace the old ones."""
+    c.execute("DELETE FROM links WHERE src_id=?", (fid,))
+    c.executemany("INSERT INTO links(src_id, target, resolved, virtual, anchor, alias, predicate, embed, kind, line,"
+                  " ambiguous, original) VALUES (?,?,NULL,?,?,?,?,?,?,?,0,?)",
+                  [(fid, r[0], r[0], *r[1:]) for r in rows])
+
+
+def remove_file(c: sqlite3.Connection, fid: int) -> list[int]:
+    """Drop a file with its chunks, postings and links (vectors tombstoned); returns its chunk ids."""
+    ids = [r[0] for r in c.execute("SELECT id FROM chunks WHERE file_id=?", (fid,))]
+    delete_postings(c, ids)
+    c.execute("DELETE FROM files WHERE id=?", (fid,))  # cascades to chunks and links
+    tombstone(c, ids)
+    return ids
+
+
+def record_skip(c: sqlite3.Connection, path: str, reason: str, size: int | None, mtime: float | None) -> None:
+    c.execute("INSERT OR REPLACE INTO skipped(path, reason, size, mtime, at) VALUES (?,?,?,?,?)",
+              (path, reason, size, mtime, time.time()))
+
+
+def forget_skip(c: sqlite3.Connection, path: str) -> None:
+    c.execute("DELETE FROM skipped WHERE path=?", (path,))
+
+
 def fsync_file(path: Path) -> None:
     """fsync a file's bytes (best effort: a file system without fsync is used as it is)."""
     try:
