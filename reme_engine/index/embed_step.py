@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 from ..crashpoints import crash_point
 
 if TYPE_CHECKING:
-    from .indexer import IndexReport, Progress
+    from .report import IndexReport, Progress
 
 EMBED_BATCH = 64
 
@@ -40,7 +40,7 @@ class EmbedStep:
         from ..markdown.chunker import Chunk
         from .embedder import EmbedderError
 
-        from .indexer import IndexReport
+        from .report import IndexReport
 
         report = report or IndexReport()
         if self.vectors is None:

@@ -25,9 +25,8 @@ import stat as stat_mod
 import threading
 import time
 import unicodedata
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 from ..config import Settings
 from ..crashpoints import crash_point
@@ -35,6 +34,7 @@ from ..vault.paths import is_hidden
 from .apply import ApplyStep
 from .embed_step import EMBED_BATCH, EmbedStep
 from .links_step import LinksStep
+from .report import IndexReport, Progress
 from .parse import (MAX_LINKS_PER_FILE, MIN_VECTOR_CHARS, NO_VECTOR, SUMMARY_SCAN_CHARS, ParsedFile, ParseStep,
                     chunk_vid, plain_line, wants_vector)
 from .scan import MARKDOWN_EXTS, TEXT_EXTS, ScanEntry, ScanStep, _index_file_lock, path_date
@@ -47,8 +47,6 @@ __all__ = ["BATCH_BYTES", "BATCH_FILES", "BATCH_SECONDS", "CRASH_POINTS", "EMBED
 
 log = logging.getLogger("reme.indexer")
 
-#: Progress callback: ``(stage, done, total, detail)``; stage is "scan", "index", "links" or "embed".
-Progress = Callable[[str, int, int, str], None]
 
 #: Files committed per transaction during a big sync (each file's rows are still applied atomically). A sync with
 #: more files than this commits batch by batch (search sees the first notes early) under the ``sync_interrupted``
@@ -72,36 +70,6 @@ SYNC_MARKER = "sync_interrupted"
 #: pass, inside the link update, before the last commit, after a vector batch's commit, before the vector save.
 CRASH_POINTS = ("sync.after_marker", "sync.after_batch", "sync.after_keyword", "sync.in_links", "sync.after_links",
                 "embed.after_commit", "embed.before_save")
-
-@dataclass
-class IndexReport:
-    """What a sync did. Counts are files unless named otherwise; ``skipped`` lists ``{path, reason}``."""
-
-    scanned: int = 0
-    added: int = 0
-    modified: int = 0
-    removed: int = 0
-    renamed: int = 0
-    unchanged: int = 0
-    skipped: list[dict] = field(default_factory=list)
-    chunks_added: int = 0
-    chunks_removed: int = 0
-    chunks_total: int = 0
-    links_total: int = 0
-    embedded: int = 0
-    embed_cached: int = 0
-    embed_error: str | None = None
-    seconds_keyword: float = 0.0
-    seconds_vector: float = 0.0
-    changed_paths: list[str] = field(default_factory=list)
-    removed_paths: list[str] = field(default_factory=list)
-    #: what this sync repaired first, one user-facing line (interrupted sync, corrupt or deleted index), or None
-    repaired: str | None = None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
 
 #: A sync with at least this many files to parse uses a process pool (parsing is CPU-bound pure Python:
 #: markdown-it, YAML, tokenising). Below it, worker start-up (~0.3 s of imports) costs more than it saves.
