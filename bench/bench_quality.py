@@ -429,6 +429,9 @@ def rule_variants(base) -> dict:
     out = {"default − title boost": replace(base, title_boost=0.0),
            "default − day-index demotion": replace(base, demote_day_index=False),
            "default − null floor": replace(base, null_floor_quantile=0.0)}
+    for b in (0, 1000, 2000):
+        if b != base.chat_context_bytes:
+            out[f"default, chat context {b}"] = replace(base, chat_context_bytes=b)
     for f in (0.0, 0.1, 0.15, 0.2, 0.3):
         if f != base.relative_floor:
             out[f"default, floor {f}"] = replace(base, relative_floor=f)

@@ -128,3 +128,35 @@ def test_hybrid_time_query_on_chats(make_engine, chat_vault):
     res = e.search("逆变器 参数 last week", neighbors=False)
     assert res.hits and res.hits[0].path == "session/dialog/s1.jsonl" and res.hits[0].start_line == 3
     assert all("2026-12-01" not in h.text for h in res.hits)
+
+
+def test_chat_hits_come_with_the_turns_around_them(make_engine, tmp_path):
+    """Ranked on small windows, returned with the same day's neighbouring windows (≤ chat_context_bytes); a
+    second hit inside that context is not listed again, and the line range still maps to the record's lines."""
+    from dataclasses import replace
+
+    v = tmp_path / "v"
+    (v / "session" / "dialog").mkdir(parents=True)
+    words = ["apple", "banana", "cherry", "damson", "elder", "fig", "grape", "hazel", "iris", "juniper", "kale",
+             "lemon"]
+    lines = [_msg(i, "user" if i % 2 == 0 else "assistant",
+                  f"turn {i} about {w} " + "and some more words to fill the turn " * 3, f"2026-11-24T10:{i:02d}:00Z")
+             for i, w in enumerate(words)]
+    lines.append(_msg(99, "user", "next day: grape again", "2026-11-25T09:00:00Z"))
+    (v / "session" / "dialog" / "s.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    e = make_engine(v, embed=False)
+    e.index()
+    s = e.searcher
+    narrow = s.search("hazel", mode="keyword", neighbors=False, parse_time=False,
+                      fusion=replace(s.fusion, chat_context_bytes=0))
+    wide = s.search("hazel", mode="keyword", neighbors=False, parse_time=False)
+    n, w = narrow.hits[0], wide.hits[0]
+    assert "hazel" in n.text and "hazel" in w.text and len(w.text) > 2 * len(n.text)
+    assert w.start_line < n.start_line or w.end_line > n.end_line
+    assert len(w.text.encode()) <= s.fusion.chat_context_bytes
+    text = dialog_text((v / "session" / "dialog" / "s.jsonl").read_text(encoding="utf-8"))[0].split("\n")
+    assert w.text == "\n".join(text[w.start_line - 1:w.end_line])
+    assert "next day" not in w.text  # context stays on the hit's day
+    both = s.search("hazel grape", mode="keyword", neighbors=False, parse_time=False)
+    spans = [(h.start_line, h.end_line) for h in both.hits]
+    assert all(a > pe or b < ps for i, (a, b) in enumerate(spans) for (ps, pe) in spans[:i]), spans  # no overlap

@@ -72,6 +72,8 @@ class FusionConfig:
     ``demote_day_index``: a generated day-index chunk scores just below the best listed card it competes with.
     ``null_floor_quantile``: when the keyword leg found nothing (hybrid), vector hits whose cosine is below this
     quantile of what nonsense probes reach in this vault are hidden (:mod:`.null`; 0 = off).
+    ``chat_context_bytes``: a chat-record hit (ranked as a small window of turns) is returned with the turns around
+    it, up to this many UTF-8 bytes; a later hit already inside it is dropped (0 = off).
     """
 
     method: str = "convex"
@@ -87,6 +89,7 @@ class FusionConfig:
     demote_day_index: bool = True
     choose_threshold: float = 0.5
     null_floor_quantile: float = 0.5
+    chat_context_bytes: int = 1500
 
     def __post_init__(self) -> None:
         if self.method not in FUSION_METHODS:
@@ -95,6 +98,8 @@ class FusionConfig:
             raise ValueError("cosine_hi must be greater than cosine_lo")
         if self.rrf_k < 1:
             raise ValueError("rrf_k must be >= 1")
+        if self.chat_context_bytes < 0:
+            raise ValueError("chat_context_bytes must be >= 0")
         if not 0.0 <= self.null_floor_quantile <= 1.0:
             raise ValueError("null_floor_quantile must be within 0..1")
 

@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import date
 
-from .chats import chunk_date_sql
+from .chats import chunk_date_sql, line_date
 from .fields import _DAY_PAGE_RE, adjust, is_day_index_chunk, normalise_name  # noqa: F401 (re-exported)
 from .fusion import (  # noqa: F401
     FUSION_METHODS,
@@ -343,9 +343,60 @@ class HybridSearcher:
             keep = [kv for kv in top if kv[1]["score"] >= cut]
             hidden = len(top) - len(keep)
             top = keep
+        if cfg.chat_context_bytes > 0:
+            return self._with_chat_context(top, limit, cfg.chat_context_bytes), hidden + null_hidden
         full = self._rows([cid for cid, _ in top[:limit]])
         hits = [self._hit(cid, d, full[cid]) for cid, d in top[:limit] if cid in full]
         return hits, hidden + null_hidden
+
+    def _with_chat_context(self, top: list[tuple[int, dict]], limit: int, budget: int) -> list[Hit]:
+        """The first ``limit`` hits of ``top``, chat-record hits widened to the neighbouring windows of their
+        record on the same day (next, then previous, alternately, while the text stays within ``budget`` UTF-8
+        bytes); a hit whose
+        chunk an earlier hit already shows is skipped, so the slot goes to the next one. Ranking stays on the small
+        windows (precise), the reader gets the conversation around them."""
+        hits: list[Hit] = []
+        shown: set[int] = set()
+        pos = 0
+        c = self.store.conn
+        while len(hits) < limit and pos < len(top):
+            batch = [kv for kv in top[pos:pos + limit] if kv[0] not in shown]
+            pos += limit
+            full = self._rows([cid for cid, _ in batch])
+            for cid, d in batch:
+                if len(hits) >= limit:
+                    break
+                if cid in shown or cid not in full:
+                    continue
+                h = self._hit(cid, d, full[cid])
+                if h.path.endswith(".jsonl"):
+                    rows = c.execute("SELECT id, start_line, end_line, text FROM chunks WHERE file_id ="
+                                     " (SELECT file_id FROM chunks WHERE id = ?) ORDER BY ord", (cid,)).fetchall()
+                    i = next((k for k, r in enumerate(rows) if r[0] == cid), None)
+                    if i is not None:
+                        a = b = i
+                        day = line_date(rows[i][3])  # the same day only: date filters stay true
+                        size = len(rows[i][3].encode("utf-8"))
+                        grew = True
+                        while grew:
+                            grew = False
+                            for j in (b + 1, a - 1):
+                                if 0 <= j < len(rows) and rows[j][0] not in shown \
+                                        and line_date(rows[j][3]) == day:
+                                    n = len(rows[j][3].encode("utf-8")) + 1
+                                    if size + n <= budget:
+                                        size += n
+                                        a, b = min(a, j), max(b, j)
+                                        grew = True
+                        parts = [rows[a][3]]
+                        for k in range(a + 1, b + 1):
+                            parts.append("\n" * max(1, rows[k][1] - rows[k - 1][2]) + rows[k][3])
+                        h.text = "".join(parts)
+                        h.start_line, h.end_line = rows[a][1], rows[b][2]
+                        shown.update(r[0] for r in rows[a:b + 1])
+                shown.add(cid)
+                hits.append(h)
+        return hits
 
     def null_floor(self, q: float) -> float:
         """The cosine below which a vector hit of a query with no keyword hit is hidden: the ``q`` quantile of the
