@@ -8,7 +8,7 @@ publishes it, so no one hand-writes a fan-out to every pane.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from textual.signal import Signal
@@ -40,7 +40,6 @@ class PaneContext:
     settings: Any
     vault_changed: Signal
     keyword_ready: bool = False
-    extra: dict = field(default_factory=dict)
 
     def today(self) -> str:
         """Today's date (YYYY-MM-DD) in the app timezone."""

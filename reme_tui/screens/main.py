@@ -36,17 +36,33 @@ from .. import indexing, link_follow, loaders
 from ..context import PaneContext, VaultChange
 from ..editor import run_editor
 from ..history import History
-from ..messages import (ChatReply, ChatSaved, CronEvent, DayLoaded, DayOpened, FollowLink, IndexFinished,
-                        IndexProgress, LinkResolved, NoteReindexed, NoteShown, OpenDay, OpenNote,
-                        RefreshFinished, StartNoteFound, VaultChanged)
-from .layout import PaneLayout
-from .openers import ScreenOpeners
+from ..messages import (
+    ChatReply,
+    ChatSaved,
+    CronEvent,
+    DayLoaded,
+    DayOpened,
+    FollowLink,
+    IndexFinished,
+    IndexProgress,
+    LinkResolved,
+    NoteReindexed,
+    NoteShown,
+    OpenDay,
+    OpenNote,
+    RefreshFinished,
+    StartNoteFound,
+    VaultChanged,
+)
 from ..widgets.agenda import AgendaPane
 from ..widgets.chat import ChatPane
 from ..widgets.daily import DailyPane
 from ..widgets.neighbours import NeighboursList
 from ..widgets.note_view import NoteView
 from ..widgets.status_line import StatusLine
+from ..widgets.vault_tree import VaultTree
+from .layout import PaneLayout
+from .openers import ScreenOpeners
 
 #: Status line text while the engine's embed thread adds vectors for notes saved elsewhere.
 BACKGROUND_EMBED = "embedding new notes…"
@@ -59,7 +75,7 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
     BINDINGS = [
         Binding("slash", "search", "Search", id="search", tooltip="Search the vault as you type (filters: layer, dates)"),
         Binding("ctrl+o", "quick_switch", "Open", id="quick_switch", tooltip="Quick switcher: open a note by title, alias or path"),
-        Binding("t", "today", "Today", id="today", tooltip="Today's day page and cards (created on first use)"),
+        Binding("t", "today", "Today", id="today", tooltip="Today's day page and cards (created when needed)"),
         Binding("a", "agenda", "Agenda", id="agenda", tooltip="Today's proactive agenda and topics"),
         Binding("g", "neighbours", "Links", id="neighbours", tooltip="Links pane: the graph around the note"),
         Binding("c", "chat", "Chat", id="chat", tooltip="Chat input (a quick-capture journal without an LLM)"),
@@ -96,8 +112,6 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
         self._announce = False  # say what a re-index did (only when the user asked for it)
         self._init_layout()
         # Kept as attributes (not queried): handlers may run before nested children are mounted.
-        from ..widgets.vault_tree import VaultTree
-
         self.daily = DailyPane(ctx, id="daily")
         self.vault_tree = VaultTree(ctx, id="tree")
         self.left_switch = ContentSwitcher(initial="daily", id="left-switch")
