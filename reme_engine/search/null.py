@@ -11,9 +11,10 @@ what most nonsense reaches here is hidden (counted in ``SearchResult.hidden``, s
 
 How the quantile (0.5, :class:`~reme_engine.search.fusion.FusionConfig`) was chosen (bench/RESULTS.md, "Gibberish
 floor"): the largest quantile that costs at most 0.005 of hybrid R@5 on the cross-lingual dev split (its zh→en
-title queries are the real queries with an empty keyword leg). Measured: quantile 0.5 leaves 36–41 of 80 fresh
-nonsense queries (another seed) with no hit at all on the three vaults (none without the floor on
-knowledge-garden-zh) for −0.002 R@5 on the dev split (−0.016 held out); 0.8 empties 60–67 of 80 for −0.017 (−0.037).
+title queries are the real queries with an empty keyword leg). Measured with title vectors on: quantile 0.5 leaves
+40–44 of 80 fresh nonsense queries (another seed) with no hit at all on the two LeetCode vaults and
+knowledge-garden-zh (19–20, 19 and 0 without the floor) at no R@5 cost on the dev or held-out split; 0.8 empties
+62–63 of 80 for −0.007 on the dev split. (Before title vectors: 0.5 cost −0.002 dev / −0.016 held out.)
 """
 
 from __future__ import annotations
