@@ -100,6 +100,10 @@ class Engine:
                                         settings.layers.session_dir):
                 settings.layers.daily_dir = self.detected_daily_dir = found
                 log.info("daily notes found in %s (set layers.daily_dir to choose another folder)", found)
+        from .vault.app_folder import apply_app_folder
+
+        # an existing vault keeps chat records and proactive state in one app folder (layers.app_dir)
+        apply_app_folder(self.vault, settings)
         self.state_dir = finalize_state_dir(settings)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.write_lock = threading.RLock()
