@@ -191,12 +191,8 @@ class Engine:
 
     def embed_pending(self, progress: Progress | None = None, report: IndexReport | None = None,
                       should_stop: Callable[[], bool] | None = None, *, wait: bool = True) -> IndexReport:
-        """The vector pass alone (see :class:`reme_engine.embed_pass.EmbedCoordinator`).
-
-        One pass runs at a time, and the write lock is taken per committed batch only, so the app's writes and
-        watcher syncs never queue behind minutes of embedding. With ``wait=False``, when a pass is already running
-        this returns at once and that pass runs again before it ends, picking up the new chunks.
-        """
+        """The vector pass alone, one at a time (see :class:`reme_engine.embed_pass.EmbedCoordinator`). With
+        ``wait=False``, when a pass is already running this returns at once and that pass runs once more."""
         return self._embed.run(progress, report, should_stop, wait=wait)
 
     def index_paths(self, paths: list[str], *, vectors: bool = True) -> IndexReport:
@@ -340,11 +336,8 @@ class Engine:
         return files.read(self, path, start_line, end_line)
 
     def write(self, path: str, content: str, *, overwrite: bool = True, expected_sha: str | None = None) -> WriteResult:
-        """Create or replace a text file atomically and index it.
-
-        ``overwrite=False`` refuses an existing file; ``expected_sha`` (from a read) refuses when the file changed
-        since (EngineError, nothing written).
-        """
+        """Create or replace a text file atomically and index it. ``overwrite=False`` refuses an existing file;
+        ``expected_sha`` (from a read) refuses when the file changed since (EngineError, nothing written)."""
         return files.write(self, path, content, overwrite=overwrite, expected_sha=expected_sha)
 
     def edit(self, path: str, old: str, new: str, *, count: int = 1) -> WriteResult:
@@ -359,13 +352,9 @@ class Engine:
         return files.delete(self, path)
 
     def move(self, src: str, dst: str) -> MoveResult:
-        """Move/rename a file and rewrite the inbound links that would break (anchor, display text, embed kept;
-        a bare-name link stays a bare name when that is unambiguous; links through an alias are untouched),
-        atomically per file.
-
-        Refuses to overwrite an existing ``dst``, to move the root or a layer folder, and folders.
-        A linking file changed meanwhile is reported in ``conflicts`` and left untouched.
-        """
+        """Move/rename a file and rewrite the inbound links that would break, atomically per file (see
+        :func:`reme_engine.vault.move.move`). EngineError for an existing ``dst``, a layer folder or a folder;
+        linking notes changed meanwhile are reported in ``conflicts`` and left untouched."""
         return _move.move(self, src, dst)
 
     def recover_interrupted(self) -> list[str]:
@@ -385,10 +374,8 @@ class Engine:
         return len(removed)
 
     def list(self, path: str = "", *, recursive: bool = False, limit: int = 2000) -> ListResult:
-        """Entries of a folder: ``{path, entries: [{path, is_dir, size, mtime}], truncated}`` (hidden ones skipped).
-
-        A symlink whose target leaves the vault (or cannot be resolved) is listed by name only:
-        ``is_dir`` False, ``size``/``mtime`` None and ``outside_vault`` True — nothing about the target shows."""
+        """Entries of a folder: ``{path, entries: [{path, is_dir, size, mtime}], truncated}`` (hidden ones skipped;
+        a symlink leaving the vault by name only, ``outside_vault`` True)."""
         return files.list_folder(self, path, recursive=recursive, limit=limit)
 
     def stat(self, path: str) -> StatResult:
