@@ -55,7 +55,7 @@ class TitleVectors:
     def __init__(self, store, vectors) -> None:
         self.store = store
         self.vectors = vectors
-        self._data = None  # (chunk ids int64 (n,), matrix float32 (n, dim))
+        self._data = None  # (chunk ids int64 (n,), faiss IndexIDMap2 over the title vectors)
         self._marker = None
         self._checked = 0.0
         self._lock = threading.Lock()
@@ -140,9 +140,19 @@ class TitleVectors:
             # knowledge-garden-zh), so a title counts only above what most nonsense reaches among these titles
             from .null import N_PROBES, nonsense, quantile
 
-            probes = vs.embedder.embed(nonsense(N_PROBES)) if len(mat) else mat
-            self.floor = quantile([float((mat @ p).max()) for p in probes], TITLE_NULL_QUANTILE)
-            self._data = (np.asarray(ids, dtype=np.int64), mat)
+            # faiss, not numpy: a numpy mat-vec product wakes the BLAS thread pool, whose spinning threads cost
+            # 10-30 ms of the next search on a busy 2-core machine (faiss runs single-threaded, index/vectors.py)
+            from ..index.vectors import _faiss
+
+            faiss = _faiss()
+            index = faiss.IndexIDMap2(faiss.IndexFlatIP(vs.dim))
+            id_arr = np.asarray(ids, dtype=np.int64)
+            if len(mat):
+                index.add_with_ids(np.ascontiguousarray(mat), id_arr)
+                probes = np.ascontiguousarray(vs.embedder.embed(nonsense(N_PROBES)), dtype=np.float32)
+                best, _ = index.search(probes, 1)
+                self.floor = quantile([float(b[0]) for b in best], TITLE_NULL_QUANTILE)
+            self._data = (id_arr, index)
             self._marker = marker
             self.error = None
         except (EmbedderError, OSError, ValueError, RuntimeError) as exc:  # search goes on without titles
@@ -158,21 +168,23 @@ class TitleVectors:
         first build."""
         import numpy as np
 
+        from ..index.vectors import _faiss
+
         data = self._data
         if data is None or not len(data[0]) or n <= 0:
             return []
-        ids, mat = data
-        scores = mat @ np.asarray(qv, dtype=np.float32)
-        mask = scores >= self.floor
-        if allowed is not None:
-            mask &= np.isin(ids, allowed)
-        ids, scores = ids[mask], scores[mask]
-        if not len(ids):
-            return []
+        ids, index = data
+        q = np.ascontiguousarray(qv, dtype=np.float32).reshape(1, -1)
         k = min(n, len(ids))
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top])]
-        return [(int(ids[i]), float(scores[i])) for i in top]
+        if allowed is not None:
+            allowed = np.asarray(allowed, dtype=np.int64)
+            if not len(allowed):
+                return []
+            faiss = _faiss()
+            scores, got = index.search(q, k, params=faiss.SearchParameters(sel=faiss.IDSelectorBatch(allowed)))
+        else:
+            scores, got = index.search(q, k)
+        return [(int(i), float(c)) for i, c in zip(got[0], scores[0]) if i >= 0 and c >= self.floor]
 
 
 def merge_title_hits(chunk_hits: list[tuple[int, float]], title_hits: list[tuple[int, float]],
