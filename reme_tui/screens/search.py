@@ -7,7 +7,7 @@ Filters: a layer (daily / digest / resource / session, i.e. a path prefix) and a
 ``YYYY-MM-DD`` bounds, matched against the date in ``daily/<date>`` / ``resource/<date>`` paths); Tab reaches them,
 a change searches again.
 
-Dismisses with the chosen ``reme_engine.search.hybrid.Hit`` (Enter) or ``None`` (Escape).
+Dismisses with the chosen ``reme_engine.search.results.Hit`` (Enter) or ``None`` (Escape).
 """
 
 from __future__ import annotations
@@ -134,10 +134,7 @@ class SearchScreen(Dialog):
     def filters(self):
         """The ``SearchFilters`` the filter row describes (None when no filter is set). Raises ValueError for a
         malformed date."""
-        try:
-            from reme_engine.search.results import SearchFilters
-        except ImportError:  # before the search results moved to their own module
-            from reme_engine.search.hybrid import SearchFilters
+        from reme_engine.search.results import SearchFilters  # a result-types module (plain data)
 
         layer = self.layer_select.value if isinstance(self.layer_select.value, str) else None
         bounds = []
