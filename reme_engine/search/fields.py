@@ -28,6 +28,22 @@ def _alias_list(v) -> list[str]:
     return [str(a) for a in v] if isinstance(v, list) else []
 
 
+_TARGETS_CACHE: dict[str, frozenset[str]] = {}
+
+
+def _day_targets(text: str) -> frozenset[str]:
+    """Wikilink targets of a day-index chunk (``path.md`` for paths, bare names as written), remembered by text:
+    day pages are candidates of many queries and parsing their links was ~0.5 ms of each."""
+    got = _TARGETS_CACHE.get(text)
+    if got is None:
+        got = frozenset(t + ".md" if "/" in t else t
+                        for t in (lk.target.strip() for lk in parse_links(text) if lk.kind == "wikilink") if t)
+        if len(_TARGETS_CACHE) > 4096:
+            _TARGETS_CACHE.clear()
+        _TARGETS_CACHE[text] = got
+    return got
+
+
 def normalise_name(text: str) -> str:
     """Case-folded ``text`` without punctuation, emoji or spaces (for title/alias equality). Pure."""
     return _NORM_RE.sub("", text.casefold())
@@ -91,8 +107,7 @@ def adjust(fused: dict[int, dict], rows: dict[int, tuple], query: str, cfg: Fusi
             if r is None or not r[3] or not is_day_index_chunk(r[0], r[3]):
                 continue
             own = r[0].rsplit("/", 1)[-1].rsplit(".", 1)[0]
-            targets = {t + ".md" if "/" in t else t
-                       for t in (lk.target.strip() for lk in parse_links(r[3]) if lk.kind == "wikilink") if t}
+            targets = _day_targets(r[3])
             listed = [best_of[t] for t in targets if t in best_of and t not in (r[0], own)]
             if listed and max(listed) <= d["score"]:
                 d["score"] = max(listed) * 0.999

@@ -115,7 +115,10 @@ class HybridSearcher:
         self.today = date.today
 
     def close(self) -> None:
+        """Stop the worker thread and a title-vector build under way (waits for it up to 5 s)."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._titles is not None:
+            self._titles.close()
 
     # -- legs ---------------------------------------------------------------------------------------------
     def keyword_leg(self, query: str, n: int, filters: SearchFilters | None, *,

@@ -62,8 +62,17 @@ class TitleVectors:
         self._thread: threading.Thread | None = None
         self.error: str | None = None
         self.built = threading.Event()  # set after each finished build (tests wait on it)
+        self._stop = threading.Event()
         #: title cosines below this do not count (the titles' null model, see _build)
         self.floor = 1.0
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop a build under way (after its current batch) and wait for it up to ``timeout`` seconds: a thread
+        still inside the model or faiss when the interpreter exits can crash it."""
+        self._stop.set()
+        t = self._thread
+        if t is not None and t.is_alive():
+            t.join(timeout)
 
     def _files_marker(self):
         return tuple(self.store.conn.execute("SELECT count(*), max(indexed_at) FROM files").fetchone())
@@ -72,7 +81,7 @@ class TitleVectors:
         """Start a background build when the files changed since the last one (checked at most every
         :data:`CHECK_EVERY_S`). Never blocks on the build."""
         now = time.monotonic()
-        if self._data is not None and now - self._checked < CHECK_EVERY_S:
+        if self._stop.is_set() or (self._data is not None and now - self._checked < CHECK_EVERY_S):
             return
         with self._lock:
             if self._thread is not None and self._thread.is_alive():
@@ -127,6 +136,8 @@ class TitleVectors:
                         vecs[h] = np.frombuffer(blob, dtype=np.float32)
             todo = [(h, t) for h, t in dict(zip(hashes, texts)).items() if h not in vecs]
             for i in range(0, len(todo), BATCH):
+                if self._stop.is_set():
+                    return
                 part = todo[i:i + BATCH]
                 m = vs.embedder.embed([t for _, t in part])
                 with self.store.write() as cw:
@@ -138,11 +149,10 @@ class TitleVectors:
                 np.zeros((0, vs.dim), dtype=np.float32)
             # the titles' own null model: short titles meet nonsense at high cosines (0.34–0.76 on 3k notes of
             # knowledge-garden-zh), so a title counts only above what most nonsense reaches among these titles
-            from .null import N_PROBES, nonsense, quantile
-
             # faiss, not numpy: a numpy mat-vec product wakes the BLAS thread pool, whose spinning threads cost
             # 10-30 ms of the next search on a busy 2-core machine (faiss runs single-threaded, index/vectors.py)
             from ..index.vectors import _faiss
+            from .null import N_PROBES, nonsense, quantile
 
             faiss = _faiss()
             index = faiss.IndexIDMap2(faiss.IndexFlatIP(vs.dim))
@@ -150,8 +160,8 @@ class TitleVectors:
             if len(mat):
                 index.add_with_ids(np.ascontiguousarray(mat), id_arr)
                 probes = np.ascontiguousarray(vs.embedder.embed(nonsense(N_PROBES)), dtype=np.float32)
-                best, _ = index.search(probes, 1)
-                self.floor = quantile([float(b[0]) for b in best], TITLE_NULL_QUANTILE)
+                best = [float(index.search(p.reshape(1, -1), 1)[0][0][0]) for p in probes]  # one by one: no BLAS
+                self.floor = quantile(best, TITLE_NULL_QUANTILE)
             self._data = (id_arr, index)
             self._marker = marker
             self.error = None
