@@ -26,6 +26,42 @@ PLAIN_WINDOW_LINES = 1500
 #: Above this many Markdown blocks a note is shown as plain text: every block is a widget, and each frame lays
 #: them all out (about 110 ms a frame at 1,700 blocks on the test machines).
 MAX_MARKDOWN_BLOCKS = 600
+#: Characters of one line handed to the renderer: soft-wrapping one huge line (a 5 MB single-line note) holds the
+#: UI for seconds on every key, so a longer line is cut and ends in :func:`cut_marker`.
+MAX_LINE_CHARS = 4000
+
+
+def cut_marker(rest_bytes: int) -> str:
+    """The visible end of a line cut at :data:`MAX_LINE_CHARS`; ``rest_bytes``: UTF-8 bytes not shown."""
+    from .render import human_size
+
+    return f" … {human_size(rest_bytes)} more on this line; press e to open it in $EDITOR"
+
+
+def bound_lines(text: str, limit: int = MAX_LINE_CHARS) -> tuple[str, int]:
+    """``(text, lines cut)``: ``text`` with every line longer than ``limit`` characters cut there and ended with
+    :func:`cut_marker`. Line count and line ends are kept, so file lines still map to view lines."""
+    if len(text) <= limit:
+        return text, 0
+    out: list[str] = []
+    cut = 0
+    pos, n = 0, len(text)
+    while pos < n:
+        nl = text.find("\n", pos)
+        end = n if nl < 0 else nl
+        if end - pos > limit:
+            rest = text[pos + limit : end]
+            trail = "\r" if rest.endswith("\r") else ""
+            out.append(text[pos : pos + limit])
+            out.append(cut_marker(len(rest.encode("utf-8", "replace")) - len(trail)) + trail)
+            cut += 1
+        else:
+            out.append(text[pos:end])
+        if nl < 0:
+            break
+        out.append("\n")
+        pos = nl + 1
+    return ("".join(out), cut) if cut else (text, 0)
 
 
 def error_text(exc: BaseException) -> str:
@@ -215,6 +251,7 @@ def note_document(engine, request: OpenNote, cancelled: Callable[[], bool] = lam
     is_md = path.lower().endswith(MARKDOWN_EXTS)
     plain = not is_md or size > MAX_MARKDOWN_BYTES
     meta, warning, body, body_line = {}, None, text, 1
+    long_lines = 0
     links: list = []
     sources: list = []
     callouts: dict = {}
@@ -230,6 +267,7 @@ def note_document(engine, request: OpenNote, cancelled: Callable[[], bool] = lam
         sources = sources_targets(raw_body)
         own = engine.note_ownership(text)  # pure and linear in the text: cheap beside the read
         if not plain:
+            raw_body, long_lines = bound_lines(raw_body)
             body, callouts, notes = callouts_and_footnotes(wikilinks_to_markdown(raw_body))
             body_line = fm.body_start_line
             footnotes = {label: i + body_line for label, i in notes.items()}
@@ -241,11 +279,15 @@ def note_document(engine, request: OpenNote, cancelled: Callable[[], bool] = lam
         warning = (warning + "; " if warning else "") + "large file: shown as plain text"
     window_start = 1
     if plain:
+        body, long_lines = bound_lines(body)
         lines = body.splitlines(keepends=True)
         if len(lines) > PLAIN_WINDOW_LINES:
             want = request.line or 1
             window_start = max(1, min(want - PLAIN_WINDOW_LINES // 4, len(lines) - PLAIN_WINDOW_LINES + 1))
             body = "".join(lines[window_start - 1 : window_start - 1 + PLAIN_WINDOW_LINES])
+    if long_lines:
+        warning = ((warning + "; " if warning else "")
+                   + f"{long_lines} long line{'s' if long_lines > 1 else ''} cut at {MAX_LINE_CHARS} characters")
     doc = NoteDocument(path, body, meta, body_line, total or 0, size, plain, warning, links, sources,
                        window_start, callouts=callouts, footnotes=footnotes)
     if resolve_links and links:
