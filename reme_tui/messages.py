@@ -412,6 +412,24 @@ class ChatSaved(Message):
 # -- editing, new notes ---------------------------------------------------------------------------------------
 
 
+class EditReady(Message):
+    """The temp copy for ``e`` is ready (``session``: ``editor.EditSession``), or ``error`` (nothing to edit)."""
+
+    def __init__(self, path: str, session: Any = None, error: str | None = None) -> None:
+        super().__init__()
+        self.path = path
+        self.session = session
+        self.error = error
+
+
+class EditFinished(Message):
+    """The editor's text went back (``outcome``: ``editor.EditOutcome``: written, unchanged or a conflict copy)."""
+
+    def __init__(self, outcome: Any) -> None:
+        super().__init__()
+        self.outcome = outcome
+
+
 class NoteReindexed(Message):
     """``path`` was re-indexed after an edit (``report``: ``IndexReport``), or ``error``."""
 

@@ -266,7 +266,9 @@ async def test_fresh_day_shows_carried_topics_and_r_re_evaluates_them(app_for, d
 # -- 4. the note after $EDITOR ----------------------------------------------------------------------------------
 
 
-async def test_note_shows_the_edited_text_before_the_reindex_finishes(app_for, demo_vault, tmp_path, monkeypatch):
+async def test_note_shows_the_edited_text_once_saved_and_indexed(app_for, demo_vault, tmp_path, monkeypatch):
+    """The editor's text goes back through the engine's checked write, which indexes the note: the status line
+    says so while it runs, and the new text is shown (and found) when it returns."""
     import stat
     import threading
 
@@ -279,7 +281,7 @@ async def test_note_shows_the_edited_text_before_the_reindex_finishes(app_for, d
     release = threading.Event()
     real = app.engine.index_paths
 
-    def slow_index_paths(paths, **kw):  # the re-index is held until the test has seen the new text
+    def slow_index_paths(paths, **kw):  # the save's index is held until the test has seen the status
         release.wait(30)
         return real(paths, **kw)
 
@@ -289,11 +291,11 @@ async def test_note_shows_the_edited_text_before_the_reindex_finishes(app_for, d
         monkeypatch.setattr(app.engine, "index_paths", slow_index_paths)
         await pilot.press("e")
         try:
-            await wait_for(pilot, lambda: "zebracorn" in m.note.markdown.source, what="new text while re-indexing")
-            assert "re-indexing" in m.status.work
+            await wait_for(pilot, lambda: "saving" in m.status.work, what="saving status")
         finally:
             release.set()
-        await wait_for(pilot, lambda: m.status.work == "", what="re-index done")
+        await wait_for(pilot, lambda: "zebracorn" in m.note.markdown.source, what="new text")
+        await wait_for(pilot, lambda: m.status.work == "", what="save done")
         assert [h.path for h in app.engine.search("zebracorn", mode="keyword", neighbors=False).hits] == [GUANGFU]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textual.widgets import TextArea
 
-from test_tui import open_and_wait, started, wait_for
+from test_tui import GUANGFU, open_and_wait, settle, started, wait_for
 
 from reme_tui.loaders import MAX_LINE_CHARS, bound_lines
 
@@ -39,3 +39,62 @@ async def test_a_one_line_megabyte_note_is_shown_cut_with_a_marker(app_for, demo
         assert m.note.scroller.display and not m.note.doc.plain
         assert max(len(line) for line in m.note.doc.body.split("\n")) < MAX_LINE_CHARS + 100
         assert "KB more on this line" in m.note.doc.body and "after" in m.note.doc.body
+
+
+# -- 2. e ($EDITOR) never overwrites what another program saved meanwhile ------------------------------------------
+
+
+def _editor(tmp_path, monkeypatch, body: str):
+    import stat
+
+    script = tmp_path / "stand-in-editor.sh"
+    script.write_text("#!/bin/sh\n" + body, encoding="utf-8")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("EDITOR", str(script))
+    monkeypatch.delenv("VISUAL", raising=False)
+
+
+async def test_edit_while_another_program_appends_keeps_both_texts(app_for, demo_vault, tmp_path, monkeypatch):
+    note = demo_vault / GUANGFU
+    before = note.read_bytes()
+    # the "other program" appends 60 lines to the real note while the editor is open; then the editor saves
+    # its copy with one line added
+    other = "".join(f"synced line {i}\n" for i in range(60))
+    _editor(tmp_path, monkeypatch, f"printf '{other}' >> '{note}'\nprintf 'my edit zebracorn\\n' >> \"$1\"\n")
+    app = app_for()
+    async with app.run_test(size=(120, 36)) as pilot:
+        await started(pilot)
+        m = await open_and_wait(pilot, GUANGFU)
+        await pilot.press("e")
+        copies = lambda: sorted(note.parent.glob("光伏产业链 (conflict *).md"))  # noqa: E731
+        await wait_for(pilot, lambda: copies() and any("Edit conflict" == n.title for n in app._notifications),
+                       what="conflict copy and warning")
+        assert note.read_bytes() == before + other.encode()  # the other program's 60 lines are all there
+        [copy] = copies()
+        assert copy.read_bytes() == before + b"my edit zebracorn\n"  # and so is the user's edit
+        warning = next(n for n in app._notifications if n.title == "Edit conflict")
+        assert GUANGFU in warning.message and copy.relative_to(demo_vault).as_posix() in warning.message
+        await wait_for(pilot, lambda: "synced line 59" in m.note.markdown.source, what="note shows the saved file")
+
+
+async def test_edit_without_conflict_writes_back_and_no_change_writes_nothing(app_for, demo_vault, tmp_path,
+                                                                              monkeypatch):
+    note = demo_vault / GUANGFU
+    before = note.read_bytes()
+    _editor(tmp_path, monkeypatch, 'case "$1" in *reme-edit-*) ;; *) exit 3;; esac\n'  # a copy, never the note
+            "printf 'my edit zebracorn\\n' >> \"$1\"\n")
+    app = app_for()
+    async with app.run_test(size=(120, 36)) as pilot:
+        await started(pilot)
+        m = await open_and_wait(pilot, GUANGFU)
+        await pilot.press("e")
+        await wait_for(pilot, lambda: "zebracorn" in m.note.markdown.source, what="edited text shown")
+        assert note.read_bytes() == before + b"my edit zebracorn\n"
+        assert [h.path for h in app.engine.search("zebracorn", mode="keyword", neighbors=False).hits] == [GUANGFU]
+        assert not list(note.parent.glob("* (conflict *)*"))
+        # an editor that changes nothing: the file is not touched at all
+        _editor(tmp_path, monkeypatch, "true\n")
+        stamp = note.stat().st_mtime_ns
+        await pilot.press("e")
+        await settle(pilot)
+        assert note.stat().st_mtime_ns == stamp and note.read_bytes() == before + b"my edit zebracorn\n"

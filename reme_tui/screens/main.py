@@ -32,9 +32,8 @@ from textual.signal import Signal
 from textual.widgets import ContentSwitcher, Footer
 from textual.worker import Worker, get_current_worker
 
-from .. import indexing, link_follow, loaders
+from .. import editor, indexing, link_follow, loaders
 from ..context import PaneContext, VaultChange
-from ..editor import run_editor
 from ..history import History
 from ..messages import (
     ChatReply,
@@ -42,11 +41,12 @@ from ..messages import (
     CronEvent,
     DayLoaded,
     DayOpened,
+    EditFinished,
+    EditReady,
     FollowLink,
     IndexFinished,
     IndexProgress,
     LinkResolved,
-    NoteReindexed,
     NoteShown,
     OpenDay,
     OpenNote,
@@ -361,43 +361,66 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
 
     # -- editing ------------------------------------------------------------------------------------------
     def action_edit(self) -> None:
-        """Open the note in ``$VISUAL``/``$EDITOR`` (the app suspends meanwhile), then re-index it."""
+        """Edit the note in ``$VISUAL``/``$EDITOR`` (the app suspends meanwhile) through a temp copy; the result is
+        written back only if no other program saved the note meanwhile, else kept as a conflict copy."""
         path = self.note.path
         if not path:
             self.notify("Open a note first", timeout=2)
             return
-        ran, problem = run_editor(self.app, Path(self.engine.vault), path)
+        self.prepare_edit(path)
+
+    @work(thread=True, exclusive=True, group="edit", exit_on_error=False)
+    def prepare_edit(self, path: str) -> None:
+        try:
+            session = editor.prepare_edit(self.engine, path)
+        except Exception as exc:
+            self.post_message(EditReady(path, error=loaders.error_text(exc)))
+            return
+        self.post_message(EditReady(path, session))
+
+    def on_edit_ready(self, message: EditReady) -> None:
+        if message.error or message.session is None:
+            self.notify(message.error or "cannot edit this note", title="Editor", severity="error")
+            return
+        session = message.session
+        ran, problem = editor.run_editor(self.app, session.copy)
         if not ran:
+            editor.finish_edit_nothing(session)
             self.notify(problem or "the editor did not start", title="Editor", severity="error")
             return
         if problem:
             self.notify(problem, title="Editor", severity="warning", timeout=4)
-        if self.note.doc is not None and self.note.doc.unwritten and not (Path(self.engine.vault) / path).exists():
-            self.notify(f"Nothing written: {path} still does not exist", title="Editor", timeout=4)
-            return
-        # the new text at once, read from the file; the index (and with it the links pane) follows
-        self.post_message(OpenNote(path, history=False))
-        self.status.set_work(f"re-indexing {path}…")
-        self.reindex_note(path)
+        self.status.set_work(f"saving {session.path}…")
+        self.finish_edit(session)
 
-    @work(thread=True, group="reindex-note", exit_on_error=False)
-    def reindex_note(self, path: str) -> None:
-        try:
-            rep = self.engine.index_paths([path])
-        except Exception as exc:
-            self.post_message(NoteReindexed(path, error=loaders.error_text(exc)))
-            return
-        self.post_message(NoteReindexed(path, rep))
+    @work(thread=True, group="edit-save", exit_on_error=False)
+    def finish_edit(self, session) -> None:
+        self.post_message(EditFinished(editor.finish_edit(self.engine, session)))
 
-    def on_note_reindexed(self, message: NoteReindexed) -> None:
-        self.note_index = None
+    def on_edit_finished(self, message: EditFinished) -> None:
+        out = message.outcome
         if not self.index_running:
             self.status.set_work("")
-        if message.error:
-            self.notify(message.error, title="Re-index after edit failed", severity="error")
+        if out.error:
+            self.notify(out.error, title="Editor: not saved", severity="error", timeout=30)
             return
-        if self.note.path == message.path:
-            self.links.load(message.path)
+        if out.conflict:
+            self.notify(f"{out.path} changed while you were editing it (another program saved it). It was left "
+                        f"as that program wrote it; your text is in {out.conflict}.", title="Edit conflict",
+                        severity="warning", timeout=30)
+            self.vault_tree.load_root()
+            if self.note.path == out.path:  # what the other program saved
+                self.post_message(OpenNote(out.path, history=False))
+            return
+        if out.unchanged:
+            if self.note.doc is not None and self.note.doc.unwritten:
+                self.notify(f"Nothing written: {out.path} still does not exist", title="Editor", timeout=4)
+            return
+        # the engine's write indexed the note: show the new text; the links pane and day list follow
+        self.note_index = None
+        if self.note.path == out.path:
+            self.post_message(OpenNote(out.path, history=False))
+        self.links.load(out.path)
         self.status.load()
         self.daily.load_days()
         if self.daily.date:
