@@ -38,6 +38,7 @@ def remember(engine: VaultContext, text: str, *, agent: str, conversation: list 
     from .markdown.links import format_link
     from .memory.auto_memory import CAPTURE_KIND, CAPTURE_STEM, _append_block, _capture_head
     from .memory.session import ChatMessage, append_messages, new_session_id, session_rel
+    from .vault.app_folder import cards_dir
 
     settings = engine.settings
     tz = settings.tzinfo()
@@ -58,7 +59,7 @@ def remember(engine: VaultContext, text: str, *, agent: str, conversation: list 
             msgs.append(ChatMessage.create(m["role"], m["content"], tz=tz))
     now = datetime.now(tz)
     date = now.date().isoformat()
-    rel = f"{settings.layers.daily_dir.strip('/')}/{date}/{CAPTURE_STEM}.md"
+    rel = f"{cards_dir(settings.layers)}/{date}/{CAPTURE_STEM}.md"  # the app folder in an existing vault
     source = f" · {format_link(srel, alias='conversation')}" if srel else ""
     block = f"\n**{now:%H:%M}** · noted by {who}{source}\n\n{text.rstrip()}\n"
     with engine.write_lock:

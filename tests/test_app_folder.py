@@ -104,7 +104,7 @@ def test_records_and_state_in_the_old_places_stay_readable(tmp_path, open_engine
     cap = append_user_messages_verbatim(e2, "old", [ChatMessage("m3", "user", "captured",
                                                                 "2026-11-28T10:00:00+08:00")])
     card = (v / cap.paths[0]).read_text(encoding="utf-8")
-    assert cap.paths[0].startswith("Journal/2026-11-28/") and "[[session/dialog/old.jsonl|chat]]" in card
+    assert cap.paths[0] == "reme/daily/2026-11-28/capture.md" and "[[session/dialog/old.jsonl|chat]]" in card
     e2.chat_append("new", "user", "hello")
     assert (v / "reme/session/dialog/new.jsonl").is_file()
 
@@ -132,3 +132,51 @@ def test_an_app_folder_outside_the_vault_or_hidden_is_refused(tmp_path, open_eng
         with pytest.raises(ConfigError, match="app_dir"):
             open_engine(v, layers={"app_dir": bad})
     assert not (tmp_path / "elsewhere").exists() and not (v / ".reme").exists()
+
+
+def test_a_capture_a_chat_and_a_refresh_create_files_only_in_the_app_folder(tmp_path, open_engine):
+    """The knowledge-garden layout (daily notes in a nested ``Calendar/Daily notes``): a quick capture, a chat
+    record and a proactive refresh add files under ``reme/`` only; every reader of a day's cards sees the card."""
+    from conftest import tree
+    from reme_engine.dream.extract import scan_changed
+    from reme_engine.proactive.extract import scan_window
+
+    v = tmp_path / "garden"
+    (v / ".obsidian").mkdir(parents=True)
+    (v / ".obsidian/daily-notes.json").write_text('{"folder": "Calendar/Daily notes"}', encoding="utf-8")
+    daily = v / "Calendar/Daily notes"
+    daily.mkdir(parents=True)
+    for d in DAYS:
+        (daily / f"{d}.md").write_text(f"# {d}\n\nReading about Kubernetes probes.\n", encoding="utf-8")
+    (daily / "2026-11-27").mkdir()  # a day folder of the user's, with a note of theirs
+    (daily / "2026-11-27/mine.md").write_text("# Mine\n\nMy own card.\n", encoding="utf-8")
+    before = tree(v)
+    e = open_engine(v)
+    assert e.settings.layers.daily_dir == "Calendar/Daily notes" and e.settings.layers.app_dir == "reme"
+
+    msg = e.chat_append("s1", "user", "buy oat milk and check the probe delays")
+    day = msg.time(e.settings.tzinfo()).date().isoformat()
+    assert e.chat_capture("s1", [msg]) == [f"reme/daily/{day}/capture.md"]
+    e.chat_append("s1", "assistant", "noted")
+    old_msg = ChatMessage("m-old", "user", "an idea from the 27th", "2026-11-27T10:00:00+08:00")
+    assert e.chat_capture("s1", [old_msg]) == ["reme/daily/2026-11-27/capture.md"]
+    e.index()
+    rep = e.proactive_refresh(DAYS[-1], use_llm=False)
+    assert rep.status == "written", (rep.errors, rep.warnings)
+
+    after = tree(v)
+    assert {p for p in after if p not in before} == {
+        "reme/session/dialog/s1.jsonl", f"reme/daily/{day}/capture.md", "reme/daily/2026-11-27/capture.md",
+        f"reme/proactive/{DAYS[-1]}/interests.yaml", "reme/proactive/_proactive.yaml"}
+    assert {p: b for p, b in after.items() if p in before} == before  # no byte of the user's changed
+    assert not any(p.is_dir() for p in daily.iterdir() if p.name != "2026-11-27")  # no new day folder
+
+    # readers of a day's cards see the app's card beside the user's own
+    assert [c.path for c in e.daily_list("2026-11-27")] == ["Calendar/Daily notes/2026-11-27/mine.md",
+                                                            "reme/daily/2026-11-27/capture.md"]
+    assert day in e.list_days() and "2026-11-27" in e.list_days()
+    assert "reme/daily/2026-11-27/capture.md" in scan_changed(e, "2026-11-27").scanned
+    scan = scan_window(v, "Calendar/Daily notes", "2026-11-27", 1, 1 << 20, "reme/daily")
+    assert [f.path for f in scan.files] == ["Calendar/Daily notes/2026-11-27.md",
+                                            "Calendar/Daily notes/2026-11-27/mine.md",
+                                            "reme/daily/2026-11-27/capture.md"]

@@ -23,6 +23,7 @@ from ..llm.client import LLMError, Message, UsageTally
 from ..llm.structured import StructuredReplyError, extract_data
 from ..markdown.frontmatter import parse_frontmatter
 from ..vault.daily import strip_day_index, valid_date
+from ..vault.app_folder import cards_dir
 from ..vault.io import SkipFile, read_text
 from ..vault.paths import VaultPathError, is_hidden, resolve, to_rel
 from .models import BUCKETS, DreamInput, ExtractReply, Unit
@@ -105,7 +106,7 @@ def window(date: str, scan_days: int) -> list[str]:
     return [(end - _dt.timedelta(days=i)).isoformat() for i in range(n - 1, -1, -1)]
 
 
-def daily_files(vault: Path, daily_dir: str, dates: list[str]) -> list[str]:
+def daily_files(vault: Path, daily_dir: str, dates: list[str], card_dir: str = "") -> list[str]:
     """Vault paths of ``<daily>/<d>.md`` and ``<daily>/<d>/**/*.md`` for each date (hidden entries skipped,
     symlinks leaving the vault skipped), day page first, then cards sorted."""
     root = Path(vault).resolve()
@@ -115,13 +116,11 @@ def daily_files(vault: Path, daily_dir: str, dates: list[str]) -> list[str]:
             page = resolve(root, f"{daily_dir}/{d}.md")
             if page.abs.is_file():
                 out.append(page.rel)
-            folder = resolve(root, f"{daily_dir}/{d}")
+            folders = [resolve(root, f"{x}/{d}") for x in dict.fromkeys(y for y in (daily_dir, card_dir) if y)]
         except VaultPathError:
             continue
-        if not folder.abs.is_dir():
-            continue
         cards = []
-        for dp, dns, fns in os.walk(folder.abs):
+        for dp, dns, fns in (w for f in folders if f.abs.is_dir() for w in os.walk(f.abs)):
             dns[:] = [x for x in dns if not x.startswith(".")]
             for fn in fns:
                 if fn.startswith(".") or fn in EXCLUDED_NAMES or not fn.lower().endswith(".md"):
@@ -162,10 +161,11 @@ def scan_changed(engine, date: str, scan_days: int = 1, budget: Budget | None = 
     daily_dir = layers.daily_dir.strip("/") or "daily"
     res = ScanResult(dates)
     catalog = engine.store.catalog_get(CATALOG)
-    res.scanned = daily_files(engine.vault, daily_dir, dates)
+    card_dir = cards_dir(layers)  # the app's cards: the app folder in an existing vault
+    res.scanned = daily_files(engine.vault, daily_dir, dates, card_dir)
     present = set(res.scanned)
     day_pages = {f"{daily_dir}/{d}.md" for d in dates}
-    folders = tuple(f"{daily_dir}/{d}/" for d in dates)
+    folders = tuple(f"{x}/{d}/" for x in {daily_dir, card_dir} for d in dates)
     res.vanished = sorted(p for p in catalog if (p in day_pages or p.startswith(folders)) and p not in present)
     remaining = budget.max_total_chars
     for rel in res.scanned:

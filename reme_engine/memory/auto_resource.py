@@ -50,7 +50,7 @@ from ..vault.io import SkipFile, WriteConflict, read_text
 from ..vault.paths import VaultPathError, is_hidden, resolve, to_rel
 
 # Card helpers shared with auto-memory (same frontmatter, heading-safety and naming rules for every daily card).
-from .cards import _new_card_head, _read_card, free_card_path
+from .cards import _day_folders, _new_card_head, _read_card, free_card_path
 from .merge import BLOCK_TEXT, DESCRIPTION_LABEL, _checked_block_write, _one_line, _safe_block, normalize_item
 from .prompts import load_prompt
 from .reply import _as_text, text_items
@@ -602,10 +602,11 @@ def _existing_card(engine, rel: str, rec: dict | None, date: str) -> tuple[str |
     candidates = []
     if rec:
         candidates.append(rec["card"])
-    folder = resolve(engine.vault, f"{engine.settings.layers.daily_dir.strip('/')}/{date}")
-    if folder.abs.is_dir():
-        candidates += [f"{folder.rel}/{unicodedata.normalize('NFC', p.name)}" for p in sorted(folder.abs.iterdir())
-                       if p.name.lower().endswith(".md") and not p.name.startswith(".")]
+    for day_rel in _day_folders(engine, date):
+        folder = resolve(engine.vault, day_rel)
+        if folder.abs.is_dir():
+            candidates += [f"{folder.rel}/{unicodedata.normalize('NFC', p.name)}" for p in sorted(folder.abs.iterdir())
+                           if p.name.lower().endswith(".md") and not p.name.startswith(".")]
     for cand in candidates:
         try:
             cur = _read_card(engine, cand)

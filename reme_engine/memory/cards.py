@@ -8,6 +8,7 @@ import unicodedata
 from ..markdown.frontmatter import parse_frontmatter, render_frontmatter
 from ..vault.io import SkipFile, read_text
 from ..text import slugify as _slugify
+from ..vault.app_folder import card_dirs, cards_dir
 from ..vault.paths import resolve
 
 MAX_SLUG_CHARS = 60
@@ -16,7 +17,15 @@ RESERVED_STEMS = frozenset({"capture", "interests", "index"})
 
 
 def _day_folder(engine, date: str) -> str:
-    return f"{engine.settings.layers.daily_dir.strip('/')}/{date}"
+    """Where the app writes ``date``'s cards: ``<app_dir>/daily/<date>`` in an existing vault (never the user's
+    daily-notes folder), else ``<daily_dir>/<date>``."""
+    return f"{cards_dir(engine.settings.layers)}/{date}"
+
+
+def _day_folders(engine, date: str) -> list[str]:
+    """Every folder that may hold ``date``'s cards, the write folder first (see
+    :func:`reme_engine.vault.app_folder.card_dirs`)."""
+    return [f"{d}/{date}" for d in card_dirs(engine.settings.layers)]
 
 
 def _read_card(engine, rel: str) -> tuple[str, str, str] | None:
@@ -32,22 +41,23 @@ def _read_card(engine, rel: str) -> tuple[str, str, str] | None:
 def find_session_card(engine, date: str, session_id: str) -> str | None:
     """The card of ``date`` whose frontmatter ``session_id`` is ``session_id`` (first by name), else None.
 
-    Only the day folder's top level is searched; unreadable files are ignored.
+    Only the top level of the day's card folders is searched (app folder first); unreadable files are ignored.
     """
-    folder = resolve(engine.vault, _day_folder(engine, date))
-    if not folder.abs.is_dir():
-        return None
-    for p in sorted(folder.abs.iterdir()):
-        name = unicodedata.normalize("NFC", p.name)
-        if name.startswith(".") or not name.lower().endswith(".md") or not p.is_file():
+    for rel in _day_folders(engine, date):
+        folder = resolve(engine.vault, rel)
+        if not folder.abs.is_dir():
             continue
-        try:
-            tf = read_text(p, engine.settings.max_file_bytes)
-        except (OSError, SkipFile):
-            continue
-        value = parse_frontmatter(tf.text).meta.get("session_id")
-        if value is not None and str(value) == session_id:
-            return f"{folder.rel}/{name}"
+        for p in sorted(folder.abs.iterdir()):
+            name = unicodedata.normalize("NFC", p.name)
+            if name.startswith(".") or not name.lower().endswith(".md") or not p.is_file():
+                continue
+            try:
+                tf = read_text(p, engine.settings.max_file_bytes)
+            except (OSError, SkipFile):
+                continue
+            value = parse_frontmatter(tf.text).meta.get("session_id")
+            if value is not None and str(value) == session_id:
+                return f"{folder.rel}/{name}"
     return None
 
 

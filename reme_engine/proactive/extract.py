@@ -73,22 +73,29 @@ class ScanResult:
     skipped: list[dict] = field(default_factory=list)
 
 
-def scan_window(vault: Path, daily_dir: str, date: str, scan_days: int, max_bytes: int) -> ScanResult:
-    """Read every daily Markdown file of the ``scan_days`` dates ending at ``date``."""
+def scan_window(vault: Path, daily_dir: str, date: str, scan_days: int, max_bytes: int,
+                card_dir: str = "") -> ScanResult:
+    """Read every daily Markdown file of the ``scan_days`` dates ending at ``date``: the day page, the cards of
+    ``<daily_dir>/<date>/`` and, when given, of ``<card_dir>/<date>/`` (the app folder's cards)."""
     daily_dir = daily_dir.strip("/") or "daily"
+    card_dir = card_dir.strip("/")
     out: list[DailyFile] = []
     skipped: list[dict] = []
     for day in window_days(date, scan_days):
         rels: list[str] = []
+        folders = []
         try:
             page = resolve(vault, f"{daily_dir}/{day}.md")
             if page.abs.is_file():
                 rels.append(page.rel)
-            folder = resolve(vault, f"{daily_dir}/{day}")
+            for d in dict.fromkeys(x for x in (daily_dir, card_dir) if x):
+                folders.append(resolve(vault, f"{d}/{day}"))
         except VaultPathError as exc:
             skipped.append({"path": f"{daily_dir}/{day}", "reason": str(exc)})
             continue
-        if folder.abs.is_dir():
+        for folder in folders:
+            if not folder.abs.is_dir():
+                continue
             found = []
             for dp, dns, fns in os.walk(folder.abs):
                 dns[:] = [d for d in dns if not d.startswith(".")]

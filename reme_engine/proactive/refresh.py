@@ -27,7 +27,7 @@ import logging
 from dataclasses import dataclass, field
 
 from reme_engine.llm.client import LLMError, UsageTally
-from reme_engine.vault.app_folder import proactive_dir
+from reme_engine.vault.app_folder import cards_dir, proactive_dir
 from reme_engine.vault.daily import valid_date
 from reme_engine.vault.io import WriteConflict
 
@@ -125,7 +125,8 @@ def run_proactive_refresh(engine: VaultContext, *, date: str, llm=None, params: 
         rep.llm_calls = tally.calls
         return rep
 
-    scan = scan_window(engine.vault, daily_dir, date, params.scan_days, engine.settings.max_file_bytes)
+    card_dir = cards_dir(engine.settings.layers)  # the app's cards (app folder in an existing vault)
+    scan = scan_window(engine.vault, daily_dir, date, params.scan_days, engine.settings.max_file_bytes, card_dir)
     rep.warnings += [f"skipped {s['path']}: {s['reason']}" for s in scan.skipped]
     catalog = engine.store.catalog_get(CATALOG)
     changed = changed_files(scan.files, catalog, keyword_mode=keyword_mode)
@@ -145,7 +146,8 @@ def run_proactive_refresh(engine: VaultContext, *, date: str, llm=None, params: 
 
     window = {f.path for f in scan.files}
     days = set(window_days(date, params.scan_days))
-    gone = [p for p in catalog if p not in window and day_of_path(p, daily_dir) in days]
+    gone = [p for p in catalog if p not in window
+            and (day_of_path(p, daily_dir) or day_of_path(p, card_dir)) in days]
     journal = engine.journal
     truth = load_truth(engine.vault, daily_dir, date, params, max_bytes=engine.settings.max_file_bytes,
                        app_written_sha=journal.last_written_sha, state_dir=state_dir)

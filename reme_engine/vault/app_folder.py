@@ -6,6 +6,7 @@ vault â€” an Obsidian vault, or one whose daily-notes folder is the user's own â
 ``reme/`` by default (setting ``layers.app_dir``)::
 
     reme/session/dialog/<session id>.jsonl
+    reme/daily/<date>/capture.md          (and the day's session and resource cards)
     reme/proactive/<date>/interests.yaml
     reme/proactive/_proactive.yaml
 
@@ -126,3 +127,21 @@ def writes_daily_notes(layers: LayerSettings) -> bool:
     """False in app-folder mode: the app neither creates nor marks the user's daily notes unless asked
     (``insert_markers=True``)."""
     return not app_dir_of(layers)
+
+
+def cards_dir(layers: LayerSettings) -> str:
+    """Folder the app writes day cards into (``<dir>/<date>/<card>.md``: capture, session and resource cards):
+    ``<app_dir>/daily`` in app-folder mode, so nothing is created under the user's daily-notes folder; else the
+    daily folder."""
+    app = app_dir_of(layers)
+    return f"{app}/daily" if app else (layers.daily_dir.strip("/") or "daily")
+
+
+def card_dirs(layers: LayerSettings) -> list[str]:
+    """Folders holding day cards, for readers that list a day's cards: :func:`cards_dir` first, then the daily
+    folder (the user's own cards there, and cards an older version wrote). No duplicates."""
+    out = [cards_dir(layers)]
+    daily = layers.daily_dir.strip("/") or "daily"
+    if daily not in out:
+        out.append(daily)
+    return out

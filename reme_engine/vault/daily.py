@@ -24,7 +24,7 @@ from reme_engine.config import LayerSettings
 from reme_engine.markdown.frontmatter import parse_frontmatter
 from reme_engine.markdown.links import format_link
 from reme_engine.text import yaml_text
-from reme_engine.vault.app_folder import writes_daily_notes
+from reme_engine.vault.app_folder import card_dirs, writes_daily_notes
 from reme_engine.vault.io import SkipFile, WriteConflict, atomic_write, read_text
 from reme_engine.vault.paths import is_hidden, resolve, to_rel
 from reme_engine.vault.provenance import (
@@ -180,20 +180,25 @@ def _md_files(folder: Path) -> list[Path]:
 def daily_list(
     vault: Path, date: str, layers: LayerSettings | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> list[DailyCard]:
-    """Cards of ``date``: every ``*.md`` under ``<daily_dir>/<date>/`` (recursive, hidden entries skipped),
-    sorted by vault-relative path. A missing folder gives ``[]``.
+    """Cards of ``date``: every ``*.md`` under ``<daily_dir>/<date>/`` and, in app-folder mode, under
+    ``<app_dir>/daily/<date>/`` (recursive, hidden entries skipped), sorted by vault-relative path. No folder
+    gives ``[]``.
 
     Raises ``ValueError`` for an invalid date and ``VaultPathError`` for a daily dir outside the vault.
     Unreadable cards (binary, oversized, undecodable) are listed with ``warning`` set and ``name`` = stem.
     """
     date = valid_date(date)
     vault = Path(vault)
-    folder = resolve(vault, f"{_daily_dir(layers)}/{date}")
-    if not folder.abs.is_dir():
+    files: list[Path] = []
+    for d in card_dirs(_layers(layers)):
+        folder = resolve(vault, f"{d}/{date}")
+        if folder.abs.is_dir():
+            files += _md_files(folder.abs)
+    if not files:
         return []
     root = resolve(vault, "", allow_root=True).abs
     cards: list[DailyCard] = []
-    for p in _md_files(folder.abs):
+    for p in files:
         try:
             rel = to_rel(root, p)
         except ValueError:
@@ -239,26 +244,28 @@ def daily_list(
 
 
 def list_days(vault: Path, layers: LayerSettings | None = None) -> list[str]:
-    """Dates (``YYYY-MM-DD``) that have a day page ``<daily_dir>/<date>.md`` or a day folder, newest first.
+    """Dates (``YYYY-MM-DD``) that have a day page ``<daily_dir>/<date>.md`` or a day folder (in the daily folder
+    or, in app-folder mode, the app's ``<app_dir>/daily``), newest first.
 
     Other entries of the daily folder are ignored; a missing daily folder gives ``[]``.
     """
-    folder = resolve(Path(vault), _daily_dir(layers))
-    if not folder.abs.is_dir():
-        return []
     days: set[str] = set()
-    for entry in os.scandir(folder.abs):
-        name = entry.name
-        if entry.is_dir():
-            cand = name
-        elif entry.is_file() and name.lower().endswith(".md"):
-            cand = name[:-3]
-        else:
+    for d in reversed(card_dirs(_layers(layers))):  # the daily folder, then the app's card folder
+        folder = resolve(Path(vault), d)
+        if not folder.abs.is_dir():
             continue
-        try:
-            days.add(valid_date(cand))
-        except ValueError:
-            continue
+        for entry in os.scandir(folder.abs):
+            name = entry.name
+            if entry.is_dir():
+                cand = name
+            elif entry.is_file() and name.lower().endswith(".md"):
+                cand = name[:-3]
+            else:
+                continue
+            try:
+                days.add(valid_date(cand))
+            except ValueError:
+                continue
     return sorted(days, reverse=True)
 
 

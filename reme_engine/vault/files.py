@@ -380,15 +380,17 @@ def refresh_day_indexes(ctx: VaultContext, paths: list[str]) -> list[str]:
     Returns the pages rewritten."""
     from . import daily
 
-    d = ctx.settings.layers.daily_dir.strip("/") or "daily"
+    from .app_folder import card_dirs
+
     dates = set()
-    for p in paths:
-        parts = p[len(d) + 1:].split("/") if p.startswith(d + "/") else []
-        if len(parts) >= 2 and p.lower().endswith(".md"):
-            try:
-                dates.add(daily.valid_date(parts[0]))
-            except ValueError:
-                pass
+    for d in card_dirs(ctx.settings.layers):  # cards of the daily folder and of the app folder
+        for p in paths:
+            parts = p[len(d) + 1:].split("/") if p.startswith(d + "/") else []
+            if len(parts) >= 2 and p.lower().endswith(".md"):
+                try:
+                    dates.add(daily.valid_date(parts[0]))
+                except ValueError:
+                    pass
     written = []
     for date in sorted(dates):
         with ctx.write_lock:
