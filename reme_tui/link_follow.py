@@ -48,7 +48,7 @@ def on_resolved(screen, message: LinkResolved, index_ready: bool) -> None:
         return
     if message.ambiguous:
         screen.notify(f"{message.target!r} matches several notes; opened {message.path}", severity="warning")
-    screen.post_message(OpenNote(message.path, anchor=message.anchor))
+    screen.post_message(OpenNote(message.path, anchor=message.anchor, focus=True))
 
 
 def pick_link(screen, chat, doc, missing: set[str] | frozenset = frozenset()) -> None:

@@ -25,12 +25,14 @@ from textual.message import Message
 class OpenNote(Message):
     """Open ``path`` in the note view, optionally at file ``line`` (1-based) / ``end_line`` or heading ``anchor``.
 
-    ``history``: record the visit in Back/Forward history (False when the visit *is* a Back/Forward step).
+    ``history``: record the visit in Back/Forward history (False when the visit *is* a Back/Forward step);
+    ``focus``: move the keyboard focus to the note once shown (the user picked it: switcher, search, a link).
     """
 
     def __init__(self, path: str, line: int | None = None, *, end_line: int | None = None,
-                 anchor: str | None = None, history: bool = True) -> None:
+                 anchor: str | None = None, history: bool = True, focus: bool = False) -> None:
         super().__init__()
+        self.focus = focus
         self.path = path
         self.line = line
         self.end_line = end_line

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from textual.widgets import TextArea
 
-from test_tui import GUANGFU, open_and_wait, settle, started, wait_for
+from test_tui import GUANGFU, XINNENGYUAN, open_and_wait, settle, started, wait_for
 
 from reme_tui.loaders import MAX_LINE_CHARS, bound_lines
+from reme_tui.messages import FollowLink
 
 
 def test_bound_lines_keeps_lines_and_says_how_much_is_hidden():
@@ -98,3 +99,42 @@ async def test_edit_without_conflict_writes_back_and_no_change_writes_nothing(ap
         await pilot.press("e")
         await settle(pilot)
         assert note.stat().st_mtime_ns == stamp and note.read_bytes() == before + b"my edit zebracorn\n"
+
+
+# -- 3. the note pane has the keys after opening a note ------------------------------------------------------------
+
+
+async def test_opening_from_switcher_search_or_link_focuses_the_note(app_for):
+    from reme_tui.screens.search import SearchScreen
+    from reme_tui.screens.switcher import QuickSwitcherScreen
+
+    def on_note(m) -> bool:
+        return app.focused is not None and m.note in app.focused.ancestors_with_self
+
+    app = app_for()
+    async with app.run_test(size=(120, 36)) as pilot:
+        m = await started(pilot)
+        m.daily.focus_dates()
+        await pilot.pause()
+        assert not on_note(m)
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuickSwitcherScreen), what="switcher")
+        s = app.screen
+        await wait_for(pilot, lambda: s.matcher is not None and s.list.option_count > 0, what="note list")
+        await pilot.press(*"光链")
+        await wait_for(pilot, lambda: s.matches and s.matches[0].note.path == GUANGFU, what="match")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: m.note.path == GUANGFU and on_note(m), what="note focused after Ctrl+O")
+        await settle(pilot)
+        assert on_note(m)  # the switcher's closing did not hand focus back to the Daily list
+        # a search result
+        m.daily.focus_dates()
+        await pilot.press("slash")
+        await wait_for(pilot, lambda: isinstance(app.screen, SearchScreen), what="search")
+        app.screen.dismiss(app.engine.search("新能源", mode="keyword", neighbors=False).hits[0])
+        await wait_for(pilot, lambda: app.screen is m and on_note(m), what="note focused after search")
+        # a followed link
+        m.daily.focus_dates()
+        await pilot.pause()
+        m.post_message(FollowLink("新能源", None, GUANGFU))
+        await wait_for(pilot, lambda: m.note.path == XINNENGYUAN and on_note(m), what="note focused after link")

@@ -258,6 +258,8 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
             self.history.visit(doc.path, message.request.line)
         self.note.set_history(self.history.can_back, self.history.can_forward)
         self.links.load(doc.path, list(doc.sources))
+        if message.request.focus:  # keys now scroll the note, not the list it was picked from
+            self.note.focus_body()
 
     def on_follow_link(self, message: FollowLink) -> None:
         message.stop()

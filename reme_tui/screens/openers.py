@@ -38,7 +38,7 @@ class ScreenOpeners:
             self.notify(message.error or "not created", title="New note", severity="error")
             return
         self.notify(f"{message.path} — press e to write in it", title="Created", timeout=4)
-        self.post_message(OpenNote(message.path))
+        self.post_message(OpenNote(message.path, focus=True))
         self.vault_tree.load_root()
         self.daily.load_days()
 
@@ -70,7 +70,7 @@ class ScreenOpeners:
 
         def done(hit) -> None:
             if hit is not None:
-                self.post_message(OpenNote(hit.path, hit.start_line, end_line=hit.end_line))
+                self.post_message(OpenNote(hit.path, hit.start_line, end_line=hit.end_line, focus=True))
 
         self.app.push_screen(SearchScreen(self.engine, initial=initial, layers=self.settings.layers,
                                           vault_changed=self.vault_changed, folders=self.vault_tree.top_dirs),
@@ -87,7 +87,7 @@ class ScreenOpeners:
         def done(choice) -> None:
             if choice is not None:
                 kind, path = choice
-                self.create_note(path) if kind == "create" else self.post_message(OpenNote(path))
+                self.create_note(path) if kind == "create" else self.post_message(OpenNote(path, focus=True))
 
         s = self.switcher
         if isinstance(self.app.screen, QuickSwitcherScreen) or (s is not None and s in self.app.screen_stack):
