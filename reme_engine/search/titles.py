@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import threading
 import time
 
@@ -140,9 +141,12 @@ class TitleVectors:
                     return
                 part = todo[i:i + BATCH]
                 m = vs.embedder.embed([t for _, t in part])
-                with self.store.write() as cw:
-                    cw.executemany("INSERT OR REPLACE INTO emb.embeddings(space, text_hash, vec) VALUES (?,?,?)",
-                                   [(space, h, m[j].tobytes()) for j, (h, _) in enumerate(part)])
+                try:
+                    with self.store.write() as cw:
+                        cw.executemany("INSERT OR REPLACE INTO emb.embeddings(space, text_hash, vec) VALUES (?,?,?)",
+                                       [(space, h, m[j].tobytes()) for j, (h, _) in enumerate(part)])
+                except sqlite3.Error:  # a read-only or busy store: keep the vectors in memory only
+                    pass
                 for j, (h, _) in enumerate(part):
                     vecs[h] = m[j]
             mat = np.vstack([vecs[h] for h in hashes]).astype(np.float32) if hashes else \
