@@ -18,11 +18,14 @@ from textual.signal import Signal
 class VaultChange:
     """Payload of the ``vault_changed`` signal: ``paths`` (vault-relative) the index saw change; ``report``: the
     engine's ``IndexReport`` (``added``/``removed``/``renamed`` counts, ``changed_paths``/``removed_paths``,
-    ``skipped``); ``first_pass``: the app's first index pass of this run finished (nothing on screen is stale)."""
+    ``skipped``); ``first_pass``: the app's first index pass of this run finished (nothing on screen is stale);
+    ``app_write``: the app itself wrote ``paths`` (a capture, a chat card, a day page, an edit; ``report`` None),
+    and possibly files it does not name (a day page's card index), so a view compares what it shows with disk."""
 
     paths: list[str]
     report: Any
     first_pass: bool = False
+    app_write: bool = False
 
     @property
     def names_changed(self) -> bool:

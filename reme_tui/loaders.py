@@ -235,9 +235,10 @@ def note_document(engine, request: OpenNote, cancelled: Callable[[], bool] = lam
     if st.is_dir:
         raise EngineError(f"{request.path} is a folder")
     parts: list[str] = []
-    start, total = 1, None
+    start, total, sha = 1, None, ""
     while total is None or start <= total:
         r = engine.read(request.path, start, None)
+        sha = sha or r.sha
         parts.append(r.text)
         total = r.total_lines
         start = r.end_line + 1
@@ -289,7 +290,7 @@ def note_document(engine, request: OpenNote, cancelled: Callable[[], bool] = lam
         warning = ((warning + "; " if warning else "")
                    + f"{long_lines} long line{'s' if long_lines > 1 else ''} cut at {MAX_LINE_CHARS} characters")
     doc = NoteDocument(path, body, meta, body_line, total or 0, size, plain, warning, links, sources,
-                       window_start, callouts=callouts, footnotes=footnotes)
+                       window_start, callouts=callouts, footnotes=footnotes, sha=sha)
     if resolve_links and links:
         from .link_follow import missing_targets
 
@@ -299,6 +300,14 @@ def note_document(engine, request: OpenNote, cancelled: Callable[[], bool] = lam
         doc.app_ranges = own.app_ranges
         doc.app_blocks = [(b.start, b.end, b.intact) for b in own.blocks]
     return doc
+
+
+def file_sha(engine, path: str) -> str | None:
+    """The engine's content hash of ``path`` on disk now (None when it is gone or unreadable)."""
+    try:
+        return engine.read(path, 1, 1).sha
+    except Exception:
+        return None
 
 
 def neighbours(engine, path: str, sources: list[str] | None = None):

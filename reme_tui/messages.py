@@ -40,6 +40,15 @@ class OpenNote(Message):
         self.history = history
 
 
+class ReloadNote(Message):
+    """(Note view, to itself.) The file of the note ``path`` shown with hash ``shown_sha`` now holds other bytes."""
+
+    def __init__(self, path: str, shown_sha: str) -> None:
+        super().__init__()
+        self.path = path
+        self.shown_sha = shown_sha
+
+
 class FollowLink(Message):
     """A wikilink (or relative Markdown link) was clicked in the note ``source`` (vault-relative path)."""
 
@@ -111,6 +120,8 @@ class NoteDocument:
     footnotes: dict = field(default_factory=dict)
     #: Link targets of this note that resolve to no file (marked in the link picker).
     missing: frozenset = frozenset()
+    #: The engine's content hash of the file as read (``ReadResult.sha``; "" for a placeholder).
+    sha: str = ""
     #: A page that does not exist yet (today's page on a vault the app did not lay out): ``body`` says so.
     unwritten: bool = False
 

@@ -138,3 +138,26 @@ async def test_opening_from_switcher_search_or_link_focuses_the_note(app_for):
         await pilot.pause()
         m.post_message(FollowLink("新能源", None, GUANGFU))
         await wait_for(pilot, lambda: m.note.path == XINNENGYUAN and on_note(m), what="note focused after link")
+
+
+# -- 4. the open note follows the app's own writes ---------------------------------------------------------------
+
+
+async def test_day_page_shown_is_redrawn_after_a_quick_capture(app_for, demo_vault):
+    app = app_for()
+    async with app.run_test(size=(160, 48)) as pilot:
+        m = await started(pilot)
+        await pilot.press("t")
+        page = f"{m.daily_dir}/{m.today()}.md"
+        await wait_for(pilot, lambda: m.note.path == page, what="today's page")
+        await settle(pilot)
+        assert "capture" not in m.note.markdown.source
+        await pilot.press("c")
+        await pilot.press(*"zebracorn idea")
+        await pilot.press("enter")
+        card = demo_vault / m.daily_dir / m.today() / "capture.md"
+        await wait_for(pilot, lambda: card.exists() and "capture" in (demo_vault / page).read_text(encoding="utf-8"),
+                       what="card and day index written")
+        # the pane shows the new link without any key pressed (the app's own write, not the watcher's)
+        await wait_for(pilot, lambda: "capture" in m.note.markdown.source, what="day page redrawn")
+        assert m.note.doc.sha and m.note.path == page

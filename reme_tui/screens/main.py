@@ -300,7 +300,7 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
         if not self.index_running:
             self.status.set_work("")
         if not message.error:
-            self.daily.load_days()
+            self.app_wrote([])
 
     # -- background: watcher and cron ----------------------------------------------------------------------
     @work(thread=True, group="background", exit_on_error=False)
@@ -318,6 +318,12 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
         self.note_index = None  # titles may have changed
         self.vault_changed.publish(change)
         self.status.load()
+
+    def app_wrote(self, paths: list[str]) -> None:
+        """The app itself wrote ``paths`` (and maybe files it cannot name, such as a day page's card index): the
+        watcher does not report the app's own writes, so tell the panes here (the note pane re-reads the note
+        shown when its bytes changed)."""
+        self.publish_change(VaultChange(list(paths), None, app_write=True))
 
     def on_vault_changed(self, message: VaultChanged) -> None:
         self.publish_change(VaultChange(list(message.paths), message.report))
@@ -343,23 +349,18 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
                         title="Scheduled job", severity="error" if kind == "failed" else "information", timeout=6)
             if job == "proactive_refresh":
                 self.agenda.load(self.agenda.date or "")
-            self.daily.load_days()
-            self.status.load()
+            self.app_wrote([])
 
     # -- chat side effects (the Chat pane runs the session) -------------------------------------------------
     def on_chat_saved(self, message: ChatSaved) -> None:
         if message.stage != "capture" or message.error:
             return
-        today = self.today()
-        self.daily.load_days()
-        if self.daily.date == today:
-            self.daily.load_day(today)
-        if message.capture_path and self.note.path == message.capture_path:
-            self.post_message(OpenNote(message.capture_path, history=False))
+        # the card, and the day page whose card index links it
+        self.app_wrote([p for p in (message.capture_path, f"{self.daily_dir}/{self.today()}.md") if p])
 
     def on_chat_reply(self, message: ChatReply) -> None:
         if message.done:
-            self.daily.load_days()
+            self.app_wrote([])  # the answer may have written cards (auto-memory) and their day index
 
     # -- editing ------------------------------------------------------------------------------------------
     def action_edit(self) -> None:

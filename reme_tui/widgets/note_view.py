@@ -25,7 +25,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Markdown, Static, TextArea
 from textual.widgets.markdown import MarkdownBlock
 
-from ..messages import FollowLink, NoteDocument, NoteLoaded, NoteShown, OpenNote
+from ..messages import FollowLink, NoteDocument, NoteLoaded, NoteShown, OpenNote, ReloadNote
 from ..render import (
     FOOTNOTE_SCHEME,
     frontmatter_summary,
@@ -216,6 +216,10 @@ class NoteView(Vertical):
 
     def _vault_changed(self, change) -> None:
         rep, current = change.report, self.path
+        if current and change.app_write:
+            if self.doc is not None and self.doc.path == current:
+                self._reload_if_changed(current, self.doc.sha)
+            return
         if not current or change.first_pass or rep is None:
             return
         if current in rep.changed_paths:
@@ -224,6 +228,21 @@ class NoteView(Vertical):
             why = next((sk.get("reason") for sk in rep.skipped if sk.get("path") == current), None)
             self.notify(f"{current} can no longer be read: {why}" if why else f"{current} was removed or renamed",
                         severity="warning")
+
+    @work(thread=True, group="note-check", exit_on_error=False)
+    def _reload_if_changed(self, path: str, shown_sha: str) -> None:
+        """(Worker.) The app wrote something: re-read the note shown when its file no longer has the bytes shown
+        (a capture's card, the day page's card index)."""
+        from .. import loaders
+
+        sha = loaders.file_sha(self.ctx.engine, path)
+        if sha is not None and sha != shown_sha:
+            self.post_message(ReloadNote(path, shown_sha))
+
+    def on_reload_note(self, message: ReloadNote) -> None:
+        message.stop()
+        if self.doc is not None and self.doc.path == message.path and self.doc.sha == message.shown_sha:
+            self.load(OpenNote(message.path, history=False))  # still what was checked: show the new text
 
     async def show(self, doc: NoteDocument) -> None:
         """Render ``doc`` (awaits the Markdown widget's rebuild, so blocks exist when this returns)."""
