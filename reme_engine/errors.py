@@ -9,3 +9,33 @@ from __future__ import annotations
 
 class EngineError(Exception):
     """A job failed for a reason the user can act on (bad path, conflict, missing file). Message is user-facing."""
+
+
+#: errno → the one-line reason shown for a failed write (the rest of an OSError is noise to the user).
+_OS_REASONS = {
+    "ENAMETOOLONG": "file name too long (at most 255 bytes per folder or file name)",
+    "ENOSPC": "no space left on the disk",
+    "EDQUOT": "disk quota exceeded",
+    "EACCES": "permission denied",
+    "EPERM": "operation not permitted",
+    "EROFS": "the vault is on a read-only file system",
+    "EISDIR": "is a folder",
+    "ENOTDIR": "a part of the path is a file, not a folder",
+    "EEXIST": "already exists",
+    "ENOENT": "no such file or folder",
+    "EBUSY": "the file is busy",
+    "EIO": "input/output error",
+}
+
+
+def os_error_message(exc: OSError, rel: str, action: str = "write") -> str:
+    """One line for an OSError of a file job: ``cannot <action> <rel>: <reason>``. ``rel`` is the vault-relative
+    path (shortened to 80 characters; a too-long name would flood the line); the reason comes from the errno
+    (``file name too long``, ``no space left on the disk``, ``permission denied``, ``read-only file system``…),
+    else the OS's own short text. Never raises."""
+    import errno as _errno
+
+    name = _errno.errorcode.get(exc.errno or -1, "")
+    reason = _OS_REASONS.get(name) or (exc.strerror or type(exc).__name__).lower()
+    shown = rel if len(rel) <= 80 else rel[:60] + "…" + rel[-16:]
+    return f"cannot {action} {shown}: {reason}"

@@ -377,6 +377,10 @@ def run_job(engine: Engine | None, name: str, raw: dict[str, Any]) -> dict:
         return {"success": False, "job": name, "error": str(exc), "usage_error": True}
     except (EngineError, ConfigError) as exc:
         return {"success": False, "job": name, "error": str(exc)}
+    except OSError as exc:  # a file job's OS failure is the user's to act on (full disk, permission): one line
+        from .errors import os_error_message
+
+        return {"success": False, "job": name, "error": os_error_message(exc, str(args.get("path") or ""), name)}
     except Exception as exc:
         from .llm.client import LLMError
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EngineError
+from ..errors import EngineError, os_error_message
 from ..results import (MAX_READ_LINES, DeleteResult, FrontmatterRead, FrontmatterUpdate, ListEntry, ListResult,
                        NoteTitle, ReadResult, StatResult, WriteResult)
 from .io import SkipFile, WriteConflict, atomic_write, read_text
@@ -35,6 +36,15 @@ def resolve_path(ctx: VaultContext, rel: str, *, allow_root: bool = False, for_w
         return resolve(ctx.vault, rel, allow_root=allow_root, for_write=for_write)
     except VaultPathError as exc:
         raise EngineError(str(exc)) from exc
+
+
+_SUFFIX_RE = re.compile(r"\.[A-Za-z0-9]{1,10}$")
+
+
+def has_suffix(rel: str) -> bool:
+    """True when the last part of ``rel`` ends in a file suffix (``.md``, ``.txt``, ``.pdf``…: a dot, then 1-10
+    letters or digits); ``adv/newnote`` and ``notes v1. draft`` have none and name notes (``.md`` left out)."""
+    return bool(_SUFFIX_RE.search(rel.rsplit("/", 1)[-1]))
 
 
 def find_note(ctx: VaultContext, path: str, *, for_write: bool = False) -> VaultPath:
@@ -168,9 +178,22 @@ def write(ctx: VaultContext, path: str, content: str, *, overwrite: bool = True,
     """Create or replace a text file atomically and index it.
 
     ``overwrite=False`` refuses an existing file; ``expected_sha`` (from a read) refuses when the file changed
-    since (EngineError, nothing written).
+    since (EngineError, nothing written). A path without a suffix (``adv/newnote``) names a note and is written
+    as ``adv/newnote.md`` unless a file of that exact name exists (as :func:`find_note` reads it). OSErrors
+    (name too long, disk full, permission, read-only) are EngineErrors of one line.
     """
     vp = resolve_path(ctx, path, for_write=True)
+    if vp.rel and not has_suffix(vp.rel) and not os.path.lexists(vp.abs):
+        # "adv/newnote" is a note, as a read or a link would take it: written as adv/newnote.md
+        vp = resolve_path(ctx, vp.rel + ".md", for_write=True)
+    try:
+        return _write(ctx, vp, content, overwrite, expected_sha)
+    except OSError as exc:  # a name too long, a full disk, no permission: one line, not a traceback
+        raise EngineError(os_error_message(exc, vp.rel)) from exc
+
+
+def _write(ctx: VaultContext, vp: VaultPath, content: str, overwrite: bool,
+           expected_sha: str | None) -> WriteResult:
     if vp.abs.is_dir():
         raise EngineError(f"{vp.rel} is a folder")
     with ctx.write_lock:
@@ -228,6 +251,8 @@ def _save_edited(ctx: VaultContext, vp: VaultPath, tf: Any, new_text: str) -> tu
         sha = atomic_write(vp.abs, new_text, expected_sha=tf.sha)
     except WriteConflict as exc:
         raise EngineError(f"not written: {exc}") from exc
+    except OSError as exc:
+        raise EngineError(os_error_message(exc, vp.rel)) from exc
     own_write(ctx, vp.rel, sha)
     ctx.index_paths([vp.rel])
     return sha, len(new_text.encode("utf-8"))
@@ -248,7 +273,10 @@ def delete(ctx: VaultContext, path: str) -> DeleteResult:
     with ctx.write_lock:
         survivors, _ = inlinks(ctx.store, vp.rel, None)
         own_write(ctx, vp.rel, None)
-        vp.abs.unlink()
+        try:
+            vp.abs.unlink()
+        except OSError as exc:
+            raise EngineError(os_error_message(exc, vp.rel, "delete")) from exc
         ctx.index_paths([vp.rel])
     return DeleteResult(vp.rel, [n.to_dict() for n in survivors])
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..crashpoints import crash_point
-from ..errors import EngineError
+from ..errors import EngineError, os_error_message
 from ..results import MoveResult
-from .files import find_note, is_protected, own_write, resolve_path
+from .files import find_note, has_suffix, is_protected, own_write, resolve_path
 from .intent import MoveIntent
 from .io import SkipFile, WriteConflict, atomic_write, read_text
 from .paths import VaultPathError, resolve
@@ -38,6 +38,8 @@ def move(ctx: VaultContext, src: str, dst: str) -> MoveResult:
     if not s.abs.is_dir():
         s = find_note(ctx, src, for_write=True)
     d = resolve_path(ctx, dst, for_write=True)
+    if s.rel.lower().endswith(".md") and d.rel and not has_suffix(d.rel) and not os.path.isdir(d.abs):
+        d = resolve_path(ctx, d.rel + ".md", for_write=True)  # "notes/new" names a note, as in a write
     if is_protected(ctx.settings, s.rel) or is_protected(ctx.settings, d.rel):
         raise EngineError("refusing to move the vault root or a layer folder")
     if s.abs.is_dir():
@@ -51,6 +53,13 @@ def move(ctx: VaultContext, src: str, dst: str) -> MoveResult:
         raise EngineError(f"a note named with {' '.join(bad)} cannot be linked to; choose another name")
     if s.rel.lower().endswith(".md") and not d.rel.lower().endswith(".md"):
         raise EngineError("moving a note to a non-.md name would break the links to it; keep the .md")
+    try:
+        return _move(ctx, s, d)
+    except OSError as exc:  # a name too long, a full disk, no permission: one line, not a traceback
+        raise EngineError(os_error_message(exc, d.rel, "move to")) from exc
+
+
+def _move(ctx: VaultContext, s, d) -> MoveResult:
     with ctx.write_lock:
         if d.abs.exists() and not (d.abs.samefile(s.abs) and d.rel != s.rel):
             raise EngineError(f"destination exists: {d.rel}")
