@@ -180,3 +180,18 @@ def test_a_capture_a_chat_and_a_refresh_create_files_only_in_the_app_folder(tmp_
     assert [f.path for f in scan.files] == ["Calendar/Daily notes/2026-11-27.md",
                                             "Calendar/Daily notes/2026-11-27/mine.md",
                                             "reme/daily/2026-11-27/capture.md"]
+
+
+def test_the_proactive_state_file_is_never_a_search_hit(demo_vault, open_engine):
+    """``daily/_proactive.yaml`` is the app's internal state: not indexed (a search never returns it, an index made
+    before drops it); a day's ``interests.yaml`` stays searchable."""
+    e = open_engine(demo_vault)
+    e.index()
+    rep = e.proactive_refresh("2026-11-28", use_llm=False)
+    assert rep.status == "written" and (demo_vault / "daily/_proactive.yaml").is_file()
+    e.index()
+    indexed = {r[0] for r in e.store.conn.execute("SELECT path FROM files")}
+    assert "daily/_proactive.yaml" not in indexed and "daily/2026-11-28/interests.yaml" in indexed
+    title = yaml.safe_load((demo_vault / "daily/_proactive.yaml").read_text(encoding="utf-8"))["topics"][0]["title"]
+    hits = e.search(title, limit=50, mode="keyword").hits
+    assert hits and not any(h.path.endswith("_proactive.yaml") for h in hits)

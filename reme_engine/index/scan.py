@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 MARKDOWN_EXTS = (".md", ".markdown")
 TEXT_EXTS = (".txt", ".json", ".jsonl", ".csv", ".yaml", ".yml", ".html", ".htm")
+#: The app's internal state files (the proactive truth source, reme_engine.proactive.model.TRUTH_NAME): never
+#: indexed, so never a search hit; a day's ``interests.yaml`` (its topics, readable) stays indexed.
+APP_STATE_NAMES = frozenset({"_proactive.yaml"})
 #: Files inside the layers' folders with these extensions are indexed; elsewhere only Markdown is.
 _DATE_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
 
@@ -102,6 +105,8 @@ class ScanStep:
 
     def is_indexable(self, rel: str) -> bool:
         low = rel.lower()
+        if low.rsplit("/", 1)[-1] in APP_STATE_NAMES:
+            return False
         if low.endswith(MARKDOWN_EXTS):
             return True
         if low.endswith(".jsonl") and rel.startswith(self._dialog_root):
