@@ -356,8 +356,18 @@ class TopicsOutput:
     warnings: list[str] = field(default_factory=list)
 
 
+def _evidence_day(rel: str, daily_dir: str) -> str | None:
+    """The day of an evidence path: evidence comes from the scan window only, so a card of the app folder
+    (``<app>/daily/<date>/…``) is dated by its day folder just as one of the daily folder is."""
+    day = day_of_path(rel, daily_dir)
+    parts = rel.split("/")
+    for i in range(1, len(parts) - 1):
+        day = day or day_of_path(rel, "/".join(parts[:i]))
+    return day
+
+
 def _evidence_days(paths: list[str], daily_dir: str, fallback: str) -> list[str]:
-    days = [d for d in (day_of_path(p, daily_dir) for p in paths) if d]
+    days = [d for d in (_evidence_day(p, daily_dir) for p in paths) if d]
     return sorted(days) or [fallback]
 
 
