@@ -577,3 +577,31 @@ def test_auto_memory_job_with_a_configured_llm(open_engine):
     assert res["success"] is True and res["status"] == "ok"
     assert res["created"] == ["daily/2026-11-29/login-css-safari.md"]
     assert res["tally"]["calls"] == 1
+
+
+def test_an_obsidian_vault_gets_its_session_card_in_the_app_folder(tmp_path, open_engine):
+    """In an existing vault (daily notes in ``Journal``) the session card goes to ``reme/daily/<date>/``: nothing
+    new in the user's daily-notes folder, no day page; the second turn finds and updates the same card."""
+    v = tmp_path / "obs"
+    (v / ".obsidian").mkdir(parents=True)
+    (v / ".obsidian/daily-notes.json").write_text('{"folder": "Journal"}', encoding="utf-8")
+    (v / "Journal").mkdir()
+    for d in ("2026-11-27", "2026-11-28", "2026-11-29"):
+        (v / "Journal" / f"{d}.md").write_text(f"# {d}\n", encoding="utf-8")
+    eng = open_engine(v)
+    assert eng.settings.layers.app_dir == "reme"
+    first_turn(eng)
+    before = tree(v)
+    with ScriptedServer([reply("openai", CARD1), reply("openai", CARD2)]) as srv:
+        rep = run_auto_memory(eng, SID, llm=client("openai", srv))
+        card = "reme/daily/2026-11-29/login-css-safari.md"
+        assert rep.status == "ok" and rep.created == [card], rep
+        say(eng, SID, ("u3", "user", U3, "2026-11-29T00:10:00+00:00"))
+        rep2 = run_auto_memory(eng, SID, llm=client("openai", srv))
+    assert rep2.updated == [card] and rep2.created == []
+    after = tree(v)
+    assert {p for p in after if p not in before} == {card}
+    assert all(after[p] == b for p, b in before.items() if p.startswith("Journal/"))
+    assert find_session_card(eng, "2026-11-29", SID) == card
+    assert [c.path for c in eng.daily_list("2026-11-29")] == [card]
+    assert "[[reme/session/dialog/sess-a.jsonl]]" in (v / card).read_text(encoding="utf-8")
