@@ -160,6 +160,9 @@ def test_a_capture_a_chat_and_a_refresh_create_files_only_in_the_app_folder(tmp_
     e.chat_append("s1", "assistant", "noted")
     old_msg = ChatMessage("m-old", "user", "an idea from the 27th", "2026-11-27T10:00:00+08:00")
     assert e.chat_capture("s1", [old_msg]) == ["reme/daily/2026-11-27/capture.md"]
+    noted = e.remember("the user prefers short standups", agent="claude",
+                       conversation=[{"role": "user", "content": "keep standups short"}])
+    assert noted["path"] == f"reme/daily/{day}/capture.md" and noted["session_path"].startswith("reme/session/")
     e.index()
     rep = e.proactive_refresh(DAYS[-1], use_llm=False)
     assert rep.status == "written", (rep.errors, rep.warnings)
@@ -167,7 +170,7 @@ def test_a_capture_a_chat_and_a_refresh_create_files_only_in_the_app_folder(tmp_
     after = tree(v)
     assert {p for p in after if p not in before} == {
         "reme/session/dialog/s1.jsonl", f"reme/daily/{day}/capture.md", "reme/daily/2026-11-27/capture.md",
-        f"reme/proactive/{DAYS[-1]}/interests.yaml", "reme/proactive/_proactive.yaml"}
+        noted["session_path"], f"reme/proactive/{DAYS[-1]}/interests.yaml", "reme/proactive/_proactive.yaml"}
     assert {p: b for p, b in after.items() if p in before} == before  # no byte of the user's changed
     assert not any(p.is_dir() for p in daily.iterdir() if p.name != "2026-11-27")  # no new day folder
 
