@@ -185,13 +185,18 @@ def test_a_capture_a_chat_and_a_refresh_create_files_only_in_the_app_folder(tmp_
                                             "reme/daily/2026-11-27/capture.md"]
 
 
-def test_the_proactive_state_file_is_never_a_search_hit(demo_vault, open_engine):
+def test_the_proactive_state_file_is_never_a_search_hit(demo_vault, open_engine, monkeypatch):
     """``daily/_proactive.yaml`` is the app's internal state: not indexed (a search never returns it, an index made
     before drops it); a day's ``interests.yaml`` stays searchable."""
+    import reme_engine.index.scan as scan
+
     e = open_engine(demo_vault)
-    e.index()
     rep = e.proactive_refresh("2026-11-28", use_llm=False)
     assert rep.status == "written" and (demo_vault / "daily/_proactive.yaml").is_file()
+    with monkeypatch.context() as m:  # an index an older version made, with the state file in it
+        m.setattr(scan, "APP_STATE_NAMES", frozenset())
+        e.index()
+        assert e.store.file_info("daily/_proactive.yaml") is not None
     e.index()
     indexed = {r[0] for r in e.store.conn.execute("SELECT path FROM files")}
     assert "daily/_proactive.yaml" not in indexed and "daily/2026-11-28/interests.yaml" in indexed
