@@ -368,16 +368,23 @@ class Store:
         given back at once). Without flock support: True (single-process use)."""
         if self._open_fd is None:
             return True
+        taken = self._take_exclusive()
+        if taken:
+            self._share_again()
+        return taken is not False
+
+    def _take_exclusive(self) -> bool | None:
+        """Convert the ``.open`` flock to exclusive without waiting: True when taken (the caller shares it again),
+        False when another process holds it, None without flock support."""
         try:
             import fcntl
 
             fcntl.flock(self._open_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except ImportError:
-            return True
+            return None
         except OSError:
             self._share_again()  # a failed conversion may have dropped the shared lock (flock(2))
             return False
-        self._share_again()
         return True
 
     def _share_again(self) -> None:
@@ -395,16 +402,7 @@ class Store:
         while this process is the index's only user (the ``.open`` flock taken exclusively, which also keeps other
         processes from opening it meanwhile): another process's live WAL must never meet a new file. Returns False
         (nothing changed) otherwise; the embedding cache (a second file) is untouched."""
-        if self._open_fd is None:
-            return False
-        try:
-            import fcntl
-
-            fcntl.flock(self._open_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:
-            return False
-        except OSError:
-            self._share_again()  # a failed conversion may have dropped the shared lock (flock(2))
+        if self._open_fd is None or not self._take_exclusive():
             return False
         try:
             c = self.conn
