@@ -156,14 +156,18 @@ def day_infos(engine, daily_dir: str, today: str) -> list[DayInfo]:
     except Exception:
         pass  # no daily folder yet
     infos: list[DayInfo] = []
+    from reme_engine.vault.app_folder import card_dirs  # an existing vault's cards are in the app folder too
+
     for d in [today] + [d for d in days if d != today]:
         cards = 0
-        if d in folders:
+        for folder in card_dirs(engine.settings.layers):
+            if folder == daily_dir.strip("/") and d not in folders:
+                continue
             try:
-                cards = sum(1 for e in engine.list(f"{daily_dir}/{d}", recursive=True, limit=5000)["entries"]
-                            if not e["is_dir"] and e["path"].lower().endswith(".md"))
+                cards += sum(1 for e in engine.list(f"{folder}/{d}", recursive=True, limit=5000)["entries"]
+                             if not e["is_dir"] and e["path"].lower().endswith(".md"))
             except Exception:
-                cards = 0
+                pass  # no such day folder
         infos.append(DayInfo(d, cards, d in pages, d == today))
     return infos
 

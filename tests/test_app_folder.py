@@ -178,6 +178,9 @@ def test_a_capture_a_chat_and_a_refresh_create_files_only_in_the_app_folder(tmp_
     assert [c.path for c in e.daily_list("2026-11-27")] == ["Calendar/Daily notes/2026-11-27/mine.md",
                                                             "reme/daily/2026-11-27/capture.md"]
     assert day in e.list_days() and "2026-11-27" in e.list_days()
+    from reme_tui.loaders import day_infos  # the TUI's day list counts both places
+
+    assert {i.date: i.cards for i in day_infos(e, e.settings.layers.daily_dir, day)}["2026-11-27"] == 2
     assert "reme/daily/2026-11-27/capture.md" in scan_changed(e, "2026-11-27").scanned
     scan = scan_window(v, "Calendar/Daily notes", "2026-11-27", 1, 1 << 20, "reme/daily")
     assert [f.path for f in scan.files] == ["Calendar/Daily notes/2026-11-27.md",
