@@ -270,6 +270,13 @@ class Engine:
         """:meth:`resolve_link` for several targets written in one note (one freshness check)."""
         return frontend.resolve_links(self, targets, source)
 
+    def card_dirs(self) -> list[str]:
+        """Vault-relative folders whose ``<folder>/<date>/`` holds day cards, app folder first in an existing
+        vault (``reme/daily``), then the daily folder. Pure (settings only)."""
+        from .vault.app_folder import card_dirs
+
+        return card_dirs(self.settings.layers)
+
     def next_run(self, job: str = "proactive_refresh") -> datetime | None:
         """When ``job`` (proactive_refresh/auto_dream) runs next (aware, app timezone); None when disabled."""
         return frontend.next_run(self, job)

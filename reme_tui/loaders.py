@@ -156,11 +156,9 @@ def day_infos(engine, daily_dir: str, today: str) -> list[DayInfo]:
     except Exception:
         pass  # no daily folder yet
     infos: list[DayInfo] = []
-    from reme_engine.vault.app_folder import card_dirs  # an existing vault's cards are in the app folder too
-
     for d in [today] + [d for d in days if d != today]:
         cards = 0
-        for folder in card_dirs(engine.settings.layers):
+        for folder in engine.card_dirs():  # an existing vault's cards are in the app folder too
             if folder == daily_dir.strip("/") and d not in folders:
                 continue
             try:
