@@ -267,7 +267,8 @@ class AgendaPane(Vertical):
 
     def _vault_changed(self, change) -> None:
         day = self.date or self.ctx.today()
-        if f"{self.ctx.daily_dir}/{day}/interests.yaml" in change.paths:
+        # the daily folder in a reme vault, the app folder (reme/proactive/) in an existing one
+        if any(p.endswith(f"/{day}/interests.yaml") for p in change.paths):
             self.load(day)  # refreshed by another process (cron in --serve, --refresh)
 
     # -- requests -------------------------------------------------------------------------------------------
