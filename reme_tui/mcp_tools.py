@@ -333,8 +333,9 @@ def _traverse(vs: VaultServer, a: dict) -> dict:
 def _today(vs: VaultServer, a: dict) -> dict:
     """Today's (or a date's) daily page and cards: what the person captured and did that day.
 
-    Returns the day page path (daily/<date>.md, if it exists) and every card under daily/<date>/ with its name,
-    description and kind (session | resource | note). Read a card with read_note.
+    Returns the day page path (<daily folder>/<date>.md, if it exists) and every card of the day with its name,
+    description and kind (session | resource | note): under daily/<date>/, and in an existing Obsidian vault also
+    under the app folder's reme/daily/<date>/. Read a card with read_note.
     """
     eng = vs.engine
     date = a.get("date") or eng.settings.today()
@@ -345,7 +346,7 @@ def _today(vs: VaultServer, a: dict) -> dict:
 
 
 def _agenda(vs: VaultServer, a: dict) -> dict:
-    """The day's proactive topics and agenda (from daily/<date>/interests.yaml): what the person cares about now.
+    """The day's proactive topics and agenda (from the day's interests.yaml): what the person cares about now.
 
     `answer` is a ready-to-read summary; `topics` and `agenda` the structured items.
     """
@@ -376,7 +377,8 @@ def _revert(vs: VaultServer, a: dict) -> dict:
 
 
 def _remember(vs: VaultServer, a: dict) -> dict:
-    """Remember something the person told you: append it to today's capture card (daily/<date>/capture.md).
+    """Remember something the person told you: append it to today's capture card (<date>/capture.md in the
+    daily folder, or in reme/daily/ in an existing Obsidian vault).
 
     Use it for facts, preferences and decisions the person stated, in their words where possible. The entry is
     marked as noted by an agent (`agent` names you), never as the person's own writing, and is journaled (see
