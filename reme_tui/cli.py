@@ -337,7 +337,9 @@ def _vector_line(counts: dict, report) -> str:
     before = max(0, total - pending - report.embedded - report.embed_cached)
     line = (f"vectors    {total - pending} of {total} chunks have a vector  (this run: embedded {report.embedded}, "
             f"from the embedding cache {report.embed_cached}" + (f", {before} had one already)" if before else ")"))
-    if pending:
+    if getattr(report, "embed_busy", None):
+        line += f"  {report.embed_busy}"
+    elif pending:
         line += f"  pending {pending}: keyword search covers them meanwhile"
     if report.embed_error:
         line += f"  error: {report.embed_error}"

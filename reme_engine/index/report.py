@@ -29,6 +29,8 @@ class IndexReport:
     embedded: int = 0
     embed_cached: int = 0
     embed_error: str | None = None
+    #: the vector pass was skipped: another process holds the vault's embed lock (one line), or None
+    embed_busy: str | None = None
     seconds_keyword: float = 0.0
     seconds_vector: float = 0.0
     changed_paths: list[str] = field(default_factory=list)

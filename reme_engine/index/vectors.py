@@ -323,6 +323,8 @@ class VectorState:
         self.error: str | None = None
         #: vectors restored from the embedding cache by the last rebuild (reported once, then reset)
         self.restored_from_cache = 0
+        #: the store's ``vec_generation`` the in-memory index last matched (see :meth:`catch_up`)
+        self._seen_gen: str | None = None
 
     @property
     def dim(self) -> int:
@@ -345,6 +347,7 @@ class VectorState:
             # a file on each one-shot `job search`: 8–15 s per search during a first embedding.
             shared = not self.store.sole_user()
             gen = self.store.get_meta(f"vec_generation:{self.embedder.space}")
+            self._seen_gen = gen
             loaded = VectorIndex.load(self.path, self.dim, self.ann_threshold)
             if loaded is not None and gen is not None and loaded[1].get("generation") == int(gen) \
                     and loaded[1].get("space") == self.embedder.space:
@@ -360,6 +363,19 @@ class VectorState:
                 self._top_up_from_cache()
                 return
             self._rebuild()
+
+    def catch_up(self) -> None:
+        """Bring a loaded index up to date with another process's saves since this one loaded or saved it (the
+        store's generation moved): add the cached vectors of chunks it marked ``has_vec = 1``, drop those it
+        unmarked. In memory only. A vector pass calls this on taking the embed lock, so its save keeps them."""
+        with self._lock:
+            if self.index is None:
+                return
+            gen = self.store.get_meta(f"vec_generation:{self.embedder.space}")
+            if gen == self._seen_gen:
+                return
+            self._top_up_from_cache()
+            self._seen_gen = gen
 
     def _top_up_from_cache(self) -> None:
         """In memory only: add the cached vectors of chunks marked ``has_vec = 1`` that the loaded index lacks and
@@ -481,6 +497,7 @@ class VectorState:
             with self.store.write() as c:
                 self.store.set_meta(key, str(gen))
                 c.executemany("DELETE FROM vec_tombstones WHERE id=?", [(i,) for i in tomb])
+            self._seen_gen = str(gen)
 
     def search(self, query_vec: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         if self.index is None:
