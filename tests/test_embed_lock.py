@@ -85,3 +85,37 @@ def test_a_pass_keeps_the_vectors_another_engine_saved_meanwhile(tmp_path, embed
         if b is not None:
             b.close()
         a.close()
+
+
+def test_refresh_says_in_one_line_that_it_left_the_vectors_to_the_running_pass(tmp_path, embedder):
+    """The real ``reme-tui --refresh`` in a subprocess, on the state dir of an engine in the middle of a pass."""
+    import os
+    import subprocess
+    import sys
+
+    v, st = tmp_path / "v", tmp_path / "st"
+    _notes(v, 20)
+    gated = GatedEmbedder(embedder)
+    a = _open(v, st, gated)
+    try:
+        a.index(vectors=False)
+        t = threading.Thread(target=a.embed_pending, daemon=True)
+        t.start()
+        assert gated.entered.wait(30)
+        env = {k: val for k, val in os.environ.items() if not k.startswith(("REME_", "ANTHROPIC_", "OPENAI_"))}
+        env.update(REME_STATE_DIR=str(st), XDG_DATA_HOME=str(tmp_path / "data"),
+                   XDG_CONFIG_HOME=str(tmp_path / "config"), COLUMNS="120")
+        r = subprocess.run([sys.executable, "-m", "reme_tui.cli", "--refresh", "--vault", str(v)], env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("vectors ")]
+        assert len(lines) == 1, r.stdout
+        assert "0 of 20 chunks have a vector" in lines[0] and "embedded 0" in lines[0]
+        assert "another process is embedding this vault" in lines[0]
+        gated.gate.set()
+        t.join(60)
+        assert _vector_counts(a) == (0, 20)
+        assert _file_ids(st, embedder) == {r[0] for r in a.store.conn.execute("SELECT id FROM chunks")}
+    finally:
+        gated.gate.set()
+        a.close()
