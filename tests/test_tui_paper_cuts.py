@@ -112,6 +112,23 @@ async def test_status_line_fits_80_columns(app_for):
         assert "LLM: not configured" in m.status.render_text().plain and "embedder: off" in m.status.render_text().plain
 
 
+async def test_status_figures_follow_a_running_pass(app_for, demo_vault):
+    """While a pass reports progress, the status line re-reads the index figures (the first sync commits in
+    batches), so its file count moves before the pass ends instead of staying at the opening figure."""
+    app = app_for()
+    async with app.run_test(size=(160, 24)) as pilot:
+        m = await started(pilot)
+        await wait_for(pilot, lambda: "files" in (m.status.status or {}))
+        before = m.status.status["files"]
+        (demo_vault / "new-note.md").write_text("# New\n\nfresh words\n", encoding="utf-8")
+        await app.workers.wait_for_complete()
+        m.engine.index_paths(["new-note.md"])  # committed by a pass the status line was not told about
+        m.status.FIGURES_EVERY = 0.0  # every progress report re-reads
+        m.status.show_progress("indexing", 1, 2)
+        await wait_for(pilot, lambda: m.status.status.get("files") == before + 1)
+        assert f"{before + 1} files" in m.status.render_text().plain
+
+
 def _obsidian_vault(tmp_path):
     vault = tmp_path / "obs"
     (vault / "Journal").mkdir(parents=True)

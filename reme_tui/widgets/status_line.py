@@ -8,6 +8,7 @@ cut with an ellipsis by cell width (CJK vault names stay aligned).
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 
 from rich.text import Text
@@ -67,10 +68,13 @@ class StatusLine(Static):
     demo: reactive[bool] = reactive(False)
     status: reactive[dict] = reactive(dict, always_update=True)
     work: reactive[str] = reactive("")
+    #: seconds between re-reads of the index figures while a pass reports progress
+    FIGURES_EVERY = 2.0
 
     def __init__(self, engine=None, *, id: str | None = None) -> None:
         super().__init__("", id=id, markup=False)
         self.engine = engine
+        self._figures_at = 0.0
 
     @_work(thread=True, exclusive=True, group="status", exit_on_error=False)
     def load(self) -> None:
@@ -86,6 +90,12 @@ class StatusLine(Static):
 
     def show_progress(self, stage: str, done: int, total: int) -> None:
         self.set_work(progress_text(stage, done, total))
+        # the first sync commits in batches and vectors land in sub-batches: keep the figures moving with them
+        # (at most every FIGURES_EVERY s; one worker call)
+        now = time.monotonic()
+        if now - self._figures_at >= self.FIGURES_EVERY:
+            self._figures_at = now
+            self.load()
 
     def set_status(self, status: dict) -> None:
         self.status = dict(status)
