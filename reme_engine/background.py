@@ -22,6 +22,9 @@ if TYPE_CHECKING:  # the façade owns this object; the name is for annotations o
     from .index.indexer import IndexReport
 
 log = logging.getLogger("reme.engine")
+#: Seconds between tries of a vector pass skipped because another process holds the embed lock: its pass read its
+#: rows when it began, so the chunks this process indexed since are left for this one.
+EMBED_BUSY_RETRY = 2.0
 
 Event = Callable[[dict], None]
 
@@ -70,6 +73,8 @@ class Background:
                     if on_event is not None:
                         on_event({"event": "vectors_started"})
                     rep = eng.embed_pending(should_stop=stop.is_set)
+                    while rep.embed_busy and not stop.wait(EMBED_BUSY_RETRY):
+                        rep = eng.embed_pending(should_stop=stop.is_set)
                     if on_event is not None:  # even for 0: another thread's pass may have done the work
                         on_event({"event": "vectors", "embedded": rep.embedded, "cached": rep.embed_cached,
                                   "error": rep.embed_error})

@@ -119,3 +119,37 @@ def test_refresh_says_in_one_line_that_it_left_the_vectors_to_the_running_pass(t
     finally:
         gated.gate.set()
         a.close()
+
+
+def test_watcher_chunks_skipped_as_busy_are_embedded_once_the_other_pass_ends(tmp_path, embedder):
+    """The other process's pass read its rows when it began: a note this engine's watcher indexed meanwhile gets its
+    vector from this engine's embed thread, which tries again once the embed lock is free."""
+    from test_background import _wait
+
+    v, st = tmp_path / "v", tmp_path / "st"
+    _notes(v, 10)
+    gated = GatedEmbedder(embedder)
+    a = _open(v, st, gated)
+    b = None
+    try:
+        a.index(vectors=False)
+        t = threading.Thread(target=a.embed_pending, daemon=True)
+        t.start()
+        assert gated.entered.wait(30)
+        b = _open(v, st, embedder)
+        b.vectors.open()
+        events = []
+        b.start_background(on_event=events.append, schedule=False)
+        _notes(v, 1, start=10)  # an edit from another editor, seen by b's watcher
+        assert _wait(lambda: _vector_counts(b)[0] == 11, timeout=30)
+        gated.gate.set()
+        t.join(60)
+        assert _wait(lambda: _vector_counts(b) == (0, 11), timeout=30)
+        assert _wait(lambda: any(e.get("event") == "vectors" for e in events), timeout=30)
+        b.stop_background()
+        assert _file_ids(st, embedder) == {r[0] for r in b.store.conn.execute("SELECT id FROM chunks")}
+    finally:
+        gated.gate.set()
+        if b is not None:
+            b.close()
+        a.close()
