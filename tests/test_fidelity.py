@@ -208,6 +208,25 @@ def test_refresh_summary_lists_frontmatter_warnings_and_ambiguous_links(tmp_path
 # -- 6. symlinks ---------------------------------------------------------------------------------------------
 
 
+def test_a_symlinked_folder_is_reported_not_silently_ignored(open_engine, tmp_path):
+    """A folder symlink (outside or inside the vault) is not entered — no loops, nothing from outside — and the
+    skip says so where the user looks (health_check), once, stable across syncs."""
+    v = tmp_path / "v"
+    _write(v, "notes/real.md", "# Real\n\nzebrafish habitat\n")
+    elsewhere = tmp_path / "elsewhere"
+    _write(elsewhere, "far.md", "# Far\n\nnarwhal tusk\n")
+    os.symlink(elsewhere, v / "linked")
+    os.symlink("../notes", v / "notes" / "loop")
+    e = open_engine(v)
+    e.index()
+    assert not e.search("narwhal", mode="keyword").hits
+    skipped = {s["path"]: s["reason"] for s in e.health_check()["skipped"]}
+    assert skipped == {"linked": "folder symlink: not followed, its notes are not indexed",
+                       "notes/loop": "folder symlink: not followed, its notes are not indexed"}
+    assert e.index().added == 0
+    assert len(e.health_check()["skipped"]) == 2
+
+
 def test_a_symlinked_note_is_indexed_once_and_nothing_outside_the_vault_shows(open_engine, tmp_path):
     v = tmp_path / "v"
     _write(v, "notes/real.md", "# Real\n\nzebrafish habitat\n")

@@ -140,6 +140,10 @@ class ScanStep:
             rel_dir = os.path.relpath(dirpath, root)
             rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for d in dirnames:  # listed by os.walk but never entered: say so (Obsidian users link folders in)
+                if os.path.islink(os.path.join(dirpath, d)):
+                    skips.append({"path": unicodedata.normalize("NFC", f"{rel_dir}/{d}" if rel_dir else d),
+                                  "reason": "folder symlink: not followed, its notes are not indexed"})
             for fn in filenames:
                 if fn.startswith(".") or fn.endswith("~"):
                     continue
