@@ -39,8 +39,13 @@ async def wait_for(pilot, cond, timeout: float = 15.0, what: str = "condition") 
 
 async def settle(pilot) -> None:
     """Wait until no worker runs and the messages they posted are handled."""
+    from textual.worker import WorkerCancelled
+
     for _ in range(50):
-        await pilot.app.workers.wait_for_complete()
+        try:
+            await pilot.app.workers.wait_for_complete()
+        except WorkerCancelled:
+            pass  # an exclusive worker superseded by a newer one (e.g. a status re-read): by design; wait again
         await pilot.pause()
         if not any(w.is_running for w in pilot.app.workers):
             return

@@ -121,7 +121,7 @@ async def test_status_figures_follow_a_running_pass(app_for, demo_vault):
         await wait_for(pilot, lambda: "files" in (m.status.status or {}))
         before = m.status.status["files"]
         (demo_vault / "new-note.md").write_text("# New\n\nfresh words\n", encoding="utf-8")
-        await app.workers.wait_for_complete()
+        await settle(pilot)
         m.engine.index_paths(["new-note.md"])  # committed by a pass the status line was not told about
         m.status.FIGURES_EVERY = 0.0  # every progress report re-reads
         m.status.show_progress("indexing", 1, 2)
