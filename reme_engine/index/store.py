@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from ..vault.io import fsync_path
+
 SCHEMA_VERSION = 3
 
 SCHEMA = """
@@ -192,16 +194,6 @@ def forget_skip(c: sqlite3.Connection, path: str) -> None:
     c.execute("DELETE FROM skipped WHERE path=?", (path,))
 
 
-def fsync_file(path: Path) -> None:
-    """fsync a file's bytes (best effort: a file system without fsync is used as it is)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
 
 
 def is_corruption(exc: BaseException) -> bool:
@@ -421,7 +413,7 @@ class Store:
                 n.execute("COMMIT")
             finally:
                 n.close()
-            fsync_file(tmp)
+            fsync_path(tmp)
             self._close_conns()  # the last connection checkpoints and removes the old WAL
             os.replace(tmp, self.db_path)
             for suffix in ("-wal", "-shm"):  # anything left belongs to the old file

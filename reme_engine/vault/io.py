@@ -201,13 +201,14 @@ def sweep_temp_files(root: Path, *, older_than_s: float = 60.0, skip_hidden_dirs
     return removed
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a file's bytes or a folder's entries (best effort: a file system without fsync is used as it is)."""
     try:
-        dfd = os.open(folder, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
         try:
-            os.fsync(dfd)
+            os.fsync(fd)
         finally:
-            os.close(dfd)
+            os.close(fd)
     except OSError:
         pass
 
@@ -306,7 +307,7 @@ def atomic_write(path: Path, text: str | bytes, *, expected_sha: str | None | bo
                 os.unlink(tmp)
             except OSError:
                 pass
-    _fsync_dir(path.parent)
+    fsync_path(path.parent)
     return new_sha
 
 
