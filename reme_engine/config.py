@@ -32,7 +32,8 @@ class EmbedderSettings:
     """Which embedder produces vectors.
 
     ``kind``: ``offline`` (the bundled multilingual USE model, 512-d), ``openai`` (any OpenAI-compatible
-    ``/v1/embeddings`` endpoint) or ``none`` (keyword search only).
+    ``/v1/embeddings`` endpoint) or ``none`` (keyword search only). ``background_process`` (offline only): a big
+    vector pass encodes in a separate low-priority process, so the app never waits on it (off: in this process).
     """
 
     kind: str = "offline"
@@ -42,6 +43,7 @@ class EmbedderSettings:
     dimensions: int | None = None
     timeout: float = 30.0
     batch_size: int = 64
+    background_process: bool = True
 
 
 @dataclass
