@@ -111,7 +111,10 @@ class SearchSettings:
     ``search_keyword_weight``, ``rrf_k``), ``interleave``, ``tmm`` or ``choose``. ``relative_floor``: hits scoring
     below this share of the best one are hidden (0 shows everything). ``title_boost``: share of the best score
     added to a note whose name, file stem or alias is the query. ``demote_day_index``: generated day-index pages
-    rank below the cards they list.
+    rank below the cards they list. ``null_floor_quantile``: when no keyword matches, vector hits below this quantile
+    of what nonsense reaches in this vault are hidden (0 = off). ``chat_context_bytes``: a chat-record hit comes
+    with the same day's turns around it up to this many UTF-8 bytes (0 = the matching window only).
+    ``title_vectors``: each note's title also gets a vector in the dense leg (off = chunk vectors only).
     """
 
     fusion: str = "convex"
@@ -121,6 +124,9 @@ class SearchSettings:
     relative_floor: float = 0.15
     title_boost: float = 0.5
     demote_day_index: bool = True
+    null_floor_quantile: float = 0.5
+    chat_context_bytes: int = 1500
+    title_vectors: bool = True
 
 
 @dataclass
@@ -347,7 +353,9 @@ def _validate(s: Settings) -> None:
             raise ConfigError(f"{key} must be a finite number >= 0 (got {v})")
     if s.search.fusion not in ("convex", "rrf", "interleave", "tmm", "choose"):
         raise ConfigError(f"search.fusion must be convex, rrf, interleave, tmm or choose (got {s.search.fusion!r})")
-    for key in ("keyword_share", "relative_floor"):
+    if s.search.chat_context_bytes < 0:
+        raise ConfigError(f"search.chat_context_bytes must be >= 0 (got {s.search.chat_context_bytes})")
+    for key in ("keyword_share", "relative_floor", "null_floor_quantile"):
         v = getattr(s.search, key)
         if not (math.isfinite(v) and 0 <= v <= 1):
             raise ConfigError(f"search.{key} must be between 0 and 1 (got {v})")

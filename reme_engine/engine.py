@@ -217,6 +217,8 @@ class Engine:
     def searcher(self) -> HybridSearcher:
         """The vault's :class:`~reme_engine.search.hybrid.HybridSearcher` (built on first use)."""
         if self._searcher is None:
+            from datetime import date as _date
+
             from .search.hybrid import HybridSearcher, fusion_from_settings
 
             s = self.settings
@@ -224,6 +226,9 @@ class Engine:
                                             vector_weight=s.search_vector_weight,
                                             keyword_weight=s.search_keyword_weight, rrf_k=s.rrf_k,
                                             fusion=fusion_from_settings(s))
+            self._searcher.title_vectors = s.search.title_vectors
+            # time words ("yesterday", "上周") count in the configured timezone, not the machine's
+            self._searcher.today = lambda: _date.fromisoformat(s.today())
         return self._searcher
 
     def search(self, query: str, *, limit: int = 10, mode: str = "hybrid", filters: SearchFilters | None = None,

@@ -160,3 +160,49 @@ def test_chat_hits_come_with_the_turns_around_them(make_engine, tmp_path):
     both = s.search("hazel grape", mode="keyword", neighbors=False, parse_time=False)
     spans = [(h.start_line, h.end_line) for h in both.hits]
     assert all(a > pe or b < ps for i, (a, b) in enumerate(spans) for (ps, pe) in spans[:i]), spans  # no overlap
+
+
+def test_time_words_count_in_the_configured_timezone(make_engine, tmp_path):
+    """"yesterday" is the day before today *in the settings' timezone*: two zones 25 h apart never share a date,
+    so each engine lists its own yesterday's note, whatever the machine's zone."""
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    v = tmp_path / "tzv"
+    zones = ("Pacific/Kiritimati", "Pacific/Pago_Pago")  # UTC+14, UTC−11
+    now = datetime.now(ZoneInfo("UTC"))
+    yesterday = {z: (now.astimezone(ZoneInfo(z)).date() - timedelta(days=1)).isoformat() for z in zones}
+    assert len(set(yesterday.values())) == 2
+    for z, d in yesterday.items():
+        (v / "daily" / d).mkdir(parents=True)
+        (v / "daily" / d / "note.md").write_text(f"# Log\n\nWritten on {d}.\n", encoding="utf-8")
+    for z in zones:
+        e = make_engine(v, embed=False, timezone=z)
+        e.index()
+        res = e.search("yesterday", neighbors=False)
+        assert res.time_range["date_from"] == res.time_range["date_to"] == yesterday[z]
+        assert [h.path for h in res.hits] == [f"daily/{yesterday[z]}/note.md"]
+
+
+def test_search_settings_reach_the_searcher(make_engine, tmp_path):
+    """``search.chat_context_bytes``, ``search.null_floor_quantile`` and ``search.title_vectors`` from the settings
+    change what a search returns; bad values are refused when the settings load."""
+    from reme_engine.config import ConfigError, load_settings
+
+    v = tmp_path / "cv"
+    (v / "session" / "dialog").mkdir(parents=True)
+    lines = [_msg(i, "user", f"turn {i} about {w} " + "with words to fill the turn " * 4, f"2026-11-24T10:{i:02d}:00Z")
+             for i, w in enumerate(["apple", "banana", "cherry", "damson", "elder", "fig"])]
+    (v / "session" / "dialog" / "s.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    wide_eng = make_engine(v, embed=False)
+    wide_eng.index()
+    wide = wide_eng.search("cherry", mode="keyword", neighbors=False).hits[0]
+    narrow_eng = make_engine(v, embed=False, search={"chat_context_bytes": 0, "null_floor_quantile": 0.8,
+                                                     "title_vectors": False})
+    narrow_eng.index()
+    narrow = narrow_eng.search("cherry", mode="keyword", neighbors=False).hits[0]
+    assert "cherry" in narrow.text and len(narrow.text) < len(wide.text) and "apple" in wide.text
+    assert narrow_eng.searcher.fusion.null_floor_quantile == 0.8 and narrow_eng.searcher.titles() is None
+    for bad in ({"chat_context_bytes": -1}, {"null_floor_quantile": 1.5}):
+        with pytest.raises(ConfigError, match="search\\."):
+            load_settings({"vault": str(v), "search": bad}, env={})

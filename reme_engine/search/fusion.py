@@ -111,7 +111,9 @@ def fusion_from_settings(settings) -> FusionConfig:
                         cosine_hi=ss.cosine_hi, vector_weight=settings.search_vector_weight,
                         keyword_weight=settings.search_keyword_weight, rrf_k=settings.rrf_k,
                         relative_floor=ss.relative_floor, title_boost=ss.title_boost,
-                        demote_day_index=ss.demote_day_index)
+                        demote_day_index=ss.demote_day_index,
+                        null_floor_quantile=getattr(ss, "null_floor_quantile", 0.5),
+                        chat_context_bytes=getattr(ss, "chat_context_bytes", 1500))
 
 
 def bm25_idf(df: int, n_rows: int) -> float:
