@@ -276,3 +276,128 @@ def test_day_page_index_follows_cards_changed_elsewhere(make_engine, demo_vault)
         assert not (demo_vault / "daily/2026-11-20.md").exists()
     finally:
         e.stop_background()
+
+
+# -- the vector pass's encode child (issue 12: a key press never waits on the pass) ------------------------------
+import json  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def child_embedder():
+    """An offline embedder whose every pass goes to its child (one child, model loaded once, for this module)."""
+    from reme_engine.index.embedder import OfflineEmbedder
+
+    e = OfflineEmbedder(child_min_texts=1)
+    yield e
+    e.close()
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")  # exited (a zombie waits for its new parent to reap it)
+
+
+def test_a_pass_through_the_child_gives_the_in_process_vectors(make_engine, demo_vault, embedder, child_embedder):
+    import numpy as np
+
+    from reme_engine.config import load_settings
+    from reme_engine.engine import Engine
+    from reme_engine.markdown.chunker import Chunk
+
+    settings = load_settings({"vault": str(demo_vault), "state_dir": str(demo_vault.parent / "state-child")}, env={})
+    with Engine.open(settings, embedder=child_embedder) as eng:
+        rep = eng.index()
+        assert rep.embedded > 0 and not rep.embed_error
+        pid = child_embedder.child_pid
+        assert pid is not None and pid != os.getpid()
+        # the whole child is niced (its BLAS and encode threads included), not just one thread
+        assert os.getpriority(os.PRIO_PROCESS, pid) >= os.getpriority(os.PRIO_PROCESS, 0) + 10
+        rows = eng.store.conn.execute("SELECT c.text, c.headings, e.vec FROM chunks c JOIN emb.embeddings e "
+                                      "ON e.text_hash = c.text_hash AND e.space = ?", (child_embedder.space,)).fetchall()
+    assert len(rows) >= rep.embedded
+    texts = [Chunk(0, 0, r[0], tuple(json.loads(r[1]))).embed_text() for r in rows]
+    got = np.vstack([np.frombuffer(r[2], dtype=np.float32) for r in rows])
+    want = embedder.embed(texts)  # the same model in this process
+    assert np.abs(got - want).max() <= 1e-6
+
+
+def test_setting_off_or_a_small_pass_keeps_encoding_in_process(monkeypatch):
+    import numpy as np
+
+    from reme_engine.config import load_settings
+    from reme_engine.index.embedder import make_embedder
+
+    calls = []
+
+    def fake_embed(texts):
+        calls.append(len(texts))
+        return np.ones((len(texts), 512), dtype=np.float32)
+
+    off = make_embedder(load_settings({"embedder": {"background_process": False}}, env={}))
+    on = make_embedder(load_settings({}, env={}))
+    assert not off.child_enabled and on.child_enabled
+    for e, pass_texts in ((off, 10_000), (on, on.CHILD_MIN_TEXTS - 1)):
+        monkeypatch.setattr(e, "embed", fake_embed)
+        assert e.embed_pass(["some text"] * 64, pass_texts=pass_texts).shape == (64, 512)
+        assert e.child_pid is None and e._child is None  # no process was started
+    assert calls == [64, 64]
+
+
+def test_a_crashed_child_is_restarted_once_then_the_pass_reports_the_error(demo_vault, child_embedder, monkeypatch):
+    from reme_engine.config import load_settings
+    from reme_engine.engine import Engine
+    from reme_engine.index.embedder import CHILD_FAULT_ENV, EmbedderError, OfflineEmbedder
+
+    # killed between two batches: the next batch starts a new child and succeeds
+    child_embedder.embed_pass(["warm"] * 2, pass_texts=2)
+    pid = child_embedder.child_pid
+    os.kill(pid, signal.SIGKILL)
+    assert _wait(lambda: _gone(pid))
+    before = child_embedder._child.restarts
+    assert child_embedder.embed_pass(["after the crash"] * 3, pass_texts=3).shape == (3, 512)
+    assert child_embedder._child.restarts == before + 1 and child_embedder.child_pid not in (None, pid)
+
+    # a child that dies on every batch: one restart, then an EmbedderError, which the pass records
+    monkeypatch.setenv(CHILD_FAULT_ENV, "exit")
+    faulty = OfflineEmbedder(child_min_texts=1)
+    with pytest.raises(EmbedderError, match="died"):
+        faulty.embed_pass(["x"] * 5, pass_texts=5)
+    assert faulty._child.restarts == 1
+    settings = load_settings({"vault": str(demo_vault), "state_dir": str(demo_vault.parent / "state-fault")}, env={})
+    with Engine.open(settings, embedder=faulty) as eng:
+        rep = eng.index()
+        assert "died" in (rep.embed_error or "") and rep.embedded == 0
+        assert eng.search("demo", mode="keyword").hits  # keyword search is unaffected
+    faulty.close()
+
+
+def test_the_child_exits_when_the_app_is_killed(tmp_path):
+    # the parent is killed with SIGKILL while its child loads the model and encodes (it reads no pipe then)
+    script = (
+        "import sys, threading, time\n"
+        "from reme_engine.index.embedder import OfflineEmbedder\n"
+        "e = OfflineEmbedder(child_min_texts=1)\n"
+        "threading.Thread(target=lambda: e.embed_pass(['text %d' % i for i in range(400)], pass_texts=400),"
+        " daemon=True).start()\n"
+        "while e.child_pid is None: time.sleep(0.01)\n"
+        "print(e.child_pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    app = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(app.stdout.readline())
+        assert not _gone(child)
+        app.send_signal(signal.SIGKILL)
+        app.wait(10)
+        assert _wait(lambda: _gone(child), timeout=5)
+    finally:
+        app.kill()

