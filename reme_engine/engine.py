@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from .memory.session import ChatMessage
     from .dream.models import DreamReport
     from .llm.client import LLMClient
+    from .local_server import LocalServer
     from .lock import WriterLock
     from .memory.auto_memory import AutoMemoryReport
     from .memory.auto_resource import AutoResourceReport
@@ -82,6 +83,7 @@ class Engine:
 
     #: Seconds between checks that the state dir still exists while the background runs.
     STATE_WATCH_S = 2.0
+    _local_server_guard = threading.Lock()  # see start_local_server
 
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
         if settings.vault is None:
@@ -152,6 +154,8 @@ class Engine:
         if self._closed:
             return
         self._closed = True
+        if getattr(self, "_local_server", None) is not None:  # no new job requests while closing
+            self._local_server.close()
         self.stop_background()
         # a vector pass running on another thread (the app's worker) stops after its batch; wait for it so it
         # never writes to a closed store
@@ -534,6 +538,18 @@ class Engine:
         stops everything.
         """
         self._background.start(on_event=on_event, on_indexed=on_indexed, watch=watch, schedule=schedule)
+
+    def start_local_server(self) -> LocalServer | None:
+        """Answer read-only one-shot jobs (``reme-tui job search`` …) over ``<state dir>/jobs.sock``, mode 0600,
+        from this open engine, so they skip opening the index and loading the model (see
+        :mod:`reme_engine.local_server`). Idempotent; :meth:`close` stops it. Returns None when another process
+        already serves this state dir, the socket cannot be bound (logged) or the job table is not loaded."""
+        from .local_server import start_server
+
+        with Engine._local_server_guard:  # two front-end threads starting it at once bind one socket
+            if getattr(self, "_local_server", None) is None and not self._closed:
+                self._local_server = start_server(self)
+            return self._local_server
 
     def stop_background(self) -> None:
         """Stop the watcher and the scheduler (joins their threads)."""
