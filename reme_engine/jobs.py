@@ -408,3 +408,10 @@ def exit_code(result: dict) -> int:
     if result.get("usage_error") or result.get("job") not in JOBS:
         return EXIT_USAGE
     return EXIT_FAILED
+
+
+# A running app or --serve answers the read-only jobs over the local socket with this very function, so a reply
+# is exactly what the job prints in-process (the socket module cannot import the table: it sits below the façade).
+from . import local_server as _local_server  # noqa: E402
+
+_local_server.register_job_runner(run_job)

@@ -6,6 +6,8 @@
     reme-tui mcp [--read-only] [--http]            serve the vault to agents over MCP (`reme-tui mcp --help`)
 
 Imports stay lazy so ``job`` and ``--refresh`` never pay for Textual, and keyword-only jobs never load the model.
+A read-only ``job`` first asks a running app or ``--serve`` on the vault over its local socket
+(:mod:`reme_engine.local_server`; standard library only, no engine import) and runs in-process when none answers.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="no UI: keep the watcher and the cron scheduler running until stopped (for a service)")
     p.add_argument("--date", help="date for --refresh (YYYY-MM-DD, default today)")
     p.add_argument("--no-vectors", action="store_true", help="--refresh: skip the vector pass")
+    p.add_argument("--no-server", action="store_true",
+                   help="job: run in this process even when the app or --serve could answer (also REME_NO_SERVER=1)")
     p.add_argument("--version", action="store_true", help="print the version and exit")
     p.add_argument("command", nargs="?", help="`job` to run one engine job; `mcp` to serve the vault over MCP")
     p.add_argument("args", nargs=argparse.REMAINDER, help="job name and key=value parameters")
@@ -117,9 +121,34 @@ def _log_to_state_dir(root: logging.Logger, state_dir, added: list) -> None:
     added.append(h)
 
 
-def _run_job_cli(args: argparse.Namespace, rest: list[str], log_to) -> int:
-    from reme_engine.jobs import JOBS, exit_code, run_job
+#: Flags that take no value (the word after one is the job name or a parameter, not its value).
+_BOOL_FLAGS = ("--no-server",)
 
+
+def _ask_server(args: argparse.Namespace, name: str, raw: dict) -> dict | None:
+    """The result of read-only job ``name`` from the app or ``--serve`` running on this vault, or None (no
+    server, another version or other settings, a transport error: the caller runs the job itself)."""
+    from reme_engine.local_server import READ_ONLY_JOBS, ask, no_server_requested, settings_identity
+
+    if name not in READ_ONLY_JOBS or getattr(args, "no_server", False) or no_server_requested():
+        return None
+    try:
+        from reme_engine.config import finalize_state_dir
+
+        settings = load(args)
+        return ask(finalize_state_dir(settings), name, raw, settings_identity(settings))
+    except Exception:  # a config problem: the in-process run reports it the usual way
+        return None
+
+
+def _enable_parallel() -> None:
+    """Big syncs may parse in spawned worker processes: our entry point is import-safe for them."""
+    from reme_engine.index import indexer
+
+    indexer.PARALLEL_ENABLED = True
+
+
+def _run_job_cli(args: argparse.Namespace, rest: list[str], log_to) -> int:
     if not rest:
         return _usage(None, "job needs a name; `reme-tui job help` lists them")
     # Flags may follow the job name too (`reme-tui job search query=x --vault V`).
@@ -129,13 +158,14 @@ def _run_job_cli(args: argparse.Namespace, rest: list[str], log_to) -> int:
         flag_args = []
         for i in idx:
             flag_args.append(rest[i])
-            if "=" not in rest[i] and i + 1 < len(rest) and not rest[i + 1].startswith("--") and "=" not in rest[i + 1]:
+            if ("=" not in rest[i] and rest[i] not in _BOOL_FLAGS and i + 1 < len(rest)
+                    and not rest[i + 1].startswith("--") and "=" not in rest[i + 1]):
                 flag_args.append(rest[i + 1])
         ns, unknown = build_parser().parse_known_args(flag_args)
         if unknown:
             return _usage(rest[0] if not rest[0].startswith("--") else None,
                           f"unknown option(s) for job: {' '.join(unknown)}")
-        for key in ("vault", "config", "state_dir", "embedder"):
+        for key in ("vault", "config", "state_dir", "embedder", "no_server"):
             if getattr(ns, key):
                 setattr(args, key, getattr(ns, key))
         rest = [a for a in rest if a not in flag_args]
@@ -147,6 +177,18 @@ def _run_job_cli(args: argparse.Namespace, rest: list[str], log_to) -> int:
             return _usage(name, f"expected key=value, got {item!r}")
         k, v = item.split("=", 1)
         raw[k] = v
+    served = _ask_server(args, name, raw)
+    if served is not None:  # the same object and exit status as in-process (local_server.exit_code_of)
+        from reme_engine.local_server import exit_code_of
+
+        code = exit_code_of(served)
+        if code == 2:
+            served.setdefault("usage_error", True)
+        _print_json(served)
+        return code
+    _enable_parallel()
+    from reme_engine.jobs import JOBS, exit_code, run_job
+
     job = JOBS.get(name)
     if name == "help" and not raw and sys.stdout.isatty():
         # a person at a terminal reads the grouped text; pipes and scripts keep the one JSON object
@@ -390,7 +432,13 @@ def run_serve(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    import reme_engine.jobs  # noqa: F401  (registers the job runner the local socket uses)
+
     with Engine.open(settings) as engine:
+        # read-only one-shot jobs ask this process from now on (what the first sync has committed so far)
+        served = engine.start_local_server()
+        if served is not None:
+            log(f"answering one-shot jobs on {served.path}")
         report = engine.index(vectors=False)
         log(f"serving {settings.vault}: {report.scanned} files indexed; watcher and scheduler running")
         engine.start_background(
@@ -399,7 +447,10 @@ def run_serve(args: argparse.Namespace) -> int:
         for name, when in engine.scheduler.next_runs().items():
             log(f"next {name}: {when.isoformat() if when else 'disabled'}")
         if engine.vectors is not None:
-            engine.embed_pending(should_stop=stop.is_set)
+            rep = engine.embed_pending(should_stop=stop.is_set)
+            if not stop.is_set():
+                log(f"vectors up to date: embedded {rep.embedded}, from the cache {rep.embed_cached}"
+                    + (f"; {rep.embed_busy}" if getattr(rep, "embed_busy", None) else ""))
         while not stop.wait(1.0):
             pass
         log("stopping")
@@ -408,17 +459,15 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from reme_engine.index import indexer
-
-    indexer.PARALLEL_ENABLED = True  # our entry point is import-safe for spawned parse workers
     try:
         if args.version:
             from reme_engine import __version__
 
             print(f"reme-tui {__version__}")
             return 0
-        if args.command == "job":
+        if args.command == "job":  # enables parallel parsing itself, once no server answered
             return run_job_cli(args, args.args)
+        _enable_parallel()
         if args.command == "mcp":
             from reme_tui.mcp_server import main as mcp_main
 
@@ -435,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
             return run_refresh(args)
         if args.serve:
             return run_serve(args)
+        import reme_engine.jobs  # noqa: F401  (registers the job runner the app's local socket uses)
         from reme_tui.app import run_app
 
         return run_app(load(args))
