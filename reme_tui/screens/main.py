@@ -310,6 +310,7 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
         try:
             self.engine.start_background(on_event=lambda ev: self.post_message(CronEvent(ev)),
                                          on_indexed=lambda paths, rep: self.post_message(VaultChanged(paths, rep)))
+            self.engine.start_local_server()  # `reme-tui job search` … asks this app instead of loading the model
         except Exception as exc:  # the app stays usable without them
             self.post_message(CronEvent({"event": "watch_error", "error": f"{type(exc).__name__}: {exc}"}))
 
