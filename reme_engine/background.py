@@ -87,6 +87,8 @@ class Background:
               watch: bool = True, schedule: bool = True) -> None:
         """See :meth:`reme_engine.engine.Engine.start_background`. Idempotent."""
         eng = self.engine
+        if eng.vectors is not None:
+            eng.vectors.live = True  # a long-running process: every vector pass encodes in the embedder's child
         if watch and eng.watcher is None:
             self._start_watcher(on_event, on_indexed)
             self._start_state_watch(on_event)

@@ -401,3 +401,13 @@ def test_the_child_exits_when_the_app_is_killed(tmp_path):
         assert _wait(lambda: _gone(child), timeout=5)
     finally:
         app.kill()
+
+
+def test_a_running_app_sends_every_vector_pass_to_the_child(make_engine, demo_vault):
+    e = make_engine(demo_vault)
+    assert not e.vectors.live  # a one-shot process: small passes stay in-process
+    e.start_background(schedule=False)
+    try:
+        assert e.vectors.live
+    finally:
+        e.stop_background()

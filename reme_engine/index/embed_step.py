@@ -107,7 +107,7 @@ class EmbedStep:
             part = pending[i : i + EMBED_BATCH]
             texts = [Chunk(0, 0, r[2], tuple(json.loads(r[3]))).embed_text() for r in part]
             try:
-                m = vs.embedder.embed(texts) if bulk is None else bulk(texts, pass_texts=len(pending))
+                m = vs.embedder.embed(texts) if bulk is None else bulk(texts, pass_texts=len(pending), live=vs.live)
             except EmbedderError as exc:
                 report.embed_error = str(exc)
                 break

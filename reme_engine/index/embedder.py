@@ -170,17 +170,18 @@ class OfflineEmbedder:
         # `job search` process first (a first embedding of a vault runs for many minutes).
         return l2_normalize(np.vstack(self._background().submit(run).result()))
 
-    def embed_pass(self, texts: Sequence[str], *, pass_texts: int) -> np.ndarray:
-        """One batch of a vector pass that has ``pass_texts`` texts left to encode: ``(len(texts), 512)`` float32,
+    def embed_pass(self, texts: Sequence[str], *, pass_texts: int, live: bool = False) -> np.ndarray:
+        """One batch of a vector pass of ``pass_texts`` texts to encode: ``(len(texts), 512)`` float32,
         L2-normalised, as :meth:`embed` returns. In the child process when it is enabled and the pass is big
-        (``pass_texts >= child_min_texts``): the UI's process then never holds the GIL for the encode, and a query
-        (:meth:`embed`, always in this process) never waits for it. Otherwise the same as :meth:`embed`. A child
-        that dies is restarted once per batch; raises EmbedderError when it dies again or fails."""
+        (``pass_texts >= child_min_texts``) or runs in a long-running process (``live``: the app, ``--serve``):
+        the UI's process then never holds the GIL for the encode, and a query (:meth:`embed`, always in this
+        process) never waits for it. Otherwise the same as :meth:`embed`. A child that dies is restarted once per
+        batch; raises EmbedderError when it dies again or fails."""
         import numpy as np
 
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        if not self.child_enabled or pass_texts < self.child_min_texts:
+        if not self.child_enabled or (pass_texts < self.child_min_texts and not live):
             return self.embed(texts)
         batch = [t[:MAX_EMBED_CHARS] if t.strip() else "." for t in texts]
         with self._child_lock:  # one pass at a time uses the child (the embed lock already ensures it)

@@ -325,6 +325,9 @@ class VectorState:
         self.restored_from_cache = 0
         #: the store's ``vec_generation`` the in-memory index last matched (see :meth:`catch_up`)
         self._seen_gen: str | None = None
+        #: True in a long-running process (the app, ``--serve``: set by ``Background.start``): every vector pass
+        #: encodes in the embedder's child process, however small (one-shot jobs keep small passes here)
+        self.live = False
 
     @property
     def dim(self) -> int:
