@@ -221,7 +221,7 @@ class Engine:
     def searcher(self) -> HybridSearcher:
         """The vault's :class:`~reme_engine.search.hybrid.HybridSearcher` (built on first use)."""
         if self._searcher is None:
-            from datetime import date as _date
+            from datetime import datetime as _datetime
 
             from .search.hybrid import HybridSearcher, fusion_from_settings
 
@@ -231,8 +231,10 @@ class Engine:
                                             keyword_weight=s.search_keyword_weight, rrf_k=s.rrf_k,
                                             fusion=fusion_from_settings(s))
             self._searcher.title_vectors = s.search.title_vectors
-            # time words ("yesterday", "上周") count in the configured timezone, not the machine's
-            self._searcher.today = lambda: _date.fromisoformat(s.today())
+            # time words ("yesterday", "上周") count in the configured timezone, not the machine's; the zone is
+            # resolved once (resolving it per search was 0.6 ms of each)
+            tz = s.tzinfo()
+            self._searcher.today = lambda: _datetime.now(tz).date()
         return self._searcher
 
     def search(self, query: str, *, limit: int = 10, mode: str = "hybrid", filters: SearchFilters | None = None,

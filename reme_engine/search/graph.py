@@ -134,13 +134,14 @@ def neighborhoods(store, paths: list[str], limit_out: int = MAX_OUTLINKS,
             paths):
         out_rows[src].append((resolved, virtual, pred, embed, anchor, line, amb))
     in_rows: dict[str, list] = {p: [] for p in paths}
-    # two indexed lookups (links_resolved, links_virtual) rather than one OR, which SQLite answers by a scan
+    # two indexed lookups (links_resolved, links_virtual) rather than one OR, which SQLite answers by a scan; the
+    # unary + keeps the planner off links_resolved for "resolved IS NULL" (every dangling link: 1.1 → 0.1 ms)
     for dst, src, pred, embed, line in c.execute(
             "SELECT dst, path, predicate, embed, line FROM ("
             "SELECT l.resolved AS dst, f.path AS path, l.predicate AS predicate, l.embed AS embed, l.line AS line"
             f" FROM links l JOIN files f ON f.id = l.src_id WHERE l.resolved IN ({marks})"
             " UNION ALL SELECT l.virtual, f.path, l.predicate, l.embed, l.line FROM links l"
-            f" JOIN files f ON f.id = l.src_id WHERE l.virtual IN ({marks}) AND l.resolved IS NULL)"
+            f" JOIN files f ON f.id = l.src_id WHERE l.virtual IN ({marks}) AND +l.resolved IS NULL)"
             " ORDER BY (predicate IS NULL), path, line",
             paths + paths):
         if dst in in_rows and src != dst:
