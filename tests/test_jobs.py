@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -419,3 +420,59 @@ def test_job_and_refresh_never_import_textual(demo_vault, cli_env):
         assert p.returncode == 0, p.stderr[-2000:]
         imported = {ln.rsplit("|", 1)[-1].strip() for ln in p.stderr.splitlines() if ln.startswith("import time:")}
         assert imported and not {m for m in imported if m.split(".")[0] in ("textual", "mcp")}, args
+
+
+# -- the local job socket (reme_engine.local_server) --------------------------------------------------------------
+def test_only_read_only_jobs_go_over_the_socket():
+    from reme_engine.jobs import JOBS
+    from reme_engine.local_server import READ_ONLY_JOBS
+
+    assert READ_ONLY_JOBS <= {n for n, j in JOBS.items() if not j.writes and j.needs_engine}
+    assert {"search", "read", "list", "traverse", "stat", "proactive_read", "dream_log"} <= READ_ONLY_JOBS
+    assert "health_check" not in READ_ONLY_JOBS  # it repairs a damaged index
+
+
+def test_engine_socket_answers_like_run_job_and_closes_with_the_engine(eng):
+    import stat
+
+    from reme_engine.local_server import ask, settings_identity, socket_path
+
+    srv = eng.start_local_server()
+    assert srv is not None and srv.running and eng.start_local_server() is srv  # idempotent
+    path = socket_path(eng.state_dir)
+    assert stat.S_IMODE(path.lstat().st_mode) == 0o600
+    ident = settings_identity(eng.settings)
+    got = ask(eng.state_dir, "read", {"path": "README.md", "end_line": "3"}, ident)
+    assert got == json.loads(json.dumps(run_job(eng, "read", {"path": "README.md", "end_line": "3"})))
+    assert ask(eng.state_dir, "write", {"path": "x.md", "content": "x"}, ident) is None  # never over the socket
+    assert not (eng.vault / "x.md").exists()
+    eng.close()
+    assert not path.exists() and ask(eng.state_dir, "read", {"path": "README.md"}, ident) is None
+
+
+def test_socket_refusals_fall_back(tmp_path):
+    """A slow job times out, a full server says busy, a socket others may open is not used, and a second server
+    on the same state dir does not replace the first: the client gets None (runs the job itself) each time."""
+    import threading
+
+    from reme_engine.local_server import LocalServer, ask
+
+    release = threading.Event()
+    srv = LocalServer(tmp_path, lambda job, raw: (release.wait(10), {"success": True, "job": job})[1], "id",
+                      job_timeout=0.3, max_concurrent=1)
+    assert srv.start()
+    try:
+        assert ask(tmp_path, "read", {"path": "a"}, "id") is None  # timed out (its job still holds the slot)
+        assert srv.refused == 1
+        assert ask(tmp_path, "read", {"path": "a"}, "id") is None and srv.refused == 2  # busy
+        release.set()
+        other = LocalServer(tmp_path, lambda job, raw: {}, "id")
+        assert not other.start()  # a live server answers here already
+        deadline = time.monotonic() + 10
+        while ask(tmp_path, "read", {"path": "a"}, "id") is None:  # the slot frees once the slow job ends
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        os.chmod(srv.path, 0o666)
+        assert ask(tmp_path, "read", {"path": "a"}, "id") is None  # not the user's alone: not trusted
+    finally:
+        srv.close()

@@ -171,3 +171,128 @@ def test_refresh_progress_is_a_rich_bar_at_a_terminal_and_lines_in_a_log(capsys)
     bar("index", 10, 10, "")
     bar.close()
     assert capsys.readouterr().err == "index: 10 to do\nindex: 10/10\n"
+
+
+# -- the local job socket: one-shot jobs ask a running --serve ---------------------------------------------------
+#: Fields of a search result that time the run itself (they differ between any two runs).
+TIMINGS = ("took_ms", "keyword_ms", "vector_ms")
+#: Runs `reme-tui` in-process and fails if the engine or numpy got imported: proof the socket answered.
+CLIENT = ("import json, sys\nfrom reme_tui.cli import main\nrc = main(sys.argv[1:])\n"
+          "heavy = sorted(m for m in ('reme_engine.engine', 'reme_engine.jobs', 'numpy') if m in sys.modules)\n"
+          "print(json.dumps(heavy), file=sys.stderr)\nsys.exit(rc)\n")
+
+
+def _client(args, env):
+    """``(returncode, stdout JSON, heavy modules imported)`` of one ``reme-tui`` run."""
+    r = subprocess.run([sys.executable, "-c", CLIENT, *args], env=env, capture_output=True, text=True, timeout=300)
+    heavy = json.loads(r.stderr.strip().splitlines()[-1])
+    return r.returncode, json.loads(r.stdout), heavy
+
+
+def _untimed(d: dict) -> dict:
+    return {k: v for k, v in d.items() if k not in TIMINGS}
+
+
+class Serve:
+    """A real ``reme-tui --serve`` subprocess; its stderr lines collected on a thread for :meth:`wait_line`."""
+
+    def __init__(self, vault, env):
+        import threading
+
+        self.proc = subprocess.Popen([sys.executable, "-m", "reme_tui.cli", "--serve", "--vault", str(vault)],
+                                     env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        self.lines: list[str] = []
+        self.cond = threading.Condition()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stderr:
+            with self.cond:
+                self.lines.append(line)
+                self.cond.notify_all()
+        with self.cond:
+            self.lines.append("<exit>")
+            self.cond.notify_all()
+
+    def wait_line(self, needle: str, timeout: float = 120) -> str:
+        with self.cond:
+            ok = self.cond.wait_for(lambda: any(needle in ln or ln == "<exit>" for ln in self.lines), timeout)
+            found = next((ln for ln in self.lines if needle in ln), None)
+        assert ok and found, f"--serve never logged {needle!r}: {''.join(self.lines)[-3000:]}"
+        return found
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
+def test_job_search_through_a_running_serve_matches_in_process(tmp_path, demo_vault, cli_env):
+    """A one-shot hybrid search while `--serve` runs is answered over its socket (the client imports neither the
+    engine nor numpy) with the JSON and exit status of the same job run in-process; the stale socket a dead
+    server left is ignored, then replaced by the new server's (mode 0600, state dir the user's only); a writing
+    job never goes over the socket; garbage and a client hanging up mid-request leave the server answering."""
+    import socket
+    import stat
+
+    from reme_engine.local_server import SOCKET_NAME, ask
+
+    env = {k: v for k, v in cli_env.items() if k != "REME_EMBEDDER"}  # the offline model: real hybrid search
+    state = Path(env["REME_STATE_DIR"])
+    state.mkdir(parents=True)
+    sock_path = state / SOCKET_NAME
+    dead = socket.socket(socket.AF_UNIX)
+    dead.bind(str(sock_path))  # a server that died without removing its socket
+    dead.close()
+    with pytest.raises(ConnectionRefusedError):
+        socket.socket(socket.AF_UNIX).connect(str(sock_path))
+    query = ["job", "search", "query=光伏 产业链", "limit=5", "--vault", str(demo_vault)]
+    code, first, heavy = _client([*query, "mode=keyword"], env)  # no server: in-process, stale socket ignored
+    assert code == 0 and first["success"] and "reme_engine.engine" in heavy
+
+    serve = Serve(demo_vault, env)
+    try:
+        serve.wait_line("answering one-shot jobs on")
+        st = sock_path.lstat()
+        with socket.socket(socket.AF_UNIX) as s:  # the stale file was replaced: something listens now
+            s.connect(str(sock_path))
+        assert stat.S_IMODE(st.st_mode) == 0o600 and stat.S_IMODE(state.stat().st_mode) == 0o700
+        serve.wait_line("vectors up to date")  # the server's answers include every vector from here on
+
+        code, served, heavy = _client(query, env)
+        assert heavy == [], "the socket did not answer: the client loaded the engine"
+        code_in, local, heavy_in = _client([*query, "--no-server"], env)
+        assert "reme_engine.engine" in heavy_in
+        assert (code, _untimed(served)) == (code_in, _untimed(local)) and code == 0
+        assert any(h.get("vector_rank") for h in served["hits"]) and not served.get("degraded")
+        for args, want in ((["job", "read", "path=no/such-note.md"], 1), (["job", "search", "qurey=x"], 2)):
+            args = [*args, "--vault", str(demo_vault)]
+            a, b = _client(args, env), _client(args, dict(env, REME_NO_SERVER="1"))
+            assert a[2] == [] and "reme_engine.engine" in b[2]
+            assert (a[0], a[1]) == (b[0], b[1]) and a[0] == want, (a, b)
+
+        code, wrote, heavy = _client(["job", "write", "path=inbox/from-cli.md", "content=hello",
+                                      "--vault", str(demo_vault)], env)
+        assert code == 0 and wrote["success"] and "reme_engine.engine" in heavy  # written by the caller itself
+        assert (demo_vault / "inbox" / "from-cli.md").read_text(encoding="utf-8") == "hello"
+
+        def raw(data: bytes, read: bool = True) -> bytes:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(str(sock_path))
+                s.sendall(data)
+                if not read:
+                    return b""
+                s.settimeout(30)
+                return s.makefile("rb").readline()
+
+        assert b"protocol_error" in raw(b"garbage\n")
+        assert b"protocol_error" in raw(json.dumps({"v": 1, "job": "write", "params": {}}).encode() + b"\n")
+        raw(b'{"v": 1, "job": "search", "par', read=False)  # hangs up mid-request
+        with socket.socket(socket.AF_UNIX) as s:  # hangs up before the answer comes
+            s.connect(str(sock_path))
+            s.sendall(b'{"v": 1}\n')
+        assert ask(state, "search", {"query": "x"}, "other settings") is None  # wrong settings: fall back
+        code, again, heavy = _client(query, env)
+        assert heavy == [] and code == 0 and again["hits"]  # still answering
+    finally:
+        serve.stop()
+    assert not sock_path.exists()  # a server that stops removes its socket
