@@ -92,6 +92,28 @@ def children_cpu_s() -> float:
     return total
 
 
+async def server_status(s) -> dict:
+    """The server's ``reme://status`` resource (what it is doing: catch-up, title vectors, vector pass)."""
+    res = await s.read_resource("reme://status")
+    return json.loads(res.contents[0].text)
+
+
+async def settle(s, timeout: float = 600.0) -> dict:
+    """Wait until the server reports no background work (polled every 0.2 s): what ran, and for how long."""
+    import anyio
+
+    t = time.perf_counter()
+    seen: list[str] = []
+    while True:
+        st = await server_status(s)
+        seen += [w for w in st["background"] if w not in seen]
+        if not st["background"]:
+            return {"waited_s": round(time.perf_counter() - t, 3), "was_running": seen, "status": st}
+        if time.perf_counter() - t > timeout:
+            raise SystemExit(f"server still busy after {timeout} s: {st}")
+        await anyio.sleep(0.2)
+
+
 async def warm(vault: Path, state: Path, runs: int) -> dict:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
@@ -105,6 +127,11 @@ async def warm(vault: Path, state: Path, runs: int) -> dict:
             res = await s.call_tool("search", {"query": QUERIES[0], "mode": "hybrid"})
             out["first_hybrid_s"] = round(time.perf_counter() - t, 3)  # model + vector index load
             assert not res.is_error, res.content[0].text
+            # the first vector query starts the title-vector build (from the embedding cache when it has them):
+            # searches during it wait for cores and the GIL, so warm figures are taken once nothing runs
+            out["background_before_measuring"] = await settle(s)
+            log(f"settled after {out['background_before_measuring']['waited_s']} s "
+                f"({', '.join(out['background_before_measuring']['was_running']) or 'nothing running'})")
             paths: list[str] = []
             for mode in ("keyword", "hybrid"):
                 samples, took, sizes, vec = [], [], [], 0
@@ -154,6 +181,75 @@ async def warm(vault: Path, state: Path, runs: int) -> dict:
             out["read_note"] = {"call_ms": stats(samples), "cpu_per_call": cpu, "notes": len(paths),
                                 "response_bytes": stats(sizes, 0)}
             log(f"read_note: p50 {out['read_note']['call_ms']['p50']} ms")
+            st = await server_status(s)
+            out["background_after_measuring"] = st["background"]  # [] : nothing started meanwhile
+    return out
+
+
+def emb_rows(state: Path) -> int:
+    import sqlite3
+
+    c = sqlite3.connect(state / "embeddings.sqlite")
+    try:
+        return c.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+    finally:
+        c.close()
+
+
+def in_process(vault: Path, state: Path, emb, runs: int) -> dict:
+    """The server's side of a call without the transport: the SDK's own ``call_tool`` (argument validation, our
+    wrapper, result conversion) on an in-process server over the same index, after its title vectors are built
+    (which also puts them into the state's embedding cache, so the stdio server reads them from there).
+
+    Per mode: the engine's ``took_ms``, the wrapper (job, reshaping, JSON text) and the SDK's dispatch, p50 ms."""
+    import anyio
+
+    from _common import settings_for
+    from reme_tui.mcp_server import VaultServer, build_server
+
+    vs = VaultServer(settings_for(vault, state), watch=False, embedder=emb)
+    server = build_server(vs)
+    vs.start()
+    out: dict = {}
+    try:
+        eng = vs.indexed_engine()
+        rows0 = emb_rows(state)
+        t = time.perf_counter()
+        eng.search(QUERIES[0], mode="hybrid", neighbors=False)  # opens the vector index
+        built = eng.searcher.wait_titles(600)
+        out["title_vectors"] = {"built": built, "seconds": round(time.perf_counter() - t, 3),
+                                "embedded_now": emb_rows(state) - rows0}
+        vs._thread.join()  # the catch-up pass
+        spec = {s.name: s for s in __import__("reme_tui.mcp_tools", fromlist=["tool_specs"]).tool_specs()}["search"]
+
+        async def measure(mode: str) -> dict:
+            took, job, wrap, sdk_ms = [], [], [], []
+            for rnd in range(runs + 1):
+                for q in QUERIES:
+                    args = {"query": q, "mode": mode, "limit": 10}
+                    t0 = time.perf_counter()
+                    res = vs.job("search", dict(args), eng)
+                    t1 = time.perf_counter()
+                    data = spec.run(vs, dict(args))
+                    json.dumps(data, ensure_ascii=False, default=str)
+                    t2 = time.perf_counter()
+                    r = await server.call_tool("search", dict(args))
+                    t3 = time.perf_counter()
+                    assert not r.is_error
+                    if rnd:
+                        took.append(data["took_ms"])
+                        job.append((t1 - t0) * 1000 - res["took_ms"])
+                        wrap.append((t2 - t1) * 1000 - data["took_ms"])
+                        sdk_ms.append((t3 - t2) * 1000 - json.loads(r.content[0].text)["took_ms"])
+            return {"engine_took_ms": stats(took)["p50"], "job_beyond_engine_ms": stats(job)["p50"],
+                    "wrapper_beyond_engine_ms": stats(wrap)["p50"],
+                    "sdk_call_tool_beyond_engine_ms": stats(sdk_ms)["p50"]}
+
+        for mode in ("keyword", "hybrid"):
+            out[mode] = anyio.run(measure, mode)
+            log(f"in-process {mode}: {out[mode]}")
+    finally:
+        vs.close()
     return out
 
 
@@ -166,6 +262,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="1/8 of the vault")
     ap.add_argument("--no-cache", action="store_true", help="do not reuse/keep the vault's embedding cache")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--no-ready", action="store_true", help="skip the start-up part (warm tool calls only)")
     args = ap.parse_args()
     out: dict = {"bench": "mcp", "quick": args.quick, "runs": args.runs, "machine": machine(),
                  "queries": len(QUERIES)}
@@ -180,46 +277,83 @@ def main() -> int:
         emb, _ = loaded_embedder()
         state, info = index_with_cache(vault, tmp / "state", emb, not args.no_cache, "cli-vault")
         out["index"] = info
-        env = server_env()
-        base = []
-        for _ in range(args.ready_runs):
-            t = time.perf_counter()
-            subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
-            base.append(time.perf_counter() - t)
-        out["python_startup_s"] = stats(base)
-        imp = []
-        for _ in range(args.ready_runs):
-            t = time.perf_counter()
-            subprocess.run([sys.executable, "-c", "import mcp.server.mcpserver"], env=env, check=True)
-            imp.append(time.perf_counter() - t)
-        out["python_plus_sdk_import_s"] = stats(imp)
-        # what a start imports (the SDK dominates) and its CPU time: a server whose stdin is at EOF stops at once
-        from bench_cli import import_top
+        out["in_process"] = in_process(vault, state, emb, args.runs)
+        if out["in_process"]["title_vectors"]["embedded_now"] and not args.no_cache:
+            import hashlib
 
-        cpu = []
-        for i in range(args.ready_runs):
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            p = subprocess.run([sys.executable, "-X", "importtime", *server_argv(vault, state), "--no-watch"],
-                               stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-            if i == 0:
-                out["server_imports"] = import_top(p.stderr)
-        out["start_to_eof_cpu_s"] = stats(cpu)
-        samples = []
-        for i in range(args.ready_runs + 1):  # the first start is discarded (cold page cache)
-            got = anyio.run(one_ready, vault, state)
-            log(f"ready {i}: {got['ready']:.3f} s")
-            if i:
-                samples.append(got)
-        ready = stats([x["ready"] for x in samples])
-        out["ready"] = {"initialize_s": ready, **target(ready["p50"], 1.0),
-                        "tools_listed_s": stats([x["tools_listed"] for x in samples]),
-                        "first_keyword_search_s": stats([x["first_search"] for x in samples]),
-                        "loadavg": loadavg()}
+            from _common import _save_cache, cache_root, tree_digest
+
+            # the cache index_with_cache used (same key): it predates title vectors, keep them for later runs
+            key = hashlib.sha256(f"{tree_digest(vault)[0]}|{emb.space}".encode()).hexdigest()[:16]
+            cdir = cache_root() / f"cli-vault-{key}"
+            if (cdir / "meta.json").is_file():
+                _save_cache(state, cdir, json.loads((cdir / "meta.json").read_text()))
+                log(f"title vectors added to the embedding cache {cdir} (later runs start warm)")
+        if not args.no_ready:
+            out.update(startup(vault, state, args.ready_runs))
         out.update(anyio.run(warm, vault, state, args.runs))
+        out["breakdown_p50_ms"] = breakdown(out)
     emit(out)
     return 0
+
+
+def breakdown(out: dict) -> dict:
+    """Where a warm search call's time goes (p50s, ms): the stdio server's engine ``took_ms``, our wrapper and
+    the SDK's dispatch (measured in process), and the rest: pipes, JSON-RPC framing, the client."""
+    res = {}
+    for mode in ("keyword", "hybrid"):
+        e2e, ip = out[f"search_{mode}"], out["in_process"][mode]
+        engine = e2e["engine_took_ms"]["p50"]
+        wrapper = ip["wrapper_beyond_engine_ms"]
+        sdk = max(0.0, ip["sdk_call_tool_beyond_engine_ms"] - wrapper)
+        res[mode] = {"call": e2e["call_ms"]["p50"], "engine": engine, "wrapper": wrapper, "sdk_dispatch": round(sdk, 3),
+                     "transport_and_client": round(e2e["call_ms"]["p50"] - engine - wrapper - sdk, 3)}
+    return res
+
+
+def startup(vault: Path, state: Path, ready_runs: int) -> dict:
+    """Time to ready (spawn → ``initialize`` reply), the SDK's import alone, and what a start imports."""
+    import anyio
+
+    out: dict = {}
+    env = server_env()
+    base = []
+    for _ in range(ready_runs):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+        base.append(time.perf_counter() - t)
+    out["python_startup_s"] = stats(base)
+    imp = []
+    for _ in range(ready_runs):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import mcp.server.mcpserver"], env=env, check=True)
+        imp.append(time.perf_counter() - t)
+    out["python_plus_sdk_import_s"] = stats(imp)
+    # what a start imports (the SDK dominates) and its CPU time: a server whose stdin is at EOF stops at once
+    from bench_cli import import_top
+
+    cpu = []
+    for i in range(ready_runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        p = subprocess.run([sys.executable, "-X", "importtime", *server_argv(vault, state), "--no-watch"],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        if i == 0:
+            out["server_imports"] = import_top(p.stderr)
+    out["start_to_eof_cpu_s"] = stats(cpu)
+    samples = []
+    for i in range(ready_runs + 1):  # the first start is discarded (cold page cache)
+        got = anyio.run(one_ready, vault, state)
+        log(f"ready {i}: {got['ready']:.3f} s")
+        if i:
+            samples.append(got)
+    ready = stats([x["ready"] for x in samples])
+    out["ready"] = {"initialize_s": ready, **target(ready["p50"], 1.0),
+                    "tools_listed_s": stats([x["tools_listed"] for x in samples]),
+                    "first_keyword_search_s": stats([x["first_search"] for x in samples]),
+                    "loadavg": loadavg()}
+    return out
 
 
 if __name__ == "__main__":

@@ -7,12 +7,17 @@ result is one JSON object in a text block, and its errors are the job's own one-
 ``reme-tui job …`` prints), returned as MCP tool errors (``isError: true``). ``--read-only`` registers no
 writing tool at all.
 
+Resources: one ``reme://note/<path>`` per note, and ``reme://status`` (JSON: index counts, vectors pending, the
+background work running now), which benchmarks poll to measure a settled server.
+
 Transports: stdio (what desktop clients launch) or, with ``--http``, streamable HTTP bound to 127.0.0.1 only.
 
 Start-up: the SDK (≈1.2 s of imports on a quiet 2-core EPYC, mostly its pydantic protocol models) is imported
 only when serving; the engine opens on a background thread once the tools are registered, and the embedding
 model loads on the first hybrid/vector query. After opening, a keyword + graph catch-up pass runs, then the
-vault watcher (no cron: dreaming stays with the app or ``--serve``). A ``--read-only`` server writes nothing
+vault watcher (no cron: dreaming stays with the app or ``--serve``), then the vector pass of whatever has no vector
+yet (``--no-embed`` skips it), encoded in the embedder's niced background process; while the app or ``--serve``
+embeds the vault the pass is skipped (one cross-process embed lock). A ``--read-only`` server writes nothing
 into the vault, so it runs no watcher (which also regenerates day pages) and re-syncs its index every
 ``RESYNC_S`` seconds instead. Beside the TUI or ``--serve`` the server shares the vault's index, journal and
 cross-process writer lock (``revert`` takes it); its writes are conflict-checked, atomic and indexed at once, so
@@ -33,6 +38,8 @@ __all__ = ["ToolFailure", "ToolSpec", "VaultServer", "tool_specs", "build_server
 
 #: URI prefix of a note resource (``reme://note/digest/wiki/x.md``).
 NOTE_URI = "reme://note/"
+#: URI of the server's status resource (JSON, :meth:`VaultServer.status`).
+STATUS_URI = "reme://status"
 #: Default port of ``--http``.
 DEFAULT_PORT = 8765
 
@@ -162,6 +169,12 @@ def build_server(vs: VaultServer):
         except ToolFailure as exc:
             raise ResourceError(str(exc)) from exc
 
+    @server.resource(STATUS_URI, name="status", title="What the server is doing", mime_type="application/json",
+                     description="JSON: engine state, index counts, vectors pending, title vectors, and the "
+                                 "background work running now (`background` is [] once settled).")
+    def status() -> str:
+        return json.dumps(vs.status(), ensure_ascii=False)
+
     return server
 
 
@@ -188,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="reme-tui mcp", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Serve the vault to agents over the Model Context Protocol (stdio by default).",
-        epilog=f"tools:\n{tools}\n\nresources: reme://note/<vault-relative path>\n"
+        epilog=f"tools:\n{tools}\n\nresources: reme://note/<vault-relative path>, reme://status (what the server is doing)\n"
                "--read-only leaves out every (write) tool.")
     p.add_argument("--vault", help="vault folder (default: REME_VAULT, the config file, else the demo vault)")
     p.add_argument("--config", help="config file")
@@ -198,6 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 instead of stdio")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"--http port (default {DEFAULT_PORT}; 0 = any)")
     p.add_argument("--no-watch", action="store_true", help="do not watch the vault for edits made elsewhere")
+    p.add_argument("--no-embed", action="store_true",
+                   help="do not compute missing vectors (by default the server embeds what nobody has, at low "
+                        "priority, unless the app or --serve is doing it)")
     return p
 
 
@@ -210,7 +226,7 @@ def main(args: argparse.Namespace, rest: list[str]) -> int:
     from reme_tui.cli import load
 
     settings = load(args)
-    vs = VaultServer(settings, read_only=ns.read_only, watch=not ns.no_watch)
+    vs = VaultServer(settings, read_only=ns.read_only, watch=not ns.no_watch, embed=not ns.no_embed)
     server = build_server(vs)
     vs.start()  # after the SDK's imports: opening the engine meanwhile would only compete for the GIL
     import signal

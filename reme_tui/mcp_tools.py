@@ -52,13 +52,17 @@ class VaultServer:
 
     ``settings``: :class:`reme_engine.config.Settings`; ``watch``: keep the index current once open (the vault
     watcher; read-only: a keyword catch-up pass every ``RESYNC_S`` seconds instead, as the watcher also writes
-    day pages).
+    day pages); ``embed``: once open, compute the vectors still missing (a vault nobody embedded otherwise answers
+    hybrid searches from keywords alone), like ``--serve``: in the embedder's niced background process, skipped
+    while another process (the app, ``--serve``) embeds the vault.
     """
 
-    def __init__(self, settings, *, read_only: bool = False, watch: bool = True, embedder=None) -> None:
+    def __init__(self, settings, *, read_only: bool = False, watch: bool = True, embed: bool = True,
+                 embedder=None) -> None:
         self.settings = settings
         self.read_only = read_only
         self.watch = watch
+        self.embed = embed
         self._embedder = embedder
         self._engine = None
         self._error: str | None = None
@@ -66,6 +70,9 @@ class VaultServer:
         self._indexed = threading.Event()  # the index exists (from an earlier run, or the first pass finished)
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
+        #: what the open thread is doing now ("" when idle): opening, index catch-up, vector pass
+        self._work = "opening"
+        self._embedded = 0  # vectors this server's own passes made
 
     def start(self) -> None:
         """Open the engine, then catch up the index and start the watcher, all on a daemon thread."""
@@ -79,27 +86,54 @@ class VaultServer:
             eng = Engine.open(self.settings, embedder=self._embedder)
         except Exception as exc:  # ConfigError, OSError: every tool reports it
             self._error = f"cannot open the vault: {exc}"
+            self._work = ""
             self._opened.set()
             return
         self._engine = eng
         if eng.store.get_meta("last_sync"):
             self._indexed.set()  # search the existing index while the catch-up pass runs
         self._opened.set()
+        self._work = "index catch-up"
         try:
             eng.index(vectors=False)  # keyword + graph catch-up (the index only); a no-op pass is ~50 ms
             self._indexed.set()
             eng.search("warm up", limit=1, mode="keyword", neighbors=False)  # loads the tokenizer's dictionary
             if self.watch and not self.read_only:
                 eng.start_background(watch=True, schedule=False, on_event=self._log_event)
+            elif self.embed:  # no watcher, but a long-running process: passes encode in the embedder's child
+                eng.start_background(watch=False, schedule=False)
         except Exception as exc:  # logged; tools keep working on what is indexed
             _log(f"index catch-up failed: {exc}")
             self._indexed.set()
+        self._vector_pass(eng)
         # Read-only: no watcher (it also regenerates day pages, a vault write); the index is caught up now and then.
         while self.watch and self.read_only and not self._closing.wait(RESYNC_S):
             try:
-                eng.index(vectors=False)
+                if eng.index(vectors=False).chunks_added:
+                    self._vector_pass(eng)
             except Exception as exc:
                 _log(f"index catch-up failed: {exc}")
+
+    def _vector_pass(self, eng) -> None:
+        """Embed the chunks still without a vector, if any (this thread; stops when the server closes). The vector
+        state lives in the state dir, not the vault, so a read-only server does it too."""
+        self._work = "vector pass"
+        try:
+            if not self.embed or eng.vectors is None or self._closing.is_set() \
+                    or not eng.store.index_state()["vectors_pending"]:
+                return
+            rep = eng.embed_pending(should_stop=self._closing.is_set)
+            self._embedded += rep.embedded
+            if rep.embed_error:
+                _log(f"vector pass failed: {rep.embed_error}")
+            elif rep.embed_busy:
+                _log(f"vector pass {rep.embed_busy}")
+            elif rep.embedded:
+                _log(f"vector pass: {rep.embedded} chunk(s) embedded")
+        except Exception as exc:  # logged; hybrid search keeps ranking the rest by keywords
+            _log(f"vector pass failed: {exc}")
+        finally:
+            self._work = ""
 
     @staticmethod
     def _log_event(ev: dict) -> None:
@@ -123,6 +157,41 @@ class VaultServer:
                               "try again in a moment")
         return eng
 
+    def status(self) -> dict:
+        """What the server is doing, for clients and benchmarks (the ``reme://status`` resource; never raises):
+        ``{"engine": "opening" | "open" | "error", "error": str | None, "indexed": bool, "background": [str]
+        (work running now: "opening", "index catch-up", "vector pass", "title vectors"; [] once settled),
+        "files", "chunks", "vectors_pending" (chunks waiting for a vector), "vectors_loaded": bool,
+        "title_vectors": "off" | "not built" | "building" | "ready" | "failed: …", "embedded_here": int}``."""
+        out: dict = {"engine": "opening", "error": self._error, "indexed": self._indexed.is_set(),
+                     "background": [self._work] if self._work else [], "embedded_here": self._embedded}
+        eng = self._engine
+        if eng is None:
+            if self._error:
+                out["engine"] = "error"
+            return out
+        out["engine"] = "open"
+        try:
+            out.update({k: v for k, v in eng.store.index_state().items() if k in ("files", "vectors_pending")})
+            out["chunks"] = eng.store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        except Exception as exc:  # a store being rebuilt: say so rather than fail
+            out["error"] = f"index unreadable right now: {exc}"
+        vectors = eng.vectors
+        out["vectors_loaded"] = bool(vectors is not None and vectors.ready)
+        titles = eng.searcher.titles() if out["vectors_loaded"] else None
+        if titles is None:
+            out["title_vectors"] = "off" if vectors is None or not eng.searcher.title_vectors else "not built"
+        else:
+            thread = getattr(titles, "_thread", None)  # built on a thread at the first vector query
+            if thread is not None and thread.is_alive():
+                out["title_vectors"] = "building"
+                out["background"].append("title vectors")
+            elif titles.error:
+                out["title_vectors"] = f"failed: {titles.error}"
+            else:
+                out["title_vectors"] = "ready" if titles.built.is_set() else "not built"
+        return out
+
     def runs_inline(self, spec: ToolSpec, args: dict) -> bool:
         """True for calls known to take a few milliseconds (reads of an open, indexed vault; searches that load
         no model), which run on the event loop; writes and anything that may load or wait run on a worker."""
@@ -130,7 +199,11 @@ class VaultServer:
             return False
         if spec.name == "search":
             vectors = self._engine.vectors
-            return args.get("mode") == "keyword" or vectors is None or vectors.ready
+            if args.get("mode") == "keyword" or vectors is None:
+                return True
+            # the query is encoded here: inline only with a local model already loaded (not a network embedder,
+            # not the first query, which loads it; the vector pass encodes in its own process, not this model)
+            return vectors.ready and getattr(self._engine.embedder, "loaded", False) is True
         return spec.name in ("read_note", "list_notes", "traverse", "today", "changes")
 
     def close(self) -> None:
@@ -231,6 +304,8 @@ def _why(h: dict) -> dict:
         out.update(keyword_rank=h["keyword_rank"], bm25=round(h["keyword_score"] or 0.0, 3))
     if h["vector_rank"] is not None:
         out.update(vector_rank=h["vector_rank"], cosine=round(h["vector_score"] or 0.0, 4))
+        if h.get("vector_title"):
+            out["title"] = True  # the cosine is the note's title vector's, not this chunk's
     elif h.get("vector_imputed"):
         out["vector_imputed"] = True  # no vector yet: ranked by its keyword rank
     return out

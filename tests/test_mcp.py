@@ -28,7 +28,7 @@ from reme_engine.config import LLMSettings  # noqa: E402
 from reme_engine.llm.client import make_client  # noqa: E402
 from reme_engine.markdown.frontmatter import parse_frontmatter  # noqa: E402
 from reme_engine.vault.io import content_hash  # noqa: E402
-from wire.server import ScriptedServer, anthropic_message  # noqa: E402
+from wire.server import ScriptedServer, anthropic_message, openai_embeddings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 READERS = {"search", "read_note", "list_notes", "traverse", "today", "agenda", "changes"}
@@ -80,6 +80,10 @@ async def until(pred, timeout: float = 15.0) -> None:
             if got:
                 return
             await anyio.sleep(0.05)
+
+
+async def status(s: ClientSession) -> dict:
+    return json.loads((await s.read_resource("reme://status")).contents[0].text)
 
 
 def _settings(vault: Path, state: Path):
@@ -221,6 +225,10 @@ async def test_every_tool_on_the_demo_vault(demo_vault, tmp_path):
         assert uri in uris and NOTE_URI + "digest/wiki/mcp-note.md" in uris
         rr = await s.read_resource(uri)
         assert rr.contents[0].text == (v / "digest/wiki/新能源.md").read_text()
+        # -- the status resource: what the server is doing (benchmarks wait for `background` to be empty)
+        st = await status(s)
+        assert st["engine"] == "open" and st["indexed"] and st["files"] > 0 and st["chunks"] > 0
+        assert st["title_vectors"] == "off" and not st["vectors_loaded"]  # --embedder none
 
 
 def test_help_lists_the_tools():
@@ -324,3 +332,29 @@ async def test_beside_the_app_watcher_on_one_vault(demo_vault, tmp_path):
         assert meta["source_conversation"] == f"[[{r['session_path']}]]" and meta["session_id"] == r["session_id"]
     finally:
         eng.close()
+
+
+async def test_a_vault_nobody_embedded_gets_its_vectors_from_the_server(demo_vault, tmp_path):
+    """The only process on a fresh vault embeds it (as --serve would): hybrid search stops being keyword-only."""
+    with ScriptedServer(default=openai_embeddings(dim=8)) as srv:
+        env = {"REME_EMBEDDING_BASE_URL": srv.base_url, "REME_EMBEDDING_MODEL": "test-embed",
+               "REME_EMBEDDING_API_KEY": "k"}
+        params = StdioServerParameters(
+            command=sys.executable, env={**_env(), **env}, cwd=str(REPO),
+            args=["-m", "reme_tui.cli", "mcp", "--vault", str(demo_vault), "--state-dir", str(tmp_path / "state"),
+                  "--embedder", "openai"])
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+
+                async def settled() -> bool:
+                    st = await status(s)
+                    return st["indexed"] and not st["background"] and st["vectors_pending"] == 0
+
+                await until(settled, timeout=60)
+                st = await status(s)
+                assert st["embedded_here"] > 0 and st["vectors_pending"] == 0
+                assert st["vectors_loaded"]
+                res = await call(s, "search", query="光伏 产业链", mode="hybrid")
+                assert res["degraded"] is None and any("vector_rank" in h["why"] for h in res["hits"])
+        assert any(r["path"].endswith("/embeddings") for r in srv.requests)
