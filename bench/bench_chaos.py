@@ -47,6 +47,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the scripted LLM wire server
 from _common import (VAULT_ZH, bench_tmpdir, cache_root, emit, loadavg, loaded_embedder, log, machine,  # noqa: E402
                      open_engine, tree_digest)
 
@@ -502,7 +503,289 @@ def section_jobs(args, work: Path) -> dict:
             "seconds": round(time.perf_counter() - t_start, 1), "loadavg": loadavg(), "results": results}
 
 
-SECTIONS = {"refresh": section_refresh, "jobs": section_jobs}
+# -- the dream section ---------------------------------------------------------------------------------------
+DREAM_SEED, DREAM_DATE = "2026-11-30", "2026-12-01"
+#: 12 user notes + 5 app notes + 3 new names = 20 units, the default per-run unit budget (no overflow).
+N_USER, N_APP, N_NEW = 12, 5, 3
+BUCKETS = ("personal", "procedure", "wiki")
+USER_ACTIONS = ("CREATE", "CORROBORATE", "REFINE", "CORRECT")  # CREATE of the user note's own name
+APP_ACTIONS = ("CORROBORATE", "REFINE", "CORRECT")  # REFINE/CORRECT of an app note rewrite its body
+
+
+class DreamScript:
+    """The scripted model of the dream section: a deterministic reply per unit name, whatever the run, so an
+    unkilled run and a killed-then-resumed one can be compared byte for byte. ``phase``: ``seed`` (create the
+    app notes) or ``main``; ``latency``: seconds slept before each reply (the run must last long enough for a
+    timed kill to land in every stage)."""
+
+    def __init__(self, users: list[dict], latency: float) -> None:
+        self.users = {Path(u["path"]).stem: u for u in users}
+        self.latency = latency
+        self.phase = "seed"
+        self.calls = 0
+
+    def _units(self, days: list[str]) -> list[dict]:
+        app = [{"name": f"主题 {k}", "bucket": BUCKETS[k % 3], "summary": f"关于主题 {k} 的整理", "paths": days}
+               for k in range(N_APP)]
+        if self.phase == "seed":
+            return app
+        users = [{"name": stem, "bucket": BUCKETS[(BUCKETS.index(u["bucket"]) + 1) % 3],  # another bucket
+                  "summary": f"更新 {stem}", "paths": days} for stem, u in self.users.items()]
+        new = [{"name": f"新主题 {k}", "bucket": "wiki", "summary": f"新发现 {k}", "paths": days} for k in range(N_NEW)]
+        return users + app + new
+
+    def __call__(self, path: str, body: dict):
+        import re
+
+        from reme_engine.dream.safety import slugify
+        from wire.server import Delay, openai_chat
+
+        self.calls += 1
+        msg = body["messages"][-1]["content"]
+        unit = re.search(r"^UNIT\nname: (.*)$", msg, re.M)
+        days = sorted(set(re.findall(r"^=== FILE: (.*?) ===$", msg, re.M)))
+        if unit is None:  # extract
+            reply = {"units": self._units(days)}
+        else:
+            name = unit.group(1)
+            offered = re.findall(r"^=== NODE: (.*?) \((?:editable|append-only)", msg, re.M)
+            mine = [p for p in offered if Path(p).stem in (name, slugify(name))]
+            if name in self.users:
+                u = self.users[name]
+                action = USER_ACTIONS[list(self.users).index(name) % 4]
+                target = u["path"]
+                other = BUCKETS[(BUCKETS.index(u["bucket"]) + 1) % 3]
+            elif name.startswith("主题"):
+                k = int(name.split()[-1])
+                action = "CREATE" if self.phase == "seed" else APP_ACTIONS[k % 3]
+                target = mine[0] if mine else ""
+                other = BUCKETS[k % 3]
+            else:
+                action, target, other = "CREATE", "", "wiki"
+            if action != "CREATE" and target not in offered:
+                action = "CREATE"  # recall did not offer it: a CREATE of its name (code turns it into an update)
+            material = f"- {DREAM_DATE if self.phase == 'main' else DREAM_SEED} 关于 {name} 的新材料"
+            if action == "CREATE":
+                reply = {"action": "CREATE", "target": f"digest/{other}/{slugify(name)}.md", "name": name,
+                         "description": f"{name} 的要点", "body": f"# {name}\n\n{material}"}
+            else:
+                reply = {"action": action, "target": target, "name": name, "description": f"{name}（{action}）",
+                         "body": f"# {name}\n\n重写的正文（{action}）\n\n{material}", "update": material,
+                         "evidence": f"{action.lower()} {name}"}
+            reply["sources"] = days
+        return 200, Delay(self.latency, openai_chat(json.dumps(reply, ensure_ascii=False))[1])
+
+
+def _dream_vault(root: Path) -> tuple[Path, list[dict]]:
+    """User notes (real notes of knowledge-garden-zh, their bytes as they are; one in four CRLF, one in four with a
+    BOM, one in four without a final newline) in ``digest/{personal,procedure,wiki}/``; daily notes of both
+    dates (a note naming the topics plus two real daily notes of the vault)."""
+    from bench_provenance import pick_notes
+
+    v = root / "vault"
+    users = []
+    for i, src in enumerate(pick_notes(N_USER, 11)):
+        data = src.read_bytes()
+        if i % 4 == 1:
+            data = data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+        elif i % 4 == 2:
+            data = b"\xef\xbb\xbf" + data
+        elif i % 4 == 3:
+            data = data.rstrip(b"\r\n")
+        rel = f"digest/{BUCKETS[i % 3]}/{src.name}"
+        (v / rel).parent.mkdir(parents=True, exist_ok=True)
+        (v / rel).write_bytes(data)
+        users.append({"path": rel, "bucket": BUCKETS[i % 3], "user": data})
+    real_days = sorted((VAULT_ZH / "Calendar" / "Daily notes").glob("*.md"))
+    for date, picks in ((DREAM_SEED, real_days[:2]), (DREAM_DATE, real_days[2:4])):
+        d = v / "daily" / date
+        d.mkdir(parents=True)
+        (d / "notes.md").write_text(f"# {date}\n\n" + "\n".join(f"- {Path(u['path']).stem}" for u in users) + "\n",
+                                    encoding="utf-8")
+        for p in picks:
+            shutil.copy2(p, d / p.name)
+    return v, users
+
+
+def _dream_env(state: Path, base_url: str | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "REME_CRASH_AT" and not k.startswith("REME_LLM_")}
+    env.update(REME_STATE_DIR=str(state), REME_EMBEDDER="none")
+    if base_url:
+        env.update(REME_LLM_PROVIDER="openai", REME_LLM_MODEL="m", REME_LLM_BASE_URL=base_url, REME_LLM_API_KEY="k")
+    return env
+
+
+def _dream_job(vault: Path, state: Path, base_url: str, date: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "reme_tui.cli", "--vault", str(vault), "job", "auto_dream",
+                             f"date={date}"], env=_dream_env(state, base_url), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _digest_bytes(vault: Path) -> dict[str, bytes]:
+    return {p.relative_to(vault).as_posix(): p.read_bytes() for p in sorted((vault / "digest").rglob("*"))
+            if p.is_file()}
+
+
+def _journal_runs(state: Path) -> list[tuple[str, str]]:
+    c = sqlite3.connect(f"file:{state / 'journal.sqlite'}?mode=ro", uri=True)
+    try:
+        return list(c.execute("SELECT run_id, status FROM runs ORDER BY started_at"))
+    finally:
+        c.close()
+
+
+def section_dream(args, work: Path) -> dict:
+    """``reme-tui job auto_dream`` through the scripted OpenAI-compatible server killed with SIGKILL at a uniform
+    moment of its unkilled run time, then one restart (``--refresh --no-vectors``, no LLM: what the app does at
+    start), then the checks; then a second ``job auto_dream`` of the same day, then the checks again (see
+    bench/RESULTS.md § Crash consistency, "Dream runs killed midway")."""
+    from bench_provenance import lost_lines
+
+    from reme_engine.vault.io import is_app_temp, sweep_temp_files
+    from wire.server import ScriptedServer
+
+    work.mkdir(parents=True)
+    rng = random.Random(args.seed + 2)
+    tvault, users = _dream_vault(work / "template")
+    tstate = work / "template" / "state"
+    script = DreamScript(users, args.latency)
+    with ScriptedServer(default=script) as srv:
+        p = _dream_job(tvault, tstate, srv.base_url, DREAM_SEED)  # the app notes the main run will update
+        out, err = p.communicate(timeout=600)
+        seed = json.loads(out) if p.returncode == 0 else None
+        if not seed or seed.get("created") != N_APP:
+            raise SystemExit(f"seed run failed (rc {p.returncode}): {out[-800:]} {err[-800:]}")
+        script.phase = "main"
+        template = _digest_bytes(tvault)
+
+        def fresh(tag: str) -> tuple[Path, Path]:
+            t = work / tag
+            shutil.copytree(tvault, t / "vault", symlinks=True)
+            shutil.copytree(tstate, t / "state")
+            return t / "vault", t / "state"
+
+        refs, windows, cpu = [], [], []
+        for i in range(2):  # calibration, twice: the unkilled run's time, and that it is deterministic
+            v, s = fresh(f"cal-{i}")
+            r0 = os.times()
+            t0 = time.monotonic()
+            p = _dream_job(v, s, srv.base_url, DREAM_DATE)
+            out, err = p.communicate(timeout=600)
+            windows.append(time.monotonic() - t0)
+            r1 = os.times()
+            cpu.append(round(r1.children_user + r1.children_system - r0.children_user - r0.children_system, 2))
+            rep = json.loads(out) if p.returncode == 0 else {}
+            if rep.get("status") != "ok" or rep.get("units") != N_USER + N_APP + N_NEW:
+                raise SystemExit(f"calibration dream run failed (rc {p.returncode}): {out[-1500:]} {err[-800:]}")
+            refs.append(_digest_bytes(v))
+            calib_report = {k: rep.get(k) for k in ("units", "created", "corroborated", "refined", "corrected",
+                                                    "failed")} | {"llm_calls": rep.get("llm", {}).get("calls")}
+            shutil.rmtree(v.parent)
+        ref = refs[0]
+        if refs[0] != refs[1]:
+            raise SystemExit(f"two unkilled runs differ: {sorted(k for k in ref if refs[1].get(k) != ref[k])}")
+        window = max(windows)
+        log(f"dream: seed {seed['created']} app notes; unkilled run {[round(w, 2) for w in windows]} s "
+            f"(cpu {cpu} s), {calib_report}; {len(ref)} digest files after it")
+
+        def check(vault: Path, final: bool) -> list[str]:
+            """User lines kept; each digest file old or new (or exactly the unkilled run's result when final)."""
+            probs = []
+            now = _digest_bytes(vault)
+            for u in users:
+                lost = lost_lines(u["user"], now.get(u["path"], b""))
+                if lost:
+                    probs.append(f"{u['path']}: {lost} user lines lost")
+            for k in sorted(set(now) | set(ref)):
+                if final:
+                    if now.get(k) != ref.get(k):
+                        probs.append(f"{k}: differs from an unkilled run" + (" (missing)" if k not in now else ""))
+                elif k in now and now[k] not in (template.get(k), ref.get(k)):
+                    probs.append(f"{k}: neither old nor new bytes ({len(now[k])} bytes)")
+            return probs
+
+        results, missed = [], 0
+        t_start = time.perf_counter()
+        r_start = os.times()
+        while len(results) < args.trials:
+            n = len(results)
+            tag = f"t{n:03d}-{missed}"
+            vault, state = fresh(tag)
+            delay = rng.uniform(0, window)
+            srv.requests.clear()
+            p = _dream_job(vault, state, srv.base_url, DREAM_DATE)
+            time.sleep(delay)
+            if p.poll() is not None:
+                p.communicate()
+                missed += 1
+                shutil.rmtree(vault.parent)
+                if missed > 3 * args.trials:
+                    raise SystemExit("too many missed kills")
+                continue
+            p.send_signal(signal.SIGKILL)
+            p.communicate()
+            calls_before_kill = sum(1 for r in srv.requests if r["path"].endswith("/chat/completions"))
+            written = sum(1 for k, b in _digest_bytes(vault).items() if template.get(k) != b)
+            rst = subprocess.run([sys.executable, "-m", "reme_tui.cli", "--refresh", "--no-vectors", "--vault",
+                                  str(vault)], env=_dream_env(state, None), capture_output=True, text=True,
+                                 timeout=600)
+            problems = []
+            if rst.returncode != 0 or "Traceback" in rst.stderr:
+                problems.append(f"restart failed rc {rst.returncode}: {rst.stderr[-300:]}")
+            problems += check(vault, final=False)
+            temps = [q for q in vault.rglob(".*") if q.is_file() and is_app_temp(q.name)]
+            sweep_temp_files(vault, older_than_s=0)  # what a start a minute later removes
+            if [q for q in vault.rglob(".*") if q.is_file() and is_app_temp(q.name)]:
+                problems.append("temp files left after the sweep")
+            trial = snapshot(state)
+            clean_state = vault.parent / "clean-state"
+            _job(vault, clean_state, "reindex").communicate(timeout=600)
+            keys = ("files", "chunks", "links", "links_resolved", "links_dangling")
+            problems += diff({k: trial[k] for k in keys}, {k: v for k, v in snapshot(clean_state).items() if k in keys})
+            # the second run: of the same day, so the killed run's inputs (never checkpointed) are done again
+            srv.requests.clear()
+            p2 = _dream_job(vault, state, srv.base_url, DREAM_DATE)
+            out2, err2 = p2.communicate(timeout=600)
+            rep2 = json.loads(out2) if p2.returncode == 0 else {}
+            if rep2.get("status") != "ok":
+                problems.append(f"second run: rc {p2.returncode} status {rep2.get('status')}: {err2[-300:]}")
+            second = check(vault, final=True)
+            problems += [f"after the second run: {x}" for x in second]
+            running = [r for r in _journal_runs(state) if r[1] == "running"]
+            if running:
+                problems.append(f"{len(running)} journal run(s) left 'running'")
+            rec = {"trial": n, "kill_after_s": round(delay, 3), "llm_calls_before_kill": calls_before_kill,
+                   "digest_files_written_before_kill": written, "temp_files_left_by_kill": len(temps),
+                   "second_run_llm_calls": rep2.get("llm", {}).get("calls"),
+                   "second_run": {k: rep2.get(k) for k in ("units", "created", "corroborated", "refined",
+                                                           "corrected", "failed")},
+                   "restart_recovered": [ln for ln in rst.stdout.splitlines() if ln.startswith(("recovered",
+                                                                                              "repair"))],
+                   "survived": not problems, "problems": problems}
+            results.append(rec)
+            log(f"trial {n} kill at {delay:.2f}s (after {calls_before_kill} LLM calls, {written} files written): "
+                f"{'ok' if not problems else problems[:4]}")
+            shutil.rmtree(vault.parent)
+    r_end = os.times()
+    survived = sum(r["survived"] for r in results)
+    return {"vault": {"user_notes": N_USER, "app_notes": N_APP, "new_names": N_NEW,
+                      "user_lines": sum(len(u["user"].splitlines()) for u in users),
+                      "daily_notes_per_day": 3},
+            "llm_latency_s": args.latency, "unkilled_run_s": [round(w, 2) for w in windows],
+            "unkilled_run_cpu_s": cpu, "unkilled_run": calib_report,
+            "trials": len(results), "survived": survived, "lost": len(results) - survived,
+            "missed_kills_redrawn": missed,
+            "user_lines_lost": sum(1 for r in results for x in r["problems"] if "user lines lost" in x),
+            "kills_by_llm_calls_done": {str(k): sum(1 for r in results if r["llm_calls_before_kill"] == k)
+                                        for k in sorted({r["llm_calls_before_kill"] for r in results})},
+            "temp_files_left_by_kills": sum(r["temp_files_left_by_kill"] for r in results),
+            "seconds": round(time.perf_counter() - t_start, 1),
+            "children_cpu_s": round(r_end.children_user + r_end.children_system
+                                    - r_start.children_user - r_start.children_system, 1),
+            "loadavg": loadavg(), "results": results}
+
+
+SECTIONS = {"refresh": section_refresh, "jobs": section_jobs, "dream": section_dream}
 
 
 def main() -> None:
@@ -513,6 +796,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--drop", type=float, default=0.1,
                     help="cold trials: share of the vectors missing from the embedding cache (default 0.1)")
+    ap.add_argument("--latency", type=float, default=0.15,
+                    help="dream: seconds the scripted LLM server waits before each reply (default 0.15)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     args = ap.parse_args()
     if args.quick:

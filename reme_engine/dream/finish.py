@@ -9,6 +9,7 @@ window are dropped. Written nodes are re-indexed, the journal run is closed with
 
 from __future__ import annotations
 
+from ..crashpoints import crash_point
 from .extract import CATALOG, ExtractResult, ScanResult
 from .models import DreamReport, UnitOutcome
 
@@ -25,13 +26,10 @@ def checkpoint_items(scan: ScanResult, ext: ExtractResult, outcomes: list[UnitOu
 
 
 def finish(engine, run, report: DreamReport, scan: ScanResult, ext: ExtractResult, outcomes: list[UnitOutcome],
-           written: list[str], tally) -> DreamReport:
-    """Checkpoint, re-index, close the journal run; fill and return ``report``."""
+           written: list[str], tally, progress=None) -> DreamReport:
+    """Re-index, close the journal run, checkpoint, drop ``progress`` (the run's :class:`~.resume.Progress`);
+    fill and return ``report``."""
     items = checkpoint_items(scan, ext, outcomes)
-    if items:
-        engine.store.catalog_set(CATALOG, items)
-    if scan.vanished:
-        engine.store.catalog_delete(CATALOG, scan.vanished)
     report.checkpointed = sorted(items)
     if written:
         engine.index_paths(sorted(set(written)))  # idempotent: unchanged files are skipped by mtime/size
@@ -52,7 +50,18 @@ def finish(engine, run, report: DreamReport, scan: ScanResult, ext: ExtractResul
     report.status = "partial" if (report.failed or ext.overflow or any(o.status == "skipped" for o in outcomes)) \
         else "ok"
     report.llm = tally.to_dict()
+    # Order matters for a crash (see .resume): the journal run is closed first, then the inputs are checkpointed,
+    # then the progress record goes; a crash between two steps ends in a resume that repeats this idempotent
+    # finish, or in a record the next run drops.
     run.finish(report.status, summary(report), report.llm)
+    crash_point("dream.after_run_closed")
+    if items:
+        engine.store.catalog_set(CATALOG, items)
+    if scan.vanished:
+        engine.store.catalog_delete(CATALOG, scan.vanished)
+    crash_point("dream.after_checkpoint")
+    if progress is not None:
+        progress.clear()
     return report
 
 

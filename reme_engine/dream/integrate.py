@@ -38,11 +38,13 @@ For each :class:`~reme_engine.dream.models.Unit`:
 
    Every write goes through the journal :class:`~reme_engine.memory.journal.Run` with the ``expected_sha`` of the
    read; a :class:`~reme_engine.vault.io.WriteConflict` (the user saved meanwhile) fails the unit, whose inputs
-   are then retried next run.
+   are then retried next run. With a progress record (:mod:`.resume`) each write is announced before it is
+   published and the unit marked done after, so a run resumed after a crash neither repeats nor skips a unit.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +84,8 @@ class IntegrateContext:
     tally: UsageTally
     inputs: dict[str, DreamInput]
     written: list[str] = field(default_factory=list)
+    #: The run's :class:`~reme_engine.dream.resume.Progress` (None: no crash record kept, e.g. direct tests).
+    progress: object = None
 
     @property
     def vault(self) -> Path:
@@ -484,9 +488,10 @@ def _update_user_note(ctx, cand: Candidate, reply: IntegrateReply, action: str, 
 
 
 # -- run -------------------------------------------------------------------------------------------------------
-def integrate_unit(ctx: IntegrateContext, unit: Unit) -> UnitOutcome:
-    """Recall → decide → check → write one unit. Never raises for the unit's own failures (LLMError is re-raised
-    after recording, so the caller can notice an endpoint that is down)."""
+def integrate_unit(ctx: IntegrateContext, unit: Unit, index: int | None = None) -> UnitOutcome:
+    """Recall → decide → check → write one unit (``index``: its place in the run, for the progress record).
+    Never raises for the unit's own failures (LLMError is re-raised after recording, so the caller can notice an
+    endpoint that is down)."""
     out = UnitOutcome(unit=unit, status="failed")
     try:
         cands = find_candidates(ctx, unit)
@@ -513,8 +518,13 @@ def integrate_unit(ctx: IntegrateContext, unit: Unit) -> UnitOutcome:
     if not plan.target.startswith(ctx.digest_dir + "/"):  # defence in depth: dream writes only digest nodes
         out.error = f"refused to write outside {ctx.digest_dir}/: {plan.target}"
         return out
+    progress = ctx.progress if index is not None else None
     try:
         with ctx.engine.write_lock:
+            if progress is not None:  # announce the write, so a crash right after it is settled, not redone
+                before_text, _ = ctx.run.read(plan.target)
+                progress.set_pending(index, dataclasses.replace(out, status="ok"), before_sha=plan.expected_sha,
+                                     before_text=before_text, text=plan.text, step=STEP)
             ctx.run.write(plan.target, plan.text, step=STEP, sources=plan.sources, expected_sha=plan.expected_sha)
     except WriteConflict as exc:
         out.error = f"{plan.target}: {exc}; retried next run"
@@ -526,6 +536,8 @@ def integrate_unit(ctx: IntegrateContext, unit: Unit) -> UnitOutcome:
     # Index now so the next unit's recall sees this node (two units must not create twins).
     ctx.engine.index_paths([plan.target])
     out.status = "ok"
+    if progress is not None:
+        progress.set_done(index, out)
     return out
 
 
@@ -540,13 +552,21 @@ def integrate_all(ctx: IntegrateContext, units: list[Unit]) -> list[UnitOutcome]
     are skipped (status ``skipped``) instead of each waiting out the SDK's retries."""
     outcomes: list[UnitOutcome] = []
     streak = 0
-    for unit in units:
+    if ctx.progress is not None:
+        ctx.progress.settle_pending(ctx.vault, ctx.run)
+    for i, unit in enumerate(units):
+        done = ctx.progress.done_outcome(i) if ctx.progress is not None else None
+        if done is not None:  # written before a crash (see .resume): reported, not redone
+            outcomes.append(done)
+            if done.target:
+                ctx.note_written(done.target)
+            continue
         if streak >= ctx.budget.max_consecutive_llm_errors:
             outcomes.append(UnitOutcome(unit=unit, status="skipped",
                                         error="skipped: the LLM failed repeatedly; retried next run"))
             continue
         try:
-            outcome = integrate_unit(ctx, unit)
+            outcome = integrate_unit(ctx, unit, i)
             streak = 0
         except _UnitLLMError as exc:
             outcome = exc.outcome

@@ -161,7 +161,8 @@ class DreamReport:
     (after validation); counts per action; ``failed``: units that failed; ``llm``: the run's
     :class:`~reme_engine.llm.client.UsageTally` as a dict; ``written``: vault paths written; ``errors``:
     one-line reasons; ``checkpointed``: inputs recorded in the dream catalog; ``deferred``: changed inputs left
-    for the next run (total input budget); ``outcomes``: per-unit details.
+    for the next run (total input budget); ``outcomes``: per-unit details; ``resumed``: this run continued one a
+    crash interrupted (:mod:`reme_engine.dream.resume`; units written before the crash are reported, not redone).
     """
 
     date: str
@@ -183,6 +184,7 @@ class DreamReport:
     dropped: list[str] = field(default_factory=list)
     outcomes: list[dict] = field(default_factory=list)
     wall_ms: float = 0.0
+    resumed: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
