@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..crashpoints import crash_point
 from ..vault.io import WriteConflict, atomic_write, content_hash, file_hash
 from ..vault.paths import VaultPathError, resolve
 
@@ -327,6 +328,7 @@ class Run:
         if expected_sha is not False and before_sha != expected_sha:
             raise WriteConflict(f"{vp.rel} changed since it was read")
         after_sha = atomic_write(vp.abs, text, expected_sha=before_sha)
+        crash_point("journal.after_publish")  # published, not journaled yet: dream.resume settles it
         ch = Change(self.run_id, step, vp.rel, "create" if before_sha is None else "update", before_sha, after_sha,
                     list(sources), time.time(), before_text, text)
         self.journal.record(ch)
