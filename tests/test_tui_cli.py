@@ -296,3 +296,39 @@ def test_job_search_through_a_running_serve_matches_in_process(tmp_path, demo_va
     finally:
         serve.stop()
     assert not sock_path.exists()  # a server that stops removes its socket
+
+
+def test_the_running_app_answers_one_shot_jobs_off_its_event_loop(make_engine, demo_vault):
+    """The TUI started with its background work serves the socket; a job asked over it runs on a server
+    thread, never the event loop's, and returns what the job returns in-process; quitting removes the socket."""
+    import asyncio
+    import threading
+
+    from reme_engine.jobs import run_job
+    from reme_engine.local_server import ask, settings_identity, socket_path
+    from reme_tui.app import ReMeApp
+
+    eng = make_engine(demo_vault, embed=False)
+    ident = settings_identity(eng.settings)
+    threads = []
+    real_search = eng.search
+    eng.search = lambda *a, **kw: (threads.append(threading.current_thread()), real_search(*a, **kw))[1]
+    params = {"query": "光伏", "limit": "3", "mode": "keyword"}
+
+    async def go():
+        app = ReMeApp(eng.settings, eng, background=True)
+        async with app.run_test() as pilot:
+            deadline = asyncio.get_running_loop().time() + 60
+            while not socket_path(eng.state_dir).exists():
+                assert asyncio.get_running_loop().time() < deadline, "the app never opened its job socket"
+                await pilot.pause(0.05)
+            got = await asyncio.to_thread(ask, eng.state_dir, "search", params, ident)
+            assert got is not None and got["success"] and got["hits"]
+            want = json.loads(json.dumps(run_job(eng, "search", params), default=str))
+            assert {k: v for k, v in got.items() if k not in TIMINGS} == \
+                {k: v for k, v in want.items() if k not in TIMINGS}
+            assert threads[0] is not threading.main_thread() and threads[0].name == "reme-local-job"
+
+    asyncio.run(go())
+    eng.close()
+    assert not socket_path(eng.state_dir).exists()
