@@ -411,3 +411,19 @@ def test_a_running_app_sends_every_vector_pass_to_the_child(make_engine, demo_va
         assert e.vectors.live
     finally:
         e.stop_background()
+
+
+def test_the_child_starts_under_a_tui_whose_stderr_has_no_descriptor():
+    # Textual replaces sys.stderr with an object whose fileno() is -1; multiprocessing's resource tracker then
+    # failed with "bad value(s) in fds_to_keep" and the app's vector pass never ran
+    script = (
+        "import io, sys\n"
+        "class Captured(io.StringIO):\n"
+        "    def fileno(self): return -1\n"
+        "sys.stderr = Captured()\n"
+        "from reme_engine.index.embedder import EncodeChild\n"
+        "c = EncodeChild(1, 16); c.start(); print(c.pid, flush=True); c.close()\n"
+    )
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert int(p.stdout.split()[0]) > 0

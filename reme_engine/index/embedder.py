@@ -284,6 +284,12 @@ def _child_main(conn, threads: int, sub_batch: int, parent: int, idle_s: float) 
     """Body of the encode child (a ``spawn`` process): ``("encode", [str, ...])`` → ``("ok", float32 array)`` or
     ``("err", message)``. Exits on EOF of the pipe, after ``idle_s`` without a request (code 0), or within a second
     of its parent's death (code 3, checked by a watchdog thread: an encode never reads the pipe)."""
+    try:  # fds 0-2 are the app's terminal: a stray warning here would scribble over the TUI
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+    except OSError:
+        pass
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(threads)  # before numpy loads: no idle BLAS threads either
     try:  # the whole process, before any thread exists: every thread inherits it
@@ -328,6 +334,29 @@ def _child_main(conn, threads: int, sub_batch: int, parent: int, idle_s: float) 
             return
 
 
+def _ensure_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker (every ``spawn`` start needs it) with a real stderr: under Textual
+    ``sys.stderr`` is a capture object without a usable descriptor, and the start then fails with "bad value(s) in
+    fds_to_keep". The tracker gets /dev/null instead (it must not write over the TUI either)."""
+    import sys
+    from multiprocessing import resource_tracker
+
+    saved = sys.stderr
+    try:
+        usable = saved is not None and saved.fileno() >= 0
+    except Exception:
+        usable = False
+    if usable:
+        resource_tracker.ensure_running()
+        return
+    with open(os.devnull, "w") as null:
+        sys.stderr = null
+        try:
+            resource_tracker.ensure_running()
+        finally:
+            sys.stderr = saved
+
+
 class EncodeChild:
     """The encode child of one :class:`OfflineEmbedder`: a ``spawn`` process (never ``fork``: the app runs
     threads) with the model loaded once, niced by :data:`BACKGROUND_NICE`, fed through a pipe. Not thread-safe
@@ -359,7 +388,13 @@ class EncodeChild:
         parent_end, child_end = ctx.Pipe()
         proc = ctx.Process(target=_child_main, name="reme-embed-child", daemon=True,
                            args=(child_end, self.threads, self.sub_batch, os.getpid(), CHILD_IDLE_S))
-        proc.start()
+        try:
+            _ensure_resource_tracker()
+            proc.start()
+        except Exception as exc:
+            parent_end.close()
+            child_end.close()
+            raise EmbedderError(f"could not start the background embedding process: {exc}") from exc
         child_end.close()  # only the child holds it now: its death is an EOF here
         self._proc, self._conn = proc, parent_end
 
