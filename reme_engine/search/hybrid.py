@@ -404,10 +404,10 @@ class HybridSearcher:
     def null_floor(self, q: float) -> float:
         """The cosine below which a vector hit of a query with no keyword hit is hidden: the ``q`` quantile of the
         best cosines of nonsense probes against this vault's vectors (:mod:`.null`). Probed once per index size
-        (again after ±10 % or a new title-vector build: the probes go through the same leg); 0.0 when there are no
-        vectors or the embedder fails."""
+        (again after ±10 % or a new title-vector build: the probes go through the same leg); the first probe runs
+        here, a re-probe on a background thread while the previous floor still applies (a search never waits for
+        it); 0.0 when there are no vectors or the embedder fails."""
         from ..index.embedder import EmbedderError
-        from .null import N_PROBES, nonsense, probe_tops, quantile
 
         vs = self.vectors
         if vs is None or not vs.ready or vs.index is None:
@@ -416,20 +416,48 @@ class HybridSearcher:
         tv = self.titles()
         tdata = tv._data if tv is not None else None
         cached = self._null
-        if cached is None or abs(n - cached[0]) > 0.1 * max(cached[0], 1) or cached[2] is not tdata:
-
-            def top1(row):
-                best = [c for _, c in vs.search(row, 1)]
-                if tdata is not None:
-                    best += [c for _, c in tv.search(row, 1)]
-                return max(best, default=None)
-
+        if cached is None:
             try:
-                tops = probe_tops(vs.embedder, top1, nonsense(N_PROBES))
+                cached = self._probe_null(n, tdata)
             except EmbedderError:
                 return 0.0
-            cached = self._null = (n, tops, tdata)
+        elif abs(n - cached[0]) > 0.1 * max(cached[0], 1) or cached[2] is not tdata:
+            self._reprobe_null(n, tdata)
+        from .null import quantile
+
         return quantile(cached[1], q)
+
+    def _probe_null(self, n: int, tdata) -> tuple:
+        """Probe the null model now and remember it: ``(index size, best cosines, title data)``."""
+        from .null import probe_vectors
+
+        vs, tv = self.vectors, self._titles
+        tops = []
+        for row in probe_vectors(vs.embedder):
+            best = [c for _, c in vs.search(row, 1)]
+            if tdata is not None and tv is not None:
+                best += [c for _, c in tv.search(row, 1)]
+            if best:
+                tops.append(max(best))
+        self._null = (n, tops, tdata)
+        return self._null
+
+    def _reprobe_null(self, n: int, tdata) -> None:
+        """:meth:`_probe_null` on a daemon thread, one at a time (errors keep the previous floor)."""
+        import threading
+
+        t = getattr(self, "_null_thread", None)
+        if t is not None and t.is_alive():
+            return
+
+        def run():
+            try:
+                self._probe_null(n, tdata)
+            except Exception:  # noqa: BLE001 — the previous floor stays; the next search tries again
+                pass
+
+        self._null_thread = threading.Thread(target=run, name="reme-null-floor", daemon=True)
+        self._null_thread.start()
 
     def search(self, query: str, *, limit: int = 10, mode: str = "hybrid", filters: SearchFilters | None = None,
                neighbors: bool = True, fusion: FusionConfig | None = None, parse_time: bool = True) -> SearchResult:

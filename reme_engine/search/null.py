@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 import string
+import threading
 
 #: Nonsense probes per vault (one batch embedding + that many flat searches: ~0.1 s once per index size).
 N_PROBES = 48
@@ -53,6 +54,28 @@ def quantile(xs: list[float], q: float) -> float:
         return 0.0
     s = sorted(xs)
     return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+_PROBE_VECS: dict[tuple[int, str], object] = {}
+_PROBE_LOCK = threading.Lock()
+
+
+def probe_vectors(embedder, n: int = None):
+    """The :data:`N_PROBES` nonsense probes embedded by ``embedder``: ``(n, dim)`` float32, L2-normalised,
+    embedded once per embedder and process (the probes never change; the title build and the floor share them).
+    Raises what the embedder raises."""
+    import numpy as np
+
+    n = N_PROBES if n is None else n
+    key = (id(embedder), f"{getattr(embedder, 'space', '')}|{n}")
+    got = _PROBE_VECS.get(key)
+    if got is None:
+        with _PROBE_LOCK:
+            got = _PROBE_VECS.get(key)
+            if got is None:
+                got = np.ascontiguousarray(embedder.embed(nonsense(n)), dtype=np.float32)
+                _PROBE_VECS[key] = got
+    return got
 
 
 def probe_tops(embedder, top1, probes: list[str]) -> list[float]:

@@ -136,11 +136,20 @@ class TitleVectors:
                     if len(blob) == 4 * vs.dim:
                         vecs[h] = np.frombuffer(blob, dtype=np.float32)
             todo = [(h, t) for h, t in dict(zip(hashes, texts)).items() if h not in vecs]
+            emb = vs.embedder
+            if hasattr(emb, "embed_pass"):
+                # a big build (a vault's first) encodes where a vector pass does, in the niced child process when
+                # enabled: encoding ~3k titles here held the model and the GIL between queries (hybrid p50 at
+                # load 6: 26 → 48 ms, p95 150 ms while it ran); a few new titles stay in this process
+                def encode(batch):
+                    return emb.embed_pass(batch, pass_texts=len(todo))
+            else:
+                encode = emb.embed
             for i in range(0, len(todo), BATCH):
                 if self._stop.is_set():
                     return
                 part = todo[i:i + BATCH]
-                m = vs.embedder.embed([t for _, t in part])
+                m = encode([t for _, t in part])
                 try:
                     with self.store.write() as cw:
                         cw.executemany("INSERT OR REPLACE INTO emb.embeddings(space, text_hash, vec) VALUES (?,?,?)",
@@ -156,14 +165,14 @@ class TitleVectors:
             # faiss, not numpy: a numpy mat-vec product wakes the BLAS thread pool, whose spinning threads cost
             # 10-30 ms of the next search on a busy 2-core machine (faiss runs single-threaded, index/vectors.py)
             from ..index.vectors import _faiss
-            from .null import N_PROBES, nonsense, quantile
+            from .null import probe_vectors, quantile
 
             faiss = _faiss()
             index = faiss.IndexIDMap2(faiss.IndexFlatIP(vs.dim))
             id_arr = np.asarray(ids, dtype=np.int64)
             if len(mat):
                 index.add_with_ids(np.ascontiguousarray(mat), id_arr)
-                probes = np.ascontiguousarray(vs.embedder.embed(nonsense(N_PROBES)), dtype=np.float32)
+                probes = probe_vectors(vs.embedder)
                 best = [float(index.search(p.reshape(1, -1), 1)[0][0][0]) for p in probes]  # one by one: no BLAS
                 self.floor = quantile(best, TITLE_NULL_QUANTILE)
             self._data = (id_arr, index)
