@@ -346,7 +346,7 @@ class LocalServer:
         while not self._stop.is_set() and sock is not None:
             try:
                 conn, _ = sock.accept()
-            except socket.timeout:
+            except TimeoutError:  # socket.timeout
                 continue
             except OSError:
                 if self._stop.is_set():
