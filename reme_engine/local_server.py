@@ -57,6 +57,9 @@ MAX_REQUEST_BYTES = 1 << 20
 #: Unix socket paths longer than this (Linux's sun_path is 108 bytes) are reached through /proc/self/fd.
 _SUN_PATH_MAX = 100
 
+#: Unix domain sockets and uids exist here (not on Windows): otherwise no server starts and jobs run in-process.
+SUPPORTED = hasattr(socket, "AF_UNIX") and hasattr(os, "getuid")
+
 _runner: Callable[[Any, str, dict], dict] | None = None
 
 
@@ -154,7 +157,7 @@ def ask(state_dir: str | os.PathLike, job: str, params: dict[str, Any], identity
     itself: not a read-only job, no socket, a socket file that is not this user's alone, a stale socket (no
     process listening), a server of another version or other settings, busy or timed out, or any transport
     error. Never raises. Timeouts in seconds."""
-    if job not in READ_ONLY_JOBS:
+    if job not in READ_ONLY_JOBS or not SUPPORTED:
         return None
     path = socket_path(state_dir)
     try:
@@ -427,6 +430,8 @@ def start_server(engine: Any, **kw: Any) -> LocalServer | None:
     no runner is registered or another process already serves the state dir (see :meth:`LocalServer.start`).
     ``kw``: ``job_timeout``, ``max_concurrent``. Never raises for a socket that cannot be bound: logs it."""
     runner = _runner
+    if not SUPPORTED:
+        return None
     if runner is None:
         log.info("local job socket not started: the job table is not loaded")
         return None

@@ -448,9 +448,10 @@ def run_serve(args: argparse.Namespace) -> int:
             log(f"next {name}: {when.isoformat() if when else 'disabled'}")
         if engine.vectors is not None:
             rep = engine.embed_pending(should_stop=stop.is_set)
-            if not stop.is_set():
-                log(f"vectors up to date: embedded {rep.embedded}, from the cache {rep.embed_cached}"
-                    + (f"; {rep.embed_busy}" if getattr(rep, "embed_busy", None) else ""))
+            if getattr(rep, "embed_busy", None):
+                log(f"vectors: {rep.embed_busy}")
+            elif not stop.is_set():
+                log(f"vectors up to date: embedded {rep.embedded}, from the cache {rep.embed_cached}")
         while not stop.wait(1.0):
             pass
         log("stopping")
