@@ -332,3 +332,187 @@ def test_health_check_finds_and_repairs_corruption_the_open_did_not_see(make_eng
         assert e2.health_check()["checks"]["links"].startswith("ok")
     finally:
         e2.close()
+
+
+# -- a dream run killed midway (issue 9) -------------------------------------------------------------------------
+DREAM_DAY = "2026-11-30"
+_USER_NOTES = {  # bucket/name → bytes the user wrote (CRLF, BOM, no final newline included)
+    "personal/工作偏好.md": "---\ndescription: 我的工作习惯\n---\n# 工作偏好\n\n早上写作，下午开会。\n- 不用 Slack\n".encode(),
+    "procedure/Deploy steps.md": b"# Deploy steps\r\n\r\n1. build\r\n2. ship\r\n",
+    "wiki/Pinning.md": b"\xef\xbb\xbf# Pinning\n\nPin every version.\n",
+    "wiki/Caching.md": b"# Caching\n\nCache reads, never writes.",
+}
+_USER_ACTIONS = {"工作偏好": "CREATE", "Deploy steps": "CORROBORATE", "Pinning": "REFINE", "Caching": "CORRECT"}
+_APP_ACTIONS = {"Topic 0": "REFINE", "Topic 1": "CORRECT"}
+
+
+def _dream_script(phase: dict):
+    """A scripted model: the same reply for a unit whatever the run (so a killed and resumed run can be compared
+    with an unkilled one byte for byte). ``phase["seed"]``: the first run only creates the two app notes."""
+    import re
+
+    from reme_engine.dream.safety import slugify
+    from wire.server import openai_chat
+
+    def handler(path, body):
+        msg = body["messages"][-1]["content"]
+        days = sorted(set(re.findall(r"^=== FILE: (.*?) ===$", msg, re.M)))
+        unit = re.search(r"^UNIT\nname: (.*)$", msg, re.M)
+        phase["calls"].append(unit.group(1) if unit else "extract")
+        if unit is None:
+            names = ["Topic 0", "Topic 1"] + ([] if phase["seed"] else [*_USER_ACTIONS, "Fresh idea"])
+            return openai_chat(json.dumps({"units": [{"name": n, "bucket": "wiki", "summary": f"about {n}",
+                                                      "paths": days} for n in names]}, ensure_ascii=False))
+        name = unit.group(1)
+        offered = re.findall(r"^=== NODE: (.*?) \((?:editable|append-only)", msg, re.M)
+        mine = [p for p in offered if Path(p).stem in (name, slugify(name))]
+        action = "CREATE" if phase["seed"] else {**_USER_ACTIONS, **_APP_ACTIONS}.get(name, "CREATE")
+        if action != "CREATE" and not mine:
+            action = "CREATE"
+        material = f"- {'seed' if phase['seed'] else 'new'} material about {name}"
+        reply = {"action": action, "target": mine[0] if action != "CREATE" else f"digest/wiki/{slugify(name)}.md",
+                 "name": name, "description": f"{name} ({action})", "body": f"# {name}\n\nrewritten\n\n{material}",
+                 "update": material, "evidence": f"{action.lower()} {name}", "sources": days}
+        return openai_chat(json.dumps(reply, ensure_ascii=False))
+
+    return handler
+
+
+def _dream_vault(root: Path) -> Path:
+    v = root / "vault"
+    for rel, data in _USER_NOTES.items():
+        (v / "digest" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (v / "digest" / rel).write_bytes(data)
+    _write(v / "daily/2026-11-29/notes.md", "# 29\n\n- Topic 0 and Topic 1\n")
+    _write(v / f"daily/{DREAM_DAY}/notes.md", "# 30\n\n- " + "\n- ".join([*_USER_ACTIONS, "Topic 0", "Fresh idea"]))
+    return v
+
+
+def _dream_job(vault: Path, state: Path, base_url: str, crash_at: str | None = None):
+    env = {k: v for k, v in os.environ.items() if k != "REME_CRASH_AT" and not k.startswith("REME_LLM_")}
+    env.update(REME_STATE_DIR=str(state), REME_EMBEDDER="none", REME_LLM_PROVIDER="openai", REME_LLM_MODEL="m",
+               REME_LLM_BASE_URL=base_url, REME_LLM_API_KEY="k", REME_NO_PARALLEL_INDEX="1")
+    if crash_at:
+        env["REME_CRASH_AT"] = crash_at
+    return subprocess.run([sys.executable, "-m", "reme_tui.cli", "--vault", str(vault), "job", "auto_dream",
+                           f"date={DREAM_DAY}"], env=env, capture_output=True, text=True, timeout=300)
+
+
+def _digest(vault: Path) -> dict[str, bytes]:
+    return {p.relative_to(vault).as_posix(): p.read_bytes() for p in sorted((vault / "digest").rglob("*"))
+            if p.is_file()}
+
+
+def test_dream_run_killed_at_each_step_resumes_to_what_an_unkilled_run_writes(tmp_path):
+    """One dream run over 7 units — CREATE of a user note's name, CORROBORATE, REFINE and CORRECT of user notes,
+    REFINE and CORRECT (body rewrites) of app notes, a new node — killed with SIGKILL at each step in turn: after
+    extract, before a write is published, between publishing and journaling, after a write, after the journal
+    run is closed, after the checkpoint. Each next run resumes; the end state is byte for byte the unkilled run's,
+    no user line is lost, no unit's LLM call is repeated except the one cut at its write, the journal holds one
+    finished run whose revert gives back the vault as it was, and the index equals a clean one (the restart's sync
+    has nothing left to do)."""
+    import shutil
+
+    from reme_engine.config import LLMSettings, load_settings
+    from reme_engine.engine import Engine
+    from reme_engine.llm.client import make_client
+    from test_provenance import lost_lines
+    from wire.server import ScriptedServer
+
+    phase = {"seed": True, "calls": []}
+    template = _dream_vault(tmp_path / "t")
+    tstate = tmp_path / "t" / "state"
+    with ScriptedServer(default=_dream_script(phase)) as srv:
+        llm = make_client(LLMSettings(provider="openai", model="m", base_url=srv.base_url, api_key="k",
+                                      max_retries=0))
+
+        def in_process(vault: Path, state: Path, date: str) -> dict:
+            s = load_settings({"vault": str(vault), "state_dir": str(state), "embedder": {"kind": "none"}}, env={})
+            with Engine.open(s) as e:
+                return e.auto_dream(date, llm=llm).to_dict()
+
+        assert in_process(template, tstate, "2026-11-29")["created"] == 2  # the app notes
+        phase["seed"] = False
+        before = _digest(template)
+        ref_vault, ref_state = tmp_path / "ref" / "vault", tmp_path / "ref" / "state"
+        shutil.copytree(template, ref_vault)
+        shutil.copytree(tstate, ref_state)
+        ref = in_process(ref_vault, ref_state, DREAM_DAY)
+        assert ref["status"] == "ok" and ref["units"] == 7 and ref["failed"] == 0, ref
+        assert (ref["created"], ref["corroborated"], ref["refined"], ref["corrected"]) == (1, 1, 3, 2), ref
+        want = _digest(ref_vault)
+
+        vault, state = tmp_path / "v" / "vault", tmp_path / "v" / "state"
+        shutil.copytree(template, vault)
+        shutil.copytree(tstate, state)
+        phase["calls"].clear()
+        points = ["dream.after_extract", "dream.before_write_1", "journal.after_publish", "dream.after_write_3",
+                  "dream.after_run_closed", "dream.after_checkpoint"]
+        for point in points:
+            p = _dream_job(vault, state, srv.base_url, crash_at=point)
+            assert p.returncode == -signal.SIGKILL, (point, p.returncode, p.stdout[-500:], p.stderr[-1500:])
+            now = _digest(vault)
+            for rel, data in _USER_NOTES.items():  # after every kill: every user line there, byte for byte
+                assert lost_lines(data, now[f"digest/{rel}"]) == [], (point, rel)
+            assert all(now.get(k) in (before.get(k), want[k]) for k in want), point  # old or new bytes only
+        p = _dream_job(vault, state, srv.base_url)
+        assert p.returncode == 0, p.stderr[-1500:]
+        assert json.loads(p.stdout)["status"] == "nothing changed"  # the killed run had checkpointed at the end
+    assert _digest(vault) == want
+    # one extract; each unit asked once, except unit 1 (cut before its write was published) and unit 2 (cut
+    # between publishing and journaling: its decision is not known to be written until the next run settles it)
+    assert phase["calls"].count("extract") == 1, phase["calls"]
+    asked = [c for c in phase["calls"] if c != "extract"]
+    assert len(asked) == 7 + 1, asked
+    assert not (state / "dream" / "auto_dream.progress.json").exists()
+    with Engine.open(load_settings({"vault": str(vault), "state_dir": str(state), "embedder": {"kind": "none"}},
+                                   env={})) as e:
+        runs = [r for r in e.dream_log()["runs"] if r["params"].get("date") == DREAM_DAY]
+        assert [(r["status"], r["changes"]) for r in runs] == [("ok", 7)], runs
+        assert e.index(vectors=False).modified == 0  # each resumed run kept the index current
+        assert _snapshot(state) == _clean(vault, tmp_path)
+        assert e.revert(runs[0]["run_id"])["refused"] == []
+    assert _digest(vault) == before  # the journal had every write, the one cut before journaling included
+
+
+def test_killed_dream_whose_inputs_changed_since_is_closed_and_done_afresh(tmp_path):
+    """A crash record the next run cannot resume (the daily note was edited since the kill): its journal run is
+    closed as ``interrupted`` (not left ``running``), the record dropped, and the new run extracts again; an
+    unreadable record is dropped the same way."""
+    import shutil
+
+    from reme_engine.config import LLMSettings, load_settings
+    from reme_engine.dream.resume import progress_path
+    from reme_engine.engine import Engine
+    from reme_engine.llm.client import make_client
+    from test_provenance import lost_lines
+    from wire.server import ScriptedServer
+
+    phase = {"seed": False, "calls": []}
+    vault = _dream_vault(tmp_path)
+    state = tmp_path / "state"
+    shutil.rmtree(vault / "daily" / "2026-11-29")
+    with ScriptedServer(default=_dream_script(phase)) as srv:
+        p = _dream_job(vault, state, srv.base_url, crash_at="dream.after_write_0")
+        assert p.returncode == -signal.SIGKILL, p.stderr[-1500:]
+        assert progress_path(state, "auto_dream").is_file()
+        with open(vault / f"daily/{DREAM_DAY}/notes.md", "a", encoding="utf-8") as f:
+            f.write("\n- one more thing\n")
+        llm = make_client(LLMSettings(provider="openai", model="m", base_url=srv.base_url, api_key="k",
+                                      max_retries=0))
+        s = load_settings({"vault": str(vault), "state_dir": str(state), "embedder": {"kind": "none"}}, env={})
+        with Engine.open(s) as e:
+            phase["calls"].clear()
+            rep = e.auto_dream(DREAM_DAY, llm=llm).to_dict()
+            assert rep["status"] == "ok" and not rep["resumed"] and phase["calls"][0] == "extract", rep
+            runs = e.dream_log()["runs"]
+            assert sorted(r["status"] for r in runs) == ["interrupted", "ok"], runs
+            assert not progress_path(state, "auto_dream").exists()
+            # an unreadable record (a disk error, a hand edit) is dropped, never trusted
+            progress_path(state, "auto_dream").write_text("{not json", encoding="utf-8")
+            with open(vault / f"daily/{DREAM_DAY}/notes.md", "a", encoding="utf-8") as f:
+                f.write("- and another\n")
+            assert e.auto_dream(DREAM_DAY, llm=llm).status == "ok"
+            assert not progress_path(state, "auto_dream").exists()
+    for rel, data in _USER_NOTES.items():
+        assert lost_lines(data, (vault / "digest" / rel).read_bytes()) == [], rel
