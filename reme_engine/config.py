@@ -302,8 +302,6 @@ def load_settings(
     config file is fine; an unreadable or invalid one raises :class:`ConfigError` naming the file.
     When no vault is configured anywhere, ``vault`` stays ``None`` (the caller opens the demo vault).
     """
-    import yaml
-
     env = dict(os.environ if env is None else env)
     cli = dict(cli or {})
     settings = Settings()
@@ -311,6 +309,8 @@ def load_settings(
     path = path.expanduser()
     settings.config_path = path
     if path.is_file():
+        import yaml  # only with a config file: a one-shot job a server answers skips its ~20 ms import
+
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
