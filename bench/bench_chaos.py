@@ -634,6 +634,21 @@ def _journal_runs(state: Path) -> list[tuple[str, str]]:
         c.close()
 
 
+def _dream_stages(results: list[dict], units: int) -> dict:
+    """Trials by where the kill landed, from the LLM requests the server had received: none (start-up: imports,
+    open, scan), the extract call, a unit's integrate call (recall, decide, write), all of them (the last unit's
+    write, finish)."""
+    def stage(calls: int) -> str:
+        return ("start-up" if calls == 0 else "extract" if calls == 1 else
+                "integrate" if calls <= units else "last unit or finish")
+    out: dict = {}
+    for r in results:
+        d = out.setdefault(stage(r["llm_calls_before_kill"]), {"trials": 0, "survived": 0})
+        d["trials"] += 1
+        d["survived"] += r["survived"]
+    return out
+
+
 def section_dream(args, work: Path) -> dict:
     """``reme-tui job auto_dream`` through the scripted OpenAI-compatible server killed with SIGKILL at a uniform
     moment of its unkilled run time, then one restart (``--refresh --no-vectors``, no LLM: what the app does at
@@ -778,6 +793,7 @@ def section_dream(args, work: Path) -> dict:
             "user_lines_lost": sum(1 for r in results for x in r["problems"] if "user lines lost" in x),
             "kills_by_llm_calls_done": {str(k): sum(1 for r in results if r["llm_calls_before_kill"] == k)
                                         for k in sorted({r["llm_calls_before_kill"] for r in results})},
+            "kills_by_stage": _dream_stages(results, N_USER + N_APP + N_NEW),
             "temp_files_left_by_kills": sum(r["temp_files_left_by_kill"] for r in results),
             "seconds": round(time.perf_counter() - t_start, 1),
             "children_cpu_s": round(r_end.children_user + r_end.children_system

@@ -89,6 +89,8 @@ class Progress:
         """The record left by an earlier run, or None. An unreadable record is dropped (logged): it cannot be
         trusted, and the run then simply starts afresh (nothing was checkpointed, so nothing is skipped)."""
         path = progress_path(state_dir, kind)
+        for tmp in path.parent.glob(f".{path.name}.*.tmp") if path.parent.is_dir() else ():
+            tmp.unlink(missing_ok=True)  # a save killed before its rename (we hold the writer lock: none in flight)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             if not isinstance(data, dict) or data.get("version") != VERSION or not data.get("run_id"):
