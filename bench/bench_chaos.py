@@ -23,11 +23,24 @@ Sections (``--only a,b``; default all):
   happened, the note must hold the old or the new bytes, no intent record may be left, and the index must equal a
   clean index of the vault.
 
+- ``dream`` — ``reme-tui job auto_dream`` through the scripted OpenAI-compatible wire server (tests/wire; every
+  reply delayed ``--latency`` s) killed with SIGKILL at a uniform moment of its unkilled run time (two calibration
+  runs, which must be byte-identical). The vault: 12 real notes of knowledge-garden-zh as user notes in
+  ``digest/{personal,procedure,wiki}/`` (CRLF, BOM, no final newline among them), 5 app notes from a seed run, and
+  daily notes (a list of the topics plus two real daily notes). The run has 20 units: CREATE of a user note's name
+  in another bucket, CORROBORATE, REFINE and CORRECT of user notes, CORROBORATE and REFINE/CORRECT body rewrites
+  of app notes, and CREATE of 3 new names. After the kill, one restart (``--refresh --no-vectors``, no LLM); then:
+  every user line is still there byte for byte (a subsequence), every digest file holds its old or its new bytes,
+  no app temp file is left after the sweep, the index equals a clean index (files, chunks, links). Then a second
+  ``job auto_dream`` of the same day: it must succeed, leave the digest byte for byte as the unkilled run did
+  (nothing applied twice, nothing skipped), and leave no journal run ``running``.
+
 Racing savers are ``bench/bench_race.py``; dream actions on user notes are ``bench/bench_provenance.py``.
 
 Prints one JSON object: per section ``trials``, ``survived``, ``lost`` (and why), by stage and kind.
 
     $PY bench/bench_chaos.py --only refresh --trials 50      # ~10 min on 2 cores
+    $PY bench/bench_chaos.py --only dream --trials 50        # ~15 min on a quiet machine
     $PY bench/bench_chaos.py --quick                          # 8 trials
 """
 
