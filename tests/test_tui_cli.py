@@ -214,7 +214,7 @@ class Serve:
             self.lines.append("<exit>")
             self.cond.notify_all()
 
-    def wait_line(self, needle: str, timeout: float = 120) -> str:
+    def wait_line(self, needle: str, timeout: float = 300) -> str:
         with self.cond:
             ok = self.cond.wait_for(lambda: any(needle in ln or ln == "<exit>" for ln in self.lines), timeout)
             found = next((ln for ln in self.lines if needle in ln), None)
