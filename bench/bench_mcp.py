@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """MCP tool-call latency and time to ready: ``reme-tui mcp`` over stdio, driven by the SDK's own client.
 
-    python bench/bench_mcp.py [--runs 3] [--ready-runs 5] [--no-cache] [--quick]
+    python bench/bench_mcp.py [--runs 3] [--ready-runs 5] [--no-cache] [--quick] [--no-ready] [--no-embed-part]
 
 On an indexed temp copy of knowledge-garden-zh (keyword + vectors; the embedding cache of ``bench_cli.py`` is
 shared, label ``cli-vault``):
@@ -15,6 +15,15 @@ shared, label ``cli-vault``):
   over the pipes, argument validation, the engine, serialisation); the engine's own ``took_ms`` is reported too,
   and the CPU time per call of the client and of the server (a loaded machine's wall times include waits for a
   core; CPU time does not).
+- **in process** (before the servers): the same searches through the SDK's own ``call_tool`` on an in-process
+  server over the same index, after its title vectors are built (this also stores them in the embedding cache):
+  what the engine, our wrapper and the SDK's dispatch cost without the transport. ``breakdown_p50_ms`` splits a
+  stdio call into engine / wrapper / SDK dispatch / transport and client.
+- **settled**: warm figures are taken only once the server's ``reme://status`` lists no background work (the
+  first vector query builds the title vectors on a thread; searches meanwhile ran 2-3x slower);
+  ``background_before_measuring`` says what ran and how long the wait was.
+- **during a vector pass**: on a vault nobody embedded (every 8th note, keyword index only), keyword searches and
+  ``read_note`` on a ``--no-embed`` server, then on a default server while its own vector pass runs.
 - **start-up breakdown**: the largest imports of a server start (``-X importtime``) and its CPU seconds (a server
   started with stdin at EOF, which stops at once: imports, tool registration, engine open).
 
@@ -186,6 +195,67 @@ async def warm(vault: Path, state: Path, runs: int) -> dict:
     return out
 
 
+async def calls_while(s, until_idle: bool, seconds: float, paths: list[str]) -> dict:
+    """Keyword searches and read_note calls, alternating, for ``seconds`` (or, with ``until_idle``, until the
+    server reports no vector pass): call wall times and the server's CPU per call."""
+    samples: dict[str, list[float]] = {"search_keyword": [], "read_note": []}
+    t_end = time.perf_counter() + seconds
+    srv0, wall0, i = children_cpu_s(), time.perf_counter(), 0
+    while time.perf_counter() < t_end:
+        if until_idle and i % 8 == 0 and "vector pass" not in (await server_status(s))["background"]:
+            break
+        q = QUERIES[i % len(QUERIES)]
+        for key, tool, args in (("search_keyword", "search", {"query": q, "mode": "keyword", "limit": 10}),
+                                ("read_note", "read_note", {"path": paths[i % len(paths)]})):
+            t = time.perf_counter()
+            res = await s.call_tool(tool, args)
+            samples[key].append((time.perf_counter() - t) * 1000)
+            assert not res.is_error, res.content[0].text
+        i += 1
+    n = sum(len(v) for v in samples.values())
+    return {**{k: stats(v) for k, v in samples.items()}, "seconds": round(time.perf_counter() - wall0, 2),
+            "server_cpu_ms_per_call": round((children_cpu_s() - srv0) * 1000 / max(n, 1), 2), "loadavg": loadavg()}
+
+
+async def during_embedding(vault: Path, state: Path, seconds: float) -> dict:
+    """Tool calls on a vault nobody embedded: first on a ``--no-embed`` server (the baseline), then on a default
+    server while its vector pass runs (the offline model, encoding in its niced child process)."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    out: dict = {}
+    for label, extra in (("no_pass", ["--no-embed"]), ("during_pass", [])):
+        params = StdioServerParameters(command=sys.executable, args=[*server_argv(vault, state), *extra],
+                                       env=server_env())
+        async with stdio_client(params, errlog=open(os.devnull, "w")) as (r, w):
+            async with ClientSession(r, w) as s:
+                await s.initialize()
+                res = await s.call_tool("search", {"query": QUERIES[0], "mode": "keyword", "limit": 30})
+                paths = list(dict.fromkeys(h["path"] for h in json.loads(res.content[0].text)["hits"]))[:10]
+                if label == "during_pass":
+                    t = time.perf_counter()
+                    while "vector pass" not in (st := await server_status(s))["background"]:
+                        if time.perf_counter() - t > 30:
+                            raise SystemExit(f"no vector pass started: {st}")
+                        await anyio_sleep(0.05)
+                    out["pending_at_start"] = st["vectors_pending"]
+                got = await calls_while(s, label == "during_pass", seconds, paths)
+                if label == "during_pass":
+                    st = await server_status(s)
+                    got["pass_still_running"] = "vector pass" in st["background"]
+                    got["embedded_meanwhile"] = out["pending_at_start"] - st["vectors_pending"]
+                out[label] = got
+                log(f"{label}: keyword p50 {got['search_keyword'].get('p50')} ms, read_note p50 "
+                    f"{got['read_note'].get('p50')} ms, server CPU {got['server_cpu_ms_per_call']} ms/call")
+    return out
+
+
+async def anyio_sleep(t: float) -> None:
+    import anyio
+
+    await anyio.sleep(t)
+
+
 def emb_rows(state: Path) -> int:
     import sqlite3
 
@@ -263,6 +333,9 @@ def main() -> int:
     ap.add_argument("--no-cache", action="store_true", help="do not reuse/keep the vault's embedding cache")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--no-ready", action="store_true", help="skip the start-up part (warm tool calls only)")
+    ap.add_argument("--no-embed-part", action="store_true", help="skip the calls during a vector pass")
+    ap.add_argument("--embed-seconds", type=float, default=20.0,
+                    help="seconds of calls on each server of the vector-pass part (default 20)")
     args = ap.parse_args()
     out: dict = {"bench": "mcp", "quick": args.quick, "runs": args.runs, "machine": machine(),
                  "queries": len(QUERIES)}
@@ -293,6 +366,19 @@ def main() -> int:
             out.update(startup(vault, state, args.ready_runs))
         out.update(anyio.run(warm, vault, state, args.runs))
         out["breakdown_p50_ms"] = breakdown(out)
+        if not args.no_embed_part:
+            # a vault nobody embedded (every 8th note, keyword index only): does the server's own vector pass
+            # slow the tool calls?
+            fresh = tmp / "fresh"
+            from bench_index import copy_subset
+
+            from _common import open_engine
+
+            copy_subset(VAULT_ZH, fresh, 8)
+            eng = open_engine(fresh, tmp / "fresh-state")
+            eng.index(vectors=False)
+            eng.close()
+            out["during_vector_pass"] = anyio.run(during_embedding, fresh, tmp / "fresh-state", args.embed_seconds)
     emit(out)
     return 0
 

@@ -13,7 +13,8 @@ background work running now), which benchmarks poll to measure a settled server.
 Transports: stdio (what desktop clients launch) or, with ``--http``, streamable HTTP bound to 127.0.0.1 only.
 
 Start-up: the SDK (≈1.2 s of imports on a quiet 2-core EPYC, mostly its pydantic protocol models) is imported
-only when serving; the engine opens on a background thread once the tools are registered, and the embedding
+only when serving; the engine opens on a background thread once the ``initialize`` handshake is answered (a
+middleware starts it at the next message; a tool call waits for it), and the embedding
 model loads on the first hybrid/vector query. After opening, a keyword + graph catch-up pass runs, then the
 vault watcher (no cron: dreaming stays with the app or ``--serve``), then the vector pass of whatever has no vector
 yet (``--no-embed`` skips it), encoded in the embedder's niced background process; while the app or ``--serve``
@@ -150,6 +151,15 @@ def build_server(vs: VaultServer):
                       "changing a note; record what the person tells you with `remember`."),
         log_level="WARNING",
     )
+    async def open_after_initialize(ctx, call_next):
+        # The engine opens (imports, store, tokenizer: ~1 s of GIL-bound work) once the handshake is answered:
+        # started earlier, it competed with the `initialize` reply the client is waiting for.
+        result = await call_next(ctx)
+        if ctx.method != "initialize":
+            vs.start()  # idempotent: `notifications/initialized`, or whatever comes first after it
+        return result
+
+    server.middleware.append(open_after_initialize)
     for spec in tool_specs():
         if spec.writes and vs.read_only:
             continue
@@ -227,8 +237,7 @@ def main(args: argparse.Namespace, rest: list[str]) -> int:
 
     settings = load(args)
     vs = VaultServer(settings, read_only=ns.read_only, watch=not ns.no_watch, embed=not ns.no_embed)
-    server = build_server(vs)
-    vs.start()  # after the SDK's imports: opening the engine meanwhile would only compete for the GIL
+    server = build_server(vs)  # the engine opens after the handshake (see build_server)
     import signal
 
     import anyio

@@ -70,14 +70,19 @@ class VaultServer:
         self._indexed = threading.Event()  # the index exists (from an earlier run, or the first pass finished)
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
         #: what the open thread is doing now ("" when idle): opening, index catch-up, vector pass
         self._work = "opening"
         self._embedded = 0  # vectors this server's own passes made
 
     def start(self) -> None:
-        """Open the engine, then catch up the index and start the watcher, all on a daemon thread."""
-        self._thread = threading.Thread(target=self._open, name="reme-mcp-open", daemon=True)
-        self._thread.start()
+        """Open the engine, then catch up the index and start the watcher, all on a daemon thread. Idempotent
+        (the server calls it at each message after the handshake)."""
+        with self._start_lock:
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(target=self._open, name="reme-mcp-open", daemon=True)
+            self._thread.start()
 
     def _open(self) -> None:
         from reme_engine.engine import Engine
@@ -143,6 +148,7 @@ class VaultServer:
     @property
     def engine(self):
         """The open :class:`~reme_engine.engine.Engine`; raises ToolFailure when it could not be opened."""
+        self.start()  # no-op once started
         if not self._opened.wait(OPEN_TIMEOUT_S):
             raise ToolFailure("the vault is still opening; try again in a moment")
         if self._engine is None:
