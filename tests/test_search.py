@@ -249,6 +249,13 @@ def test_cards_outrank_the_day_page_that_lists_them(demo_engine):
     day = paths.index("daily/2026-11-26.md") if "daily/2026-11-26.md" in paths else len(paths)
     for card in ("daily/2026-11-26/光伏产业链入门.md", "daily/2026-11-26/session_b7d402fe.md"):
         assert card in paths and paths.index(card) < day, paths
+    # the day page lists cards already shown: it is collapsed into them (no slot of its own) unless asked for
+    assert "daily/2026-11-26.md" not in paths, paths
+    s = demo_engine.searcher
+    kept = [h for h in s.search("光伏产业", limit=10, neighbors=False,
+                                fusion=dataclasses.replace(s.fusion, collapse_day_index=False)).hits]
+    page = [h for h in kept if h.path == "daily/2026-11-26.md"]
+    assert page and [h.path for h in kept if h.path != "daily/2026-11-26.md"][:3] == paths[:3]
 
 
 def test_a_note_named_like_the_query_comes_first(make_engine, tmp_path):

@@ -69,7 +69,9 @@ def adjust(fused: dict[int, dict], rows: dict[int, tuple], query: str, cfg: Fusi
        Only keyword hits are checked: name, stem and aliases are indexed as the note's title field, so a note
        named like the query is always one.
     2. A generated day-index chunk (:func:`is_day_index_chunk`) that lists a note also among the candidates
-       scores just below that note's best chunk: the page is a table of contents, the card is the answer.
+       scores just below that note's best chunk: the page is a table of contents, the card is the answer. It is
+       also marked ``collapsed`` (the searcher drops it when ``collapse_day_index``: the card it points to is
+       listed above it, so the page would only repeat that card's summary in a slot of its own).
     """
     if not fused:
         return
@@ -109,6 +111,8 @@ def adjust(fused: dict[int, dict], rows: dict[int, tuple], query: str, cfg: Fusi
             own = r[0].rsplit("/", 1)[-1].rsplit(".", 1)[0]
             targets = _day_targets(r[3])
             listed = [best_of[t] for t in targets if t in best_of and t not in (r[0], own)]
+            if listed:
+                d["collapsed"] = True
             if listed and max(listed) <= d["score"]:
                 d["score"] = max(listed) * 0.999
                 d["demoted"] = True

@@ -70,6 +70,8 @@ class FusionConfig:
     ``title_boost``: added, as a share of the best score, to the best chunk of a note whose name, file stem or
     alias equals the query (half of it when one of them contains the query, ≥ 2 characters).
     ``demote_day_index``: a generated day-index chunk scores just below the best listed card it competes with.
+    ``collapse_day_index``: such a chunk (one that lists a card also among the candidates) is left out of the hits
+    altogether, so its slot goes to the next answer (needs ``demote_day_index``).
     ``null_floor_quantile``: when the keyword leg found nothing (hybrid), vector hits whose cosine is below this
     quantile of what nonsense probes reach in this vault are hidden (:mod:`.null`; 0 = off).
     ``chat_context_bytes``: a chat-record hit (ranked as a small window of turns) is returned with the turns around
@@ -87,6 +89,7 @@ class FusionConfig:
     relative_floor: float = 0.15
     title_boost: float = 0.5
     demote_day_index: bool = True
+    collapse_day_index: bool = True
     choose_threshold: float = 0.5
     null_floor_quantile: float = 0.5
     chat_context_bytes: int = 1500
