@@ -2,9 +2,21 @@
 """First run on a fresh state dir (issue 12): the real ``reme-tui --serve`` over a temp copy of knowledge-garden-zh
 plus generated pathological notes, probed from outside with the real one-shot ``reme-tui job search``.
 
-    python bench/bench_firstrun.py [--no-pathological] [--searches 5] [--timeout 900] [--keep]
+    python bench/bench_firstrun.py [--parts serve,keys,throughput] [--child both|on|off] [--key-seconds 150]
+                                   [--no-pathological] [--searches 5] [--timeout 900] [--keep]
 
-Prints one JSON object:
+Prints one JSON object. Part ``keys`` (key press to paint in the real app, issue 12): the real ``reme-tui`` binary
+in tmux (160×48) on a fresh state dir over a copy of knowledge-garden-zh plus the pathological notes; from its
+first paint, for ``--key-seconds``, while the first index and embedding run, a cycle of keys every ~0.5 s — ``/``,
+typing a query, Escape, Ctrl+O, typing a note's name, Down, Up, Enter (opens the note), ``t`` (today) — each
+timed from the moment tmux is told to send it until ``capture-pane`` (polled every 5 ms through one tmux
+control-mode client, ~1 ms a capture) shows that key's expected change. ``key_to_paint_ms``: p50/p95/max, overall
+and by the phase the status line showed (``indexing``, ``embedding``); ``first_keyword_hit_s`` /
+``first_hybrid_hit_s``: from launch until the app's search shows a hit / a hit with a vector rank (``vec #``);
+``rss_mb`` and ``cpu_s`` of the app and its encode child. ``--child both`` runs the app with
+``embedder.background_process`` off ("before": encoding in the app's process) then on, in one sitting. Part
+``throughput``: the vector pass's encode of the same texts in-process vs through the child (interleaved,
+wall and CPU of both processes, RSS of both: the model is loaded twice). Part ``serve`` (below):
 
 - ``sync_started_s``: from starting ``--serve`` until its first sync holds the index lock (probes start then);
 - ``small_note_searchable_s``: from starting ``--serve`` until ``job search mode=keyword`` finds a small new note
@@ -35,7 +47,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import VAULT_ZH, bench_tmpdir, copy_tree, emit, log, machine, target  # noqa: E402
+from _common import VAULT_ZH, bench_tmpdir, copy_tree, emit, loadavg, log, machine, stats, target  # noqa: E402
 
 MARKER = "zyxquokkafirstrun"
 COMMON = "知识"
@@ -113,8 +125,28 @@ def main() -> None:
     ap.add_argument("--searches", type=int, default=5)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--parts", default="serve,keys,throughput")
+    ap.add_argument("--child", default="both", choices=("both", "on", "off"),
+                    help="keys part: the encode child off (before), on (after), or both in one sitting")
+    ap.add_argument("--key-seconds", type=float, default=150.0, help="keys part: seconds of key presses per run")
+    ap.add_argument("--texts", type=int, default=256, help="throughput part: texts per round")
     args = ap.parse_args()
-    result: dict = {"bench": "firstrun", "machine": machine()}
+    parts = set(args.parts.split(","))
+    result: dict = {"bench": "firstrun", "machine": machine(), "args": vars(args)}
+    if "keys" in parts:
+        modes = {"both": (False, True), "on": (True,), "off": (False,)}[args.child]
+        result["keys"] = {}
+        for child in modes:
+            with bench_tmpdir("firstrun-keys", keep=args.keep) as tmp:
+                name = "child" if child else "in_process"
+                log(f"keys: {name}")
+                result["keys"][name] = keys_run(tmp, child, args.key_seconds, not args.no_pathological)
+    if "throughput" in parts:
+        with bench_tmpdir("firstrun-tp", keep=args.keep) as tmp:
+            result["throughput"] = throughput_part(args.texts)
+    if "serve" not in parts:
+        emit(result)
+        return
     with bench_tmpdir("firstrun", keep=args.keep) as tmp:
         vault = copy_tree(VAULT_ZH, tmp / "vault")
         state = tmp / "state"
@@ -204,6 +236,280 @@ def main() -> None:
         if patho:
             result["pathological"] = describe(vault, state, patho)
     emit(result)
+
+
+# -- part keys: key press to paint in the real app -------------------------------------------------------------
+class Tmux:
+    """One tmux server on its own socket, driven through a control-mode client (commands and captures cost ~1 ms,
+    not a process start each)."""
+
+    def __init__(self, sock: str, cmd: str, env: dict) -> None:
+        self.sock = sock
+        subprocess.run(["tmux", "-S", sock, "new-session", "-d", "-x", "160", "-y", "48", cmd], check=True, env=env)
+        self.ctl = subprocess.Popen(["tmux", "-S", sock, "-C", "attach"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
+        self._block()  # the attach's own reply
+        self.cmd("refresh-client -f no-output")  # no %output stream: replies only
+
+    def _block(self) -> list[str]:
+        out: list[str] = []
+        inside = False
+        while True:
+            line = self.ctl.stdout.readline()  # type: ignore[union-attr]
+            if not line:
+                raise RuntimeError("tmux control client ended")
+            if line.startswith("%begin"):
+                inside, out = True, []
+            elif line.startswith(("%end", "%error")) and inside:
+                return out
+            elif inside:
+                out.append(line.rstrip("\n"))
+
+    def cmd(self, c: str) -> list[str]:
+        self.ctl.stdin.write(c + "\n")  # type: ignore[union-attr]
+        self.ctl.stdin.flush()  # type: ignore[union-attr]
+        return self._block()
+
+    def screen(self, escapes: bool = False) -> list[str]:
+        return self.cmd("capture-pane -p" + (" -e" if escapes else ""))
+
+    def send(self, key: str, literal: bool = False) -> None:
+        if literal:
+            self.cmd("send-keys -l " + json.dumps(key, ensure_ascii=False))
+        else:
+            self.cmd("send-keys " + key)
+
+    def pane_pid(self) -> int:
+        return int(self.cmd("display -p '#{pane_pid}'")[0])
+
+    def close(self) -> None:
+        try:
+            self.ctl.stdin.close()  # type: ignore[union-attr]
+            self.ctl.wait(5)
+        except Exception:
+            self.ctl.kill()
+        subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
+
+
+def _proc_cpu_rss(pid: int) -> tuple[float, float] | None:
+    """(CPU seconds utime+stime, RSS MB) of ``pid``, None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        rss = next(int(line.split()[1]) for line in open(f"/proc/{pid}/status") if line.startswith("VmRSS"))
+    except (OSError, StopIteration, ValueError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), rss / 1024
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _phase(lines: list[str]) -> str:
+    status = lines[-2] if len(lines) >= 2 else ""
+    for word in ("embedding", "linking", "indexing"):
+        if word in status:
+            return "indexing" if word == "linking" else word
+    return "idle"
+
+
+def keys_run(tmp: Path, child: bool, seconds: float, patho: bool, hybrid_wait: float = 300.0) -> dict:
+    """One first run of the real app with the encode child on or off; see the module docstring (part keys)."""
+    import re
+    from datetime import date
+
+    vault = copy_tree(VAULT_ZH, tmp / "vault")
+    if patho:
+        make_pathological(vault / "zz-pathological")
+    state = tmp / "state"
+    config = tmp / "config.yaml"
+    config.write_text(f"embedder:\n  background_process: {'true' if child else 'false'}\n", encoding="utf-8")
+    exe = Path(sys.executable).parent / "reme-tui"
+    env = {**os.environ, "TERM": "xterm-256color"}
+    cmd = f"env REME_CONFIG={config} {exe} --vault {vault} --state-dir {state}"
+    today = date.today().isoformat()
+    t0 = time.perf_counter()
+    tm = Tmux(str(tmp / "tmux.sock"), cmd, env)
+    out: dict = {"child_setting": child, "loadavg_start": loadavg()}
+    samples: list[dict] = []
+    hits_seen: dict = {}
+    peak = {"app_rss_mb": 0.0, "child_rss_mb": 0.0}
+    try:
+        app = tm.pane_pid()
+        while "Daily" not in "\n".join(tm.screen()):
+            if time.perf_counter() - t0 > 60:
+                raise SystemExit("the app did not paint within 60 s")
+            time.sleep(0.005)
+        out["first_paint_s"] = round(time.perf_counter() - t0, 3)
+
+        def sample_memory() -> None:
+            a = _proc_cpu_rss(app)
+            if a:
+                peak["app_rss_mb"] = max(peak["app_rss_mb"], a[1])
+            for c in _children(app):
+                r = _proc_cpu_rss(c)
+                if r:
+                    peak["child_rss_mb"] = max(peak["child_rss_mb"], r[1])
+
+        def press(name: str, key: str, done, literal: bool = False, timeout: float = 10.0) -> dict:
+            before = tm.screen()
+            t = time.perf_counter()
+            tm.send(key, literal)
+            while True:
+                now = tm.screen(escapes=name in ("down", "up"))
+                dt = time.perf_counter() - t
+                if done(now, before) or dt > timeout:
+                    break
+                time.sleep(0.005)
+            rec = {"key": name, "at_s": round(t - t0, 2), "ms": round(dt * 1000, 1), "phase": _phase(before),
+                   "timed_out": dt > timeout}
+            samples.append(rec)
+            return rec
+
+        def results(timeout: float = 15.0) -> None:
+            """After a query: wait for its result line; note the first keyword hit and first vector-ranked hit."""
+            t = time.perf_counter()
+            while time.perf_counter() - t < timeout:
+                text = "\n".join(tm.screen())
+                m = re.search(r"(\d+) hits · ", text)
+                if m or "no hits for" in text:
+                    at = round(time.perf_counter() - t0, 2)
+                    if m and int(m.group(1)) > 0:
+                        hits_seen.setdefault("keyword", at)
+                        if re.search(r"vec #\d", text):
+                            hits_seen.setdefault("hybrid", at)
+                    return
+                time.sleep(0.02)
+
+        def diff_from(ref: list[str]):
+            return lambda now, before: now[:-2] != ref[:-2]
+
+        def opened(now: list[str], before: list[str]) -> bool:
+            # the switcher closed and the note pane's title changed (during the first index the best match for
+            # the name may be another note: any note opening counts)
+            return "╭─ Open note" not in "\n".join(now) and now[0] != before[0]
+
+        names = ("Redis", "MySQL")
+        cycle = 0
+        next_at = time.perf_counter()
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            note = names[cycle % 2]
+            cycle += 1
+            steps = [
+                ("/", "/", lambda s, b: "╭─ Search" in "\n".join(s), False),
+                ("type query", COMMON, lambda s, b: any(f"▊  {COMMON}" in x for x in s), True),
+                ("escape", "Escape", lambda s, b: "╭─ Search" not in "\n".join(s), False),
+                ("ctrl+o", "C-o", lambda s, b: "╭─ Open note" in "\n".join(s), False),
+                ("type name", note, lambda s, b, n=note: any(f"▊  {n}" in x for x in s), True),
+                ("down", "Down", None, False),
+                ("up", "Up", None, False),
+                ("enter (open note)", "Enter", opened, False),
+                ("t (today)", "t", lambda s, b: today in s[0], False),
+            ]
+            for name, key, done, literal in steps:
+                time.sleep(max(0.0, next_at - time.perf_counter()))
+                if done is None:  # a list move: the highlight (colours) changes
+                    ref = tm.screen(escapes=True)
+                    done = diff_from(ref)
+                press(name, key, done, literal)
+                next_at = time.perf_counter() + 0.5
+                if name == "type query":
+                    results()
+                    next_at = time.perf_counter() + 0.5
+            sample_memory()
+        # until the first hybrid hit (vectors arrive) if the window ended before it, at most hybrid_wait more
+        while "hybrid" not in hits_seen and time.perf_counter() - t0 < seconds + hybrid_wait:
+            time.sleep(5)
+            tm.send("/")
+            time.sleep(0.5)
+            tm.send(COMMON, literal=True)
+            results()
+            tm.send("Escape")
+            sample_memory()
+        a = _proc_cpu_rss(app)
+        kids = _children(app)
+        out["app_cpu_s"] = None if a is None else round(a[0], 1)
+        out["child_cpu_s"] = [round(r[0], 1) for r in map(_proc_cpu_rss, kids) if r] if kids else []
+        out["child_processes"] = len(kids)
+        out["pending_vectors_at_end"] = pending_vectors(state)
+        tm.send("q")
+        t_quit = time.perf_counter()
+        while _proc_cpu_rss(app) is not None and time.perf_counter() - t_quit < 30:
+            time.sleep(0.05)
+        out["app_quit_s"] = round(time.perf_counter() - t_quit, 2)
+        while any(_proc_cpu_rss(k) is not None for k in kids) and time.perf_counter() - t_quit < 30:
+            time.sleep(0.05)  # the encode child and multiprocessing's resource tracker follow the app
+        out["children_gone_after_quit_s"] = round(time.perf_counter() - t_quit, 2)
+        out["orphans_after_quit"] = sum(1 for k in kids if _proc_cpu_rss(k) is not None)
+    finally:
+        tm.close()
+    ms = [x["ms"] for x in samples]
+    out["key_to_paint_ms"] = stats(ms, 1)
+    out["by_phase"] = {ph: stats([x["ms"] for x in samples if x["phase"] == ph], 1)
+                       for ph in ("indexing", "embedding", "idle") if any(x["phase"] == ph for x in samples)}
+    out["by_key"] = {k: stats([x["ms"] for x in samples if x["key"] == k], 1)
+                     for k in dict.fromkeys(x["key"] for x in samples)}
+    out["timeouts"] = sum(x["timed_out"] for x in samples)
+    out["slowest"] = sorted(samples, key=lambda x: -x["ms"])[:8]
+    out["first_keyword_hit_s"] = hits_seen.get("keyword")
+    out["first_hybrid_hit_s"] = hits_seen.get("hybrid")
+    out["peak_rss_mb"] = {k: round(v, 1) for k, v in peak.items()}
+    out["loadavg_end"] = loadavg()
+    out["targets"] = {"p95_ms": target(out["key_to_paint_ms"].get("p95"), 100.0),
+                      "max_ms": target(out["key_to_paint_ms"].get("max"), 300.0)}
+    return out
+
+
+# -- part throughput: the pass's encode in-process vs in the child ----------------------------------------------
+def throughput_part(n: int) -> dict:
+    """``n`` note-sized texts of knowledge-garden-zh encoded in 64-text batches as a vector pass does: in this
+    process vs through the encode child, interleaved twice (after each has loaded its model). Wall seconds, CPU
+    seconds of this process and of the child, RSS of both."""
+    from reme_engine.index.embedder import OfflineEmbedder
+
+    texts: list[str] = []
+    for p in sorted(VAULT_ZH.rglob("*.md")):
+        for para in p.read_text(encoding="utf-8", errors="replace").split("\n\n"):
+            if len(para.strip()) > 80:
+                texts.append(para.strip()[:1500])
+            if len(texts) >= n:
+                break
+        if len(texts) >= n:
+            break
+    inproc = OfflineEmbedder(child=False)
+    viachild = OfflineEmbedder(child_min_texts=1)
+    rss0 = _proc_cpu_rss(os.getpid())[1]
+
+    def run(e, use_child: bool) -> dict:
+        pid = e.child_pid
+        c0 = _proc_cpu_rss(pid)[0] if pid else 0.0
+        t, cpu = time.perf_counter(), time.process_time()
+        for i in range(0, len(texts), 64):
+            part = texts[i : i + 64]
+            e.embed_pass(part, pass_texts=len(texts)) if use_child else e.embed(part)
+        wall, own = time.perf_counter() - t, time.process_time() - cpu
+        child_cpu = (_proc_cpu_rss(e.child_pid)[0] - c0) if use_child else 0.0
+        return {"wall_s": round(wall, 2), "texts_per_s": round(len(texts) / wall, 1), "app_cpu_s": round(own, 2),
+                "child_cpu_s": round(child_cpu, 2)}
+
+    viachild.embed_pass(texts[:2], pass_texts=2)  # start the child and load its model
+    rss_child_only = _proc_cpu_rss(os.getpid())[1]
+    inproc.load()
+    rounds = []
+    for _ in range(2):
+        rounds.append({"in_process": run(inproc, False), "child": run(viachild, True)})
+    child_rss = _proc_cpu_rss(viachild.child_pid)[1]
+    app_rss = _proc_cpu_rss(os.getpid())[1]
+    viachild.close()
+    return {"texts": len(texts), "loadavg": loadavg(), "rounds": rounds,
+            "rss_mb": {"this_process_before_models": round(rss0, 1),
+                       "this_process_child_started_no_model_here": round(rss_child_only, 1),
+                       "this_process_with_its_model": round(app_rss, 1), "child": round(child_rss, 1),
+                       "model_twice_total": round(app_rss + child_rss, 1)}}
 
 
 def parse_with_ticker(ix, entry) -> tuple[float, float]:
