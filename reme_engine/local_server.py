@@ -5,6 +5,7 @@ long-running process has both in memory already. It listens on a Unix domain soc
 ``<state dir>/jobs.sock`` (mode 0600, the state dir tightened to the user only), and answers one request per
 connection:
 
+    greeting (one line, from the server as soon as it accepts):  {"reme_jobs": 1}
     request  (one line):  {"v": 1, "version": "<reme_engine version>", "identity": "<settings hash>",
                            "job": NAME, "params": {key: value-as-typed-on-the-command-line}}
     reply    (one line):  the job's result object, exactly what ``reme-tui job`` prints
@@ -48,6 +49,11 @@ READ_ONLY_JOBS = frozenset({"search", "traverse", "read", "list", "stat", "front
 NO_SERVER_ENV = "REME_NO_SERVER"
 #: Client defaults, seconds: connecting to a live Unix socket is immediate, so a slow connect means no server.
 CONNECT_TIMEOUT_S = 0.05
+#: The server's greeting, sent as soon as it accepts, before it reads the request; and how long a client waits
+#: for it (a suspended app keeps accepting into the kernel's backlog but never answers).
+HELLO = {"reme_jobs": PROTOCOL}
+HELLO_TIMEOUT_S = 1.0
+_HELLO_LINE = json.dumps(HELLO).encode("ascii") + b"\n"
 #: Server defaults: the longest a job may run before the reply says "timed out" (the client then runs it itself),
 #: and how many requests run at once before the next is told "busy".
 JOB_TIMEOUT_S = 20.0
@@ -150,13 +156,14 @@ def _read_line(sock: socket.socket, limit: int) -> bytes | None:
 
 # -- client -------------------------------------------------------------------------------------------------------
 def ask(state_dir: str | os.PathLike, job: str, params: dict[str, Any], identity: str, *,
-        connect_timeout: float = CONNECT_TIMEOUT_S, reply_timeout: float = JOB_TIMEOUT_S + 5.0) -> dict | None:
+        connect_timeout: float = CONNECT_TIMEOUT_S, hello_timeout: float = HELLO_TIMEOUT_S,
+        reply_timeout: float = JOB_TIMEOUT_S + 5.0) -> dict | None:
     """Ask the server of ``state_dir`` to run read-only ``job`` with ``params`` (the raw ``key=value`` strings).
 
     Returns the job's result dict (what ``reme-tui job`` prints), or None when the caller should run the job
     itself: not a read-only job, no socket, a socket file that is not this user's alone, a stale socket (no
     process listening), a server of another version or other settings, busy or timed out, or any transport
-    error. Never raises. Timeouts in seconds."""
+    error, or no greeting within ``hello_timeout`` (a stopped process). Never raises. Timeouts in seconds."""
     if job not in READ_ONLY_JOBS or not SUPPORTED:
         return None
     path = socket_path(state_dir)
@@ -174,10 +181,18 @@ def ask(state_dir: str | os.PathLike, job: str, params: dict[str, Any], identity
             uid = _peer_uid(s)
             if uid is not None and uid != os.getuid():
                 return None
-            s.settimeout(reply_timeout)
             req = {"v": PROTOCOL, "version": __version__, "identity": identity, "job": job, "params": params}
             s.sendall(json.dumps(req, ensure_ascii=True).encode("ascii") + b"\n")
-            line = _read_line(s, 1 << 30)
+            f = s.makefile("rb")
+            # the server greets at once: a stopped or wedged process (listening, never answering) costs
+            # hello_timeout, not reply_timeout
+            s.settimeout(hello_timeout)
+            if json.loads(f.readline(4096) or b"null") != HELLO:
+                return None
+            s.settimeout(reply_timeout)
+            line = f.readline()
+            if not line.endswith(b"\n"):
+                return None
     except (OSError, ValueError):
         return None
     finally:
@@ -367,6 +382,7 @@ class LocalServer:
                 uid = _peer_uid(conn)
                 if uid is not None and uid != os.getuid():
                     return
+                conn.sendall(_HELLO_LINE)
                 line = _read_line(conn, MAX_REQUEST_BYTES)
                 if line is None:
                     return  # the client went away or sent too much

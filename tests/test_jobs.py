@@ -476,3 +476,19 @@ def test_socket_refusals_fall_back(tmp_path):
         assert ask(tmp_path, "read", {"path": "a"}, "id") is None  # not the user's alone: not trusted
     finally:
         srv.close()
+
+
+def test_a_server_that_accepts_but_never_answers_costs_the_greeting_timeout(tmp_path):
+    """A stopped app (Ctrl-Z) still completes connections in the kernel's backlog: the client gives up once
+    the greeting is late instead of waiting for the job timeout."""
+    import socket
+
+    from reme_engine.local_server import ask, socket_path
+
+    with socket.socket(socket.AF_UNIX) as wedged:
+        wedged.bind(str(socket_path(tmp_path)))
+        os.chmod(socket_path(tmp_path), 0o600)
+        wedged.listen(4)  # never accepts
+        t = time.monotonic()
+        assert ask(tmp_path, "search", {"query": "x"}, "id", hello_timeout=0.3) is None
+        assert time.monotonic() - t < 5

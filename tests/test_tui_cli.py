@@ -282,7 +282,9 @@ def test_job_search_through_a_running_serve_matches_in_process(tmp_path, demo_va
                 if not read:
                     return b""
                 s.settimeout(30)
-                return s.makefile("rb").readline()
+                f = s.makefile("rb")
+                assert json.loads(f.readline()) == {"reme_jobs": 1}  # the greeting comes first
+                return f.readline()
 
         assert b"protocol_error" in raw(b"garbage\n")
         assert b"protocol_error" in raw(json.dumps({"v": 1, "job": "write", "params": {}}).encode() + b"\n")
