@@ -775,7 +775,8 @@ def section_dream(args, work: Path) -> dict:
             p2 = _dream_job(vault, state, srv.base_url, DREAM_DATE)
             out2, err2 = p2.communicate(timeout=600)
             rep2 = json.loads(out2) if p2.returncode == 0 else {}
-            if rep2.get("status") != "ok":
+            # "nothing changed": the kill came after the run had checkpointed its inputs (it was complete)
+            if rep2.get("status") not in ("ok", "nothing changed"):
                 problems.append(f"second run: rc {p2.returncode} status {rep2.get('status')}: {err2[-300:]}")
             second = check(vault, final=True)
             problems += [f"after the second run: {x}" for x in second]
@@ -784,6 +785,7 @@ def section_dream(args, work: Path) -> dict:
                 problems.append(f"{len(running)} journal run(s) left 'running'")
             rec = {"trial": n, "kill_after_s": round(delay, 3), "llm_calls_before_kill": calls_before_kill,
                    "digest_files_written_before_kill": written, "temp_files_left_by_kill": len(temps),
+                   "second_run_status": rep2.get("status"), "second_run_resumed": rep2.get("resumed"),
                    "second_run_llm_calls": rep2.get("llm", {}).get("calls"),
                    "second_run": {k: rep2.get(k) for k in ("units", "created", "corroborated", "refined",
                                                            "corrected", "failed")},
@@ -808,6 +810,11 @@ def section_dream(args, work: Path) -> dict:
                                         for k in sorted({r["llm_calls_before_kill"] for r in results})},
             "kills_by_stage": _dream_stages(results, N_USER + N_APP + N_NEW),
             "temp_files_left_by_kills": sum(r["temp_files_left_by_kill"] for r in results),
+            "second_runs": {"resumed": sum(1 for r in results if r["second_run_resumed"]),
+                            "nothing_changed": sum(1 for r in results if r["second_run_status"] == "nothing changed"),
+                            "fresh": sum(1 for r in results if r["second_run_status"] == "ok"
+                                         and not r["second_run_resumed"]),
+                            "llm_calls": sum(r["second_run_llm_calls"] or 0 for r in results)},
             "seconds": round(time.perf_counter() - t_start, 1),
             "children_cpu_s": round(r_end.children_user + r_end.children_system
                                     - r_start.children_user - r_start.children_system, 1),
