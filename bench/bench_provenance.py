@@ -141,6 +141,7 @@ def main() -> None:
         return openai_chat(json.dumps(reply, ensure_ascii=False))
 
     t0 = time.perf_counter()
+    c0 = time.process_time()  # this process only: the dream runs in-process (the wire server's threads too)
     eng = Engine.open(settings())
     with ScriptedServer(default=handler) as srv:
         llm = make_client(LLMSettings(provider="openai", model="m", base_url=srv.base_url, api_key="k",
@@ -182,6 +183,7 @@ def main() -> None:
             log(f"run {r}: {rep.status}, {len(rep.outcomes)} units, lost so far {counts['user_lines_lost']}")
     eng.close()
     counts["wall_s"] = round(time.perf_counter() - t0, 1)
+    counts["cpu_s"] = round(time.process_time() - c0, 1)
     print(json.dumps({"bench": "provenance", "notes": len(notes), "runs": args.runs, **counts,
                       "machine": machine(), "load": loadavg()}, ensure_ascii=False))
     shutil.rmtree(tmp, ignore_errors=True)
