@@ -427,3 +427,21 @@ def test_the_child_starts_under_a_tui_whose_stderr_has_no_descriptor():
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert int(p.stdout.split()[0]) > 0
+
+
+def test_a_query_encodes_in_process_while_the_child_runs_a_pass(child_embedder):
+    import threading
+
+    child_embedder.load()  # the query model of this process (the child has its own)
+    texts = [f"passage {i} about rivers, mountains and the sea" for i in range(96)]
+    out = []
+    bg = threading.Thread(target=lambda: out.append(child_embedder.embed_pass(texts, pass_texts=len(texts))))
+    bg.start()
+    try:
+        assert _wait(lambda: child_embedder._child_lock.locked(), timeout=5)
+        q = child_embedder.embed(["where are the mountains"])
+        assert q.shape == (1, 512)
+        assert bg.is_alive()  # answered while the pass's batch is still in the child: it never waited for it
+    finally:
+        bg.join(60)
+    assert out and out[0].shape == (96, 512)
