@@ -8,6 +8,7 @@ import json
 import os
 import pty
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -334,3 +335,38 @@ def test_the_running_app_answers_one_shot_jobs_off_its_event_loop(make_engine, d
     asyncio.run(go())
     eng.close()
     assert not socket_path(eng.state_dir).exists()
+
+
+@pytest.mark.skipif(not shutil.which("tmux"), reason="tmux is not installed")
+def test_the_real_app_in_tmux_answers_job_search(tmp_path):
+    """The real binary as a user starts it (tmux, keyword-only): once it is up, `reme-tui job search` in another
+    terminal is answered by the app (the client never imports the engine) with what an in-process run prints;
+    quitting the app removes its socket."""
+    from reme_engine.demo import demo_vault_source
+    from reme_engine.local_server import socket_path
+    from test_e2e_tmux import BINARY, Tmux
+
+    if not BINARY.exists():
+        pytest.skip(f"no reme-tui binary next to {sys.executable}")
+    vault = shutil.copytree(demo_vault_source(), tmp_path / "vault")
+    home = tmp_path / "home"
+    env = {"REME_VAULT": str(vault), "REME_STATE_DIR": str(tmp_path / "state"), "REME_EMBEDDER": "none",
+           "XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data"),
+           "XDG_CACHE_HOME": str(home / "cache"), "HOME": str(home), "TERM": "xterm-256color", "LANG": "C.UTF-8",
+           "LC_ALL": "C.UTF-8", "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    t = Tmux(tmp_path)
+    try:
+        t.start(env, tmp_path)
+        sock = socket_path(tmp_path / "state")
+        t.wait_files("the app's job socket", sock.exists, timeout=120)
+        client_env = {**os.environ, **env}
+        args = ["job", "search", "query=光伏 产业链", "mode=keyword", "limit=5"]
+        code, served, heavy = _client(args, client_env)
+        assert heavy == [] and code == 0 and served["hits"], (served, t.capture())
+        code_in, local, _ = _client([*args, "--no-server"], client_env)
+        assert (code_in, _untimed(local)) == (code, _untimed(served))
+        t.keys("q")
+        t.wait_files("the app to exit", lambda: t.rc_file.exists() and t.rc_file.read_text().strip(), timeout=60)
+        assert t.rc_file.read_text().strip() == "0" and not sock.exists()
+    finally:
+        t.kill()
