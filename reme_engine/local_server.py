@@ -438,6 +438,8 @@ class LocalServer:
         t.join(self.job_timeout)
         if not box:
             return self._refuse(f"timed out after {self.job_timeout:g} s")
+        if self._stop.is_set():  # the engine closed under the job: its result may be an error of closing
+            return self._refuse("server stopping")
         return box[0]
 
 

@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="reme-tui",
         description="A local-first, self-evolving personal knowledge base in the terminal.",
         epilog="Jobs: `reme-tui job help` lists them. Environment: REME_VAULT, REME_STATE_DIR, REME_CONFIG, "
+        "REME_NO_SERVER, "
         "REME_EMBEDDER, REME_EMBEDDING_BASE_URL/MODEL/API_KEY, REME_LLM_PROVIDER/MODEL/BASE_URL/API_KEY.",
     )
     p.add_argument("--vault", help="vault folder (default: REME_VAULT, the config file, else the demo vault)")

@@ -450,6 +450,22 @@ def test_engine_socket_answers_like_run_job_and_closes_with_the_engine(eng):
     assert not path.exists() and ask(eng.state_dir, "read", {"path": "README.md"}, ident) is None
 
 
+def test_concurrent_clients_each_get_their_own_answer(eng):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from reme_engine.local_server import ask, settings_identity
+
+    eng.start_local_server()
+    ident = settings_identity(eng.settings)
+    queries = ["光伏", "retrieval", "marathon", "产业链", "recipe", "1-on-1"] * 2
+    want = {q: json.loads(json.dumps(run_job(eng, "search", {"query": q, "mode": "keyword"}), default=str))
+            for q in set(queries)}
+    with ThreadPoolExecutor(6) as pool:
+        got = list(pool.map(lambda q: ask(eng.state_dir, "search", {"query": q, "mode": "keyword"}, ident), queries))
+    untimed = lambda d: {k: v for k, v in d.items() if k not in ("took_ms", "keyword_ms", "vector_ms")}  # noqa: E731
+    assert [untimed(g) for g in got] == [untimed(want[q]) for q in queries]
+
+
 def test_socket_refusals_fall_back(tmp_path):
     """A slow job times out, a full server says busy, a socket others may open is not used, and a second server
     on the same state dir does not replace the first: the client gets None (runs the job itself) each time."""
