@@ -183,14 +183,14 @@ def ask(state_dir: str | os.PathLike, job: str, params: dict[str, Any], identity
                 return None
             req = {"v": PROTOCOL, "version": __version__, "identity": identity, "job": job, "params": params}
             s.sendall(json.dumps(req, ensure_ascii=True).encode("ascii") + b"\n")
-            f = s.makefile("rb")
-            # the server greets at once: a stopped or wedged process (listening, never answering) costs
-            # hello_timeout, not reply_timeout
-            s.settimeout(hello_timeout)
-            if json.loads(f.readline(4096) or b"null") != HELLO:
-                return None
-            s.settimeout(reply_timeout)
-            line = f.readline()
+            with s.makefile("rb") as f:
+                # the server greets at once: a stopped or wedged process (listening, never answering) costs
+                # hello_timeout, not reply_timeout
+                s.settimeout(hello_timeout)
+                if json.loads(f.readline(4096) or b"null") != HELLO:
+                    return None
+                s.settimeout(reply_timeout)
+                line = f.readline()
             if not line.endswith(b"\n"):
                 return None
     except (OSError, ValueError):
@@ -198,8 +198,6 @@ def ask(state_dir: str | os.PathLike, job: str, params: dict[str, Any], identity
     finally:
         if fd is not None:
             os.close(fd)
-    if line is None:
-        return None
     try:
         reply = json.loads(line)
     except ValueError:
