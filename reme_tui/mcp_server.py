@@ -90,7 +90,7 @@ def tool_function(spec: ToolSpec, vs: VaultServer) -> Callable:
         data = result if isinstance(result, dict) else {"result": result}
         # One copy of the result, as JSON text: a second one in structuredContent (optional without an output
         # schema) doubled every response, and bytes are most of a call's cost beyond the engine.
-        text = json.dumps(data, ensure_ascii=False, default=str)
+        text = json.dumps(data, ensure_ascii=False, default=str, separators=(",", ":"))
         return CallToolResult(content=[TextContent(type="text", text=text)])
 
     async def call(**kwargs):

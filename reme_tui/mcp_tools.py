@@ -16,6 +16,9 @@ from typing import Any, Callable
 SNIPPET_CHARS = 400
 #: Characters of a neighbour's description in search hits (traverse gives them whole).
 NEIGHBOR_DESC_CHARS = 80
+#: Neighbours listed per direction in search hits (``outlinks_total``/``inlinks_total`` count them all;
+#: traverse lists every one): the neighbour lists were ~45 % of a response an agent reads in full.
+NEIGHBORS_SHOWN = 5
 #: Seconds a tool waits for the engine to open / the first index pass of a never-indexed vault.
 OPEN_TIMEOUT_S = 60.0
 FIRST_INDEX_WAIT_S = 20.0
@@ -261,8 +264,9 @@ def _search(vs: VaultServer, a: dict) -> dict:
     """Search the person's notes (hybrid BM25 + vectors; Chinese and English). Call this first.
 
     Each hit gives its path and line range (read more with read_note), the heading breadcrumb, a snippet and why it
-    ranked (each leg's rank and score); the first hit of each note also lists the note's hop-2 neighbours (the
-    notes it links to and that link to it, with their names and descriptions). Filters: layer (daily | digest |
+    ranked (each leg's rank and score); the first hit of each note also gives the note's description and its hop-2
+    neighbours (up to 5 notes it links to and 5 that link to it, with their descriptions, and the totals; traverse
+    lists them all). Filters: layer (daily | digest |
     resource | session), path_prefix, paths, date_from/date_to, frontmatter values. mode=keyword skips the
     embedding model.
     """
@@ -283,21 +287,24 @@ def _search(vs: VaultServer, a: dict) -> dict:
     hits, shown = [], set()
     for h in res.pop("hits", []):
         text = h["text"]
-        nb = neighbors.get(h["path"]) if h["path"] not in shown else None
+        first = h["path"] not in shown
+        nb = neighbors.get(h["path"]) if first else None
         shown.add(h["path"])
-        hits.append({
+        hit = {
             "path": h["path"], "lines": f"{h['start_line']}-{h['end_line']}", "start_line": h["start_line"],
             "end_line": h["end_line"], "heading": " > ".join(h.get("headings") or []), "name": h["name"],
-            "description": h["description"],
             "snippet": text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS] + "…",
             "score": round(h["score"], 6),
             "why": _why(h),
-        })
+        }
+        if first:
+            hit["description"] = h["description"]  # the note's: with its first hit only, like its neighbours
         if nb:  # once per file, with its first hit (a file's later hits share it)
-            hits[-1]["neighbors"] = {"outlinks": [_neighbor(n) for n in nb.get("outlinks", ())],
-                                     "inlinks": [_neighbor(n) for n in nb.get("inlinks", ())],
-                                     "outlinks_total": nb.get("outlinks_total"),
-                                     "inlinks_total": nb.get("inlinks_total")}
+            hit["neighbors"] = {"outlinks": [_neighbor(n) for n in nb.get("outlinks", ())[:NEIGHBORS_SHOWN]],
+                                "inlinks": [_neighbor(n) for n in nb.get("inlinks", ())[:NEIGHBORS_SHOWN]],
+                                "outlinks_total": nb.get("outlinks_total"),
+                                "inlinks_total": nb.get("inlinks_total")}
+        hits.append(hit)
     return {**res, "hits": hits}
 
 
@@ -323,7 +330,12 @@ def _neighbor(n: dict) -> dict:
     desc = n.get("description") or ""
     if len(desc) > NEIGHBOR_DESC_CHARS:
         desc = desc[:NEIGHBOR_DESC_CHARS] + "…"
-    out = {"path": n["path"], "name": n.get("name", ""), "description": desc}
+    out = {"path": n["path"]}
+    name = n.get("name") or ""
+    if name and name != n["path"].rsplit("/", 1)[-1].rsplit(".", 1)[0]:
+        out["name"] = name  # left out when it is the file name, which the path already says
+    if desc:
+        out["description"] = desc
     out.update({k: n[k] for k in ("predicate", "embed", "dangling", "anchor", "ambiguous") if n.get(k)})
     return out
 
