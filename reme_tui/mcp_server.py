@@ -18,7 +18,8 @@ middleware starts it at the next message; a tool call waits for it), and the emb
 model loads on the first hybrid/vector query. After opening, a keyword + graph catch-up pass runs, then the
 vault watcher (no cron: dreaming stays with the app or ``--serve``), then the vector pass of whatever has no vector
 yet (``--no-embed`` skips it), encoded in the embedder's niced background process; while the app or ``--serve``
-embeds the vault the pass is skipped (one cross-process embed lock). A ``--read-only`` server writes nothing
+embeds the vault the pass is skipped (one cross-process embed lock). Last, the vector index, the query model and
+the title vectors are loaded, so the agent's first hybrid search does not wait for them. A ``--read-only`` server writes nothing
 into the vault, so it runs no watcher (which also regenerates day pages) and re-syncs its index every
 ``RESYNC_S`` seconds instead. Beside the TUI or ``--serve`` the server shares the vault's index, journal and
 cross-process writer lock (``revert`` takes it); its writes are conflict-checked, atomic and indexed at once, so

@@ -57,7 +57,8 @@ class VaultServer:
     watcher; read-only: a keyword catch-up pass every ``RESYNC_S`` seconds instead, as the watcher also writes
     day pages); ``embed``: once open, compute the vectors still missing (a vault nobody embedded otherwise answers
     hybrid searches from keywords alone), like ``--serve``: in the embedder's niced background process, skipped
-    while another process (the app, ``--serve``) embeds the vault.
+    while another process (the app, ``--serve``) embeds the vault; then load the query model and the title vectors
+    so the first hybrid search does not wait for them.
     """
 
     def __init__(self, settings, *, read_only: bool = False, watch: bool = True, embed: bool = True,
@@ -114,6 +115,7 @@ class VaultServer:
             _log(f"index catch-up failed: {exc}")
             self._indexed.set()
         self._vector_pass(eng)
+        self._warm_vectors(eng)
         # Read-only: no watcher (it also regenerates day pages, a vault write); the index is caught up now and then.
         while self.watch and self.read_only and not self._closing.wait(RESYNC_S):
             try:
@@ -121,6 +123,22 @@ class VaultServer:
                     self._vector_pass(eng)
             except Exception as exc:
                 _log(f"index catch-up failed: {exc}")
+
+    def _warm_vectors(self, eng) -> None:
+        """Load the vector index and the query model, and start the title-vector build, before the agent's first
+        hybrid search (the default mode) has to: that search otherwise waits ~1.5-4 s for the model and runs
+        beside the build. After the handshake and the catch-up, so neither `ready` nor keyword search pays."""
+        if not self.embed or eng.vectors is None or self._closing.is_set():
+            return
+        self._work = "loading the vector model"
+        try:
+            res = eng.search("warm up", limit=1, mode="hybrid", neighbors=False)
+            if res.degraded and "no vector yet" not in res.degraded:
+                _log(f"vector search unavailable: {res.degraded}")
+        except Exception as exc:  # logged; the first hybrid search tries again
+            _log(f"loading the vector model failed: {exc}")
+        finally:
+            self._work = ""
 
     def _vector_pass(self, eng) -> None:
         """Embed the chunks still without a vector, if any (this thread; stops when the server closes). The vector
@@ -169,7 +187,8 @@ class VaultServer:
     def status(self) -> dict:
         """What the server is doing, for clients and benchmarks (the ``reme://status`` resource; never raises):
         ``{"engine": "opening" | "open" | "error", "error": str | None, "indexed": bool, "background": [str]
-        (work running now: "opening", "index catch-up", "vector pass", "title vectors"; [] once settled),
+        (work running now: "opening", "index catch-up", "vector pass", "loading the vector model", "title
+        vectors"; [] once settled),
         "files", "chunks", "vectors_pending" (chunks waiting for a vector), "vectors_loaded": bool,
         "title_vectors": "off" | "not built" | "building" | "ready" | "failed: …", "embedded_here": int}``."""
         out: dict = {"engine": "opening", "error": self._error, "indexed": self._indexed.is_set(),

@@ -354,7 +354,8 @@ async def test_a_vault_nobody_embedded_gets_its_vectors_from_the_server(demo_vau
                 await until(settled, timeout=60)
                 st = await status(s)
                 assert st["embedded_here"] > 0 and st["vectors_pending"] == 0
-                assert st["vectors_loaded"]
+                # and then loaded what a first hybrid search needs: the vector index, the model, the title vectors
+                assert st["vectors_loaded"] and st["title_vectors"] == "ready"
                 res = await call(s, "search", query="光伏 产业链", mode="hybrid")
                 assert res["degraded"] is None and any("vector_rank" in h["why"] for h in res["hits"])
         assert any(r["path"].endswith("/embeddings") for r in srv.requests)
