@@ -44,6 +44,23 @@ def _day_targets(text: str) -> frozenset[str]:
     return got
 
 
+_NAMES_CACHE: dict[tuple, frozenset[str]] = {}
+
+
+def _names_of(path: str, name: str, aliases) -> frozenset[str]:
+    """Normalised file stem, name and aliases of a note, remembered by ``(path, name, aliases)``: the same notes
+    are candidates of many queries, and normalising ~100 candidates' names was ~0.5 ms of each search."""
+    key = (path, name, aliases if isinstance(aliases, str) else repr(aliases))
+    got = _NAMES_CACHE.get(key)
+    if got is None:
+        stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        got = frozenset(n for n in (normalise_name(x) for x in {stem, name, *_alias_list(aliases)} if x) if n)
+        if len(_NAMES_CACHE) > 20_000:
+            _NAMES_CACHE.clear()
+        _NAMES_CACHE[key] = got
+    return got
+
+
 def normalise_name(text: str) -> str:
     """Case-folded ``text`` without punctuation, emoji or spaces (for title/alias equality). Pure."""
     return _NORM_RE.sub("", text.casefold())
@@ -85,9 +102,7 @@ def adjust(fused: dict[int, dict], rows: dict[int, tuple], query: str, cfg: Fusi
             if r is None or r[0] in seen or not q or "keyword_rank" not in fused[cid]:
                 continue
             seen.add(r[0])
-            stem = r[0].rsplit("/", 1)[-1].rsplit(".", 1)[0]
-            names = {normalise_name(x) for x in {stem, r[1], *_alias_list(r[2])} if x}
-            names.discard("")
+            names = _names_of(r[0], r[1], r[2])
             gain = 0.0
             if q in names:
                 gain = cfg.title_boost
