@@ -459,8 +459,8 @@ def test_dream_run_killed_at_each_step_resumes_to_what_an_unkilled_run_writes(tm
         assert p.returncode == 0, p.stderr[-1500:]
         assert json.loads(p.stdout)["status"] == "nothing changed"  # the killed run had checkpointed at the end
     assert _digest(vault) == want
-    # one extract; each unit asked once, except unit 1 (cut before its write was published) and unit 2 (cut
-    # between publishing and journaling: its decision is not known to be written until the next run settles it)
+    # one extract; each unit asked once, except unit 1: killed before its write was published, it is asked again
+    # (that run is then killed between publishing and journaling, and the next run settles the write as done)
     assert phase["calls"].count("extract") == 1, phase["calls"]
     asked = [c for c in phase["calls"] if c != "extract"]
     assert len(asked) == 7 + 1, asked
