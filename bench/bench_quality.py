@@ -428,6 +428,7 @@ def rule_variants(base) -> dict:
     """Ablations of the default: each field rule off, and other relative floors."""
     out = {"default − title boost": replace(base, title_boost=0.0),
            "default − day-index demotion": replace(base, demote_day_index=False),
+           "default − day-index collapse": replace(base, collapse_day_index=False),
            "default − null floor": replace(base, null_floor_quantile=0.0)}
     for b in (0, 1000, 2000):
         if b != base.chat_context_bytes:
@@ -436,6 +437,67 @@ def rule_variants(base) -> dict:
         if f != base.relative_floor:
             out[f"default, floor {f}"] = replace(base, relative_floor=f)
     return out
+
+
+# ------------------------------------------------------------------------------------------------ experiments
+def prf_legs(s, q: str, run: dict, fb: int = 5, nterms: int = 10, lam: float = 0.3) -> dict:
+    """RM3-style pseudo-relevance feedback on the keyword leg: the ``nterms`` terms of the first pass's top ``fb``
+    fused hits with the highest Σ tf/len · idf (query terms left out) are OR'ed to the query; a chunk's keyword
+    share becomes ``(1−λ)·kn(query) + λ·kn(query + expansion)``. Returns a new :meth:`run_legs` output."""
+    import collections
+
+    from reme_engine.search.fusion import bm25_idf
+
+    toks = s.tokenizer.query_tokens(q)
+    texts = [h.text for h in s.rank(q, run, limit=fb)[0]]
+    if not texts or not toks or not run["legs"].get("keyword"):
+        return run
+    qset, n_rows = set(toks), s._chunk_count()
+    docs = []
+    for t in texts:
+        tt = [x for x in s.tokenizer.tokenize(t) if x not in qset and len(x) > 1]
+        if tt:
+            docs.append((collections.Counter(tt), len(tt)))
+    df = s._doc_freqs(list({w for c, _ in docs for w in c}))
+    weight: collections.Counter = collections.Counter()
+    for c, n in docs:
+        for w, f in c.items():
+            weight[w] += f / n * bm25_idf(df.get(w, 0), n_rows)
+    exp = [w for w, _ in weight.most_common(nterms)]
+    if not exp:
+        return run
+    both = toks + exp
+    kw2 = dict(s.keyword_leg(" ".join(both), 50, None, tokens=both))
+    idf1 = run["idf_sum"] or 1e-9
+    idf2 = idf1 + sum(bm25_idf(df.get(w, 0), n_rows) for w in exp)
+    kw1 = dict(run["legs"]["keyword"])
+    new = {d: ((1 - lam) * min(1.0, kw1.get(d, 0.0) / idf1) + lam * min(1.0, kw2.get(d, 0.0) / idf2)) * idf1
+           for d in set(kw1) | set(kw2)}
+    legs = {**run["legs"], "keyword": sorted(new.items(), key=lambda kv: -kv[1])[:50]}
+    return {**run, "legs": legs}
+
+
+def experiments() -> dict:
+    """name → ``fn(searcher, query, run) -> hits`` (default ranking rules): levers measured, not adopted."""
+    import reme_engine.search.hybrid as hy
+
+    def title_weight(w):
+        def fn(s, q, run):
+            old = hy.BM25_WEIGHTS
+            hy.BM25_WEIGHTS = (old[0], w)
+            try:
+                run2 = s.run_legs(q, 50, mode="hybrid")
+            finally:
+                hy.BM25_WEIGHTS = old
+            return s.rank(q, run2, limit=10)[0]
+        return fn
+
+    return {"exp: PRF fb5 t10 λ0.3": lambda s, q, run: s.rank(q, prf_legs(s, q, run), limit=10)[0],
+            "exp: PRF fb10 t10 λ0.2": lambda s, q, run: s.rank(q, prf_legs(s, q, run, 10, 10, 0.2), limit=10)[0],
+            "exp: title field weight 0.5": title_weight(0.5)}
+
+
+EXPERIMENTS = False
 
 
 # ------------------------------------------------------------------------------------------------------- main
@@ -477,7 +539,8 @@ def run_set(name: str, quick: bool, emb, cands: dict, extra: dict, lat_n: int) -
     def engine_for(q):
         return engines[q["vault"]]
 
-    per: dict[str, list[tuple[dict, dict]]] = {m: [] for m in list(cands) + list(extra)}
+    exps = experiments() if EXPERIMENTS else {}
+    per: dict[str, list[tuple[dict, dict]]] = {m: [] for m in list(cands) + list(extra) + list(exps)}
     for i, q in enumerate(queries):
         eng = engine_for(q)
         s = eng.searcher
@@ -487,6 +550,8 @@ def run_set(name: str, quick: bool, emb, cands: dict, extra: dict, lat_n: int) -
         for m, (mode, cfg) in list(cands.items()) + [(k, ("hybrid", v)) for k, v in extra.items()]:
             hits, _hidden = s.rank(q["text"].strip(), run, limit=10, mode=mode, fusion=cfg)
             per[m].append((q, score_hits(q, hits)))
+        for m, fn in exps.items():
+            per[m].append((q, score_hits(q, fn(s, q["text"].strip(), run))))
         if i % 100 == 0:
             log(f"{name}: {i}/{len(queries)}")
     # latency (warm, 3 rounds) of the engine's default settings and of the legacy fusion, per vault
@@ -551,7 +616,8 @@ def write_results_md(out: dict, cmd: str) -> None:
     lines += [head, "|---|" + "---|" * len(sets)]
     shown = ["keyword", "vector", "legacy rrf 0.7/0.3 k60", "rrf 0.5/0.5 k10", "interleave", "tmm α0.5",
              "choose τ0.3", "convex α0.5 cos 0.1–0.6",
-             out["choice"]["chosen"], "default (chosen + field rules)"]
+             out["choice"]["chosen"], "default (chosen + field rules)", "default − day-index collapse"]
+    shown += sorted({m for r in out["sets"].values() for m in r["methods"] if m.startswith("exp:")})
     for meth in dict.fromkeys(shown):
         cells = []
         for s in sets:
@@ -613,9 +679,12 @@ def main() -> None:
     ap.add_argument("--latency-queries", type=int, default=50, help="queries per vault timed (3 rounds)")
     ap.add_argument("--json-out", help="also write the JSON here (e.g. bench/results/bench_quality.json)")
     ap.add_argument("--no-title-vectors", action="store_true", help="the dense leg without title vectors")
+    ap.add_argument("--experiments", action="store_true",
+                    help="also the levers measured and not adopted (pseudo-relevance feedback, title field weight)")
     args = ap.parse_args()
-    global TITLE_VECTORS
+    global TITLE_VECTORS, EXPERIMENTS
     TITLE_VECTORS = not args.no_title_vectors
+    EXPERIMENTS = args.experiments
     from reme_engine.search.hybrid import FusionConfig
     from _common import loaded_embedder
 
