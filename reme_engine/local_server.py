@@ -58,6 +58,9 @@ _HELLO_LINE = json.dumps(HELLO).encode("ascii") + b"\n"
 #: and how many requests run at once before the next is told "busy".
 JOB_TIMEOUT_S = 20.0
 MAX_CONCURRENT = 8
+#: Seconds between a standing-by server's attempts to take over, and a serving one's checks that its socket
+#: file is still its own.
+STANDBY_S = 2.0
 #: Largest request line accepted, bytes.
 MAX_REQUEST_BYTES = 1 << 20
 #: Unix socket paths longer than this (Linux's sun_path is 108 bytes) are reached through /proc/self/fd.
@@ -118,6 +121,12 @@ def _address(path: Path) -> tuple[str, int | None]:
         return str(path), None
     fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     return f"/proc/self/fd/{fd}/{path.name}", fd
+
+
+def _file_id(st: os.stat_result) -> tuple[int, int, int]:
+    """Which file this is: device, inode and change time (a socket bound right after another was removed
+    often gets the freed inode number; its change time differs)."""
+    return st.st_dev, st.st_ino, st.st_ctime_ns
 
 
 def _ours(st: os.stat_result) -> bool:
@@ -234,7 +243,7 @@ class LocalServer:
         self._run = run
         self._slots = threading.BoundedSemaphore(max_concurrent)
         self._sock: socket.socket | None = None
-        self._inode: tuple[int, int] | None = None
+        self._inode: tuple[int, int, int] | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._active = 0
@@ -245,23 +254,41 @@ class LocalServer:
 
     @property
     def running(self) -> bool:
-        """True while the socket is bound and answering."""
-        return self._thread is not None and self._thread.is_alive()
+        """True while this server's socket is bound and answering."""
+        return self._sock is not None and self._thread is not None and self._thread.is_alive()
 
-    def start(self) -> bool:
-        """Bind and start answering. Returns False (and logs why) when another live server already answers for
-        this state dir, or the folder or an existing socket file belongs to another user; a stale socket file of
-        a dead process is removed first. OSError for other failures to bind."""
-        if self.running:
-            return True
+    @property
+    def standing_by(self) -> bool:
+        """True while another process answers for this state dir and this one waits to take over when it ends."""
+        return self._sock is None and self._thread is not None and self._thread.is_alive()
+
+    def start(self, *, standby: bool = False) -> bool:
+        """Bind and start answering; True when bound. False (logged) when the folder or an existing socket file
+        belongs to another user, or another live server already answers here — then, with ``standby``, a thread
+        checks every :data:`STANDBY_S` seconds and takes over once that process ends. A stale socket file of a
+        dead process is removed first. OSError for other failures to bind."""
+        if self._thread is not None and self._thread.is_alive():
+            return self.running
+        self._stop.clear()
+        got = self._bind()
+        if got == "bound" or (got == "live" and standby):
+            self._thread = threading.Thread(target=self._loop, args=(got == "bound",), name="reme-local-server",
+                                            daemon=True)
+            self._thread.start()
+        return got == "bound"
+
+    def _bind(self) -> str:
+        """``"bound"`` (``self._sock`` listens at :attr:`path`), ``"live"`` (another process answers there) or
+        ``"refused"`` (not this user's folder or file)."""
         st = os.stat(self.state_dir)
         if st.st_uid != os.getuid():
             log.warning("local job socket not started: %s belongs to another user", self.state_dir)
-            return False
+            return "refused"
         if st.st_mode & 0o077:  # the socket's folder is the user's only (the index it serves is private too)
             os.chmod(self.state_dir, stat.S_IMODE(st.st_mode) & 0o700)
-        if not self._clear_stale():
-            return False
+        found = self._clear_stale()
+        if found != "clear":
+            return found
         tmp = self.path.with_name(f".{SOCKET_NAME}.{os.getpid()}.{threading.get_ident()}")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         fd = None
@@ -279,7 +306,7 @@ class LocalServer:
             except FileExistsError:
                 log.info("local job socket: another process started serving %s meanwhile", self.state_dir)
                 sock.close()
-                return False
+                return "live"
             finally:
                 os.unlink(tmp)
         except BaseException:
@@ -289,23 +316,21 @@ class LocalServer:
             if fd is not None:
                 os.close(fd)
         lst = os.lstat(self.path)
-        self._inode = (lst.st_dev, lst.st_ino)
+        self._inode = _file_id(lst)
         sock.settimeout(0.5)  # the accept loop checks for close twice a second
         self._sock = sock
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._serve, name="reme-local-server", daemon=True)
-        self._thread.start()
-        return True
+        return "bound"
 
-    def _clear_stale(self) -> bool:
-        """Remove a socket file no process listens on; False when a live one, or one not ours, is there."""
+    def _clear_stale(self) -> str:
+        """Remove a socket file no process listens on: ``"clear"`` then (or when there was none), ``"live"``
+        when a process answers there, ``"refused"`` when the file is not this user's socket."""
         try:
             st = os.lstat(self.path)
         except FileNotFoundError:
-            return True
+            return "clear"
         if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
             log.warning("local job socket not started: %s exists and is not this user's socket", self.path)
-            return False
+            return "refused"
         fd = None
         try:
             addr, fd = _address(self.path)
@@ -313,13 +338,13 @@ class LocalServer:
                 probe.settimeout(0.5)
                 probe.connect(addr)
             log.info("local job socket: another process already serves %s", self.state_dir)
-            return False
+            return "live"
         except (ConnectionRefusedError, FileNotFoundError):
             pass  # stale: its process is gone
         except OSError as exc:
             if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
-                log.warning("local job socket not started: probing %s: %s", self.path, exc)
-                return False
+                log.warning("local job socket: probing %s: %s", self.path, exc)
+                return "live"  # undecided: leave it, look again later
         finally:
             if fd is not None:
                 os.close(fd)
@@ -328,7 +353,27 @@ class LocalServer:
             log.info("local job socket: removed a stale socket file left by a process that ended")
         except FileNotFoundError:
             pass
-        return True
+        return "clear"
+
+    def _loop(self, bound: bool) -> None:
+        """The server thread: answer while the socket file is ours; otherwise (standing by) try to bind every
+        :data:`STANDBY_S` seconds."""
+        while not self._stop.is_set():
+            if not bound:
+                if self._stop.wait(STANDBY_S):
+                    return
+                try:
+                    got = self._bind()
+                except OSError as exc:
+                    log.debug("local job socket: standby bind: %s", exc)
+                    continue
+                if got == "refused":
+                    return
+                if got != "bound":
+                    continue
+                log.info("local job socket: took over answering for %s", self.state_dir)
+            self._serve()
+            bound = False
 
     def close(self, wait: float = 2.0) -> None:
         """Stop listening, remove the socket file if it is still ours, and wait up to ``wait`` seconds for
@@ -345,7 +390,7 @@ class LocalServer:
         if self._inode is not None:
             try:
                 st = os.lstat(self.path)
-                if (st.st_dev, st.st_ino) == self._inode:
+                if _file_id(st) == self._inode:
                     os.unlink(self.path)
             except OSError:
                 pass
@@ -358,8 +403,18 @@ class LocalServer:
             time.sleep(0.02)
 
     def _serve(self) -> None:
+        """Accept until stopped, or until the socket file is no longer this server's (another process replaced
+        it after taking this one for stale): then the socket is closed and the caller stands by."""
         sock = self._sock
+        checked = time.monotonic()
         while not self._stop.is_set() and sock is not None:
+            if time.monotonic() - checked >= STANDBY_S:
+                checked = time.monotonic()
+                if not self._still_ours():
+                    log.info("local job socket: another process answers for %s now", self.state_dir)
+                    self._sock, self._inode = None, None
+                    sock.close()
+                    return
             try:
                 conn, _ = sock.accept()
             except TimeoutError:  # socket.timeout
@@ -370,6 +425,13 @@ class LocalServer:
                 time.sleep(0.05)  # EMFILE and the like: do not spin
                 continue
             threading.Thread(target=self._handle, args=(conn,), name="reme-local-conn", daemon=True).start()
+
+    def _still_ours(self) -> bool:
+        try:
+            st = os.lstat(self.path)
+        except OSError:
+            return False
+        return _file_id(st) == self._inode
 
     def _handle(self, conn: socket.socket) -> None:
         with self._active_lock:
@@ -442,8 +504,9 @@ class LocalServer:
 
 
 def start_server(engine: Any, **kw: Any) -> LocalServer | None:
-    """A started :class:`LocalServer` for ``engine`` (running the registered job runner on it), or None when
-    no runner is registered or another process already serves the state dir (see :meth:`LocalServer.start`).
+    """A started :class:`LocalServer` for ``engine`` (running the registered job runner on it) — answering, or
+    standing by while another process answers for the state dir (it takes over when that one ends) — or None
+    when no runner is registered or the folder is not this user's (see :meth:`LocalServer.start`).
     ``kw``: ``job_timeout``, ``max_concurrent``. Never raises for a socket that cannot be bound: logs it."""
     runner = _runner
     if not SUPPORTED:
@@ -454,7 +517,8 @@ def start_server(engine: Any, **kw: Any) -> LocalServer | None:
     srv = LocalServer(engine.state_dir, lambda name, raw: runner(engine, name, raw),
                       settings_identity(engine.settings), **kw)
     try:
-        return srv if srv.start() else None
+        srv.start(standby=True)
+        return srv if srv.running or srv.standing_by else None
     except OSError as exc:
         log.warning("local job socket not started: %s", exc)
         return None

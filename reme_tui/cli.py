@@ -439,7 +439,8 @@ def run_serve(args: argparse.Namespace) -> int:
         # read-only one-shot jobs ask this process from now on (what the first sync has committed so far)
         served = engine.start_local_server()
         if served is not None:
-            log(f"answering one-shot jobs on {served.path}")
+            log(f"answering one-shot jobs on {served.path}" if served.running else
+                f"another process answers one-shot jobs on {served.path}; this one takes over when it ends")
         report = engine.index(vectors=False)
         log(f"serving {settings.vault}: {report.scanned} files indexed; watcher and scheduler running")
         engine.start_background(

@@ -494,6 +494,44 @@ def test_socket_refusals_fall_back(tmp_path):
         srv.close()
 
 
+def test_a_second_server_stands_by_and_takes_over(tmp_path, monkeypatch):
+    """Two long-running processes on one vault (the app and --serve): the second waits and answers once the
+    first stops; a server whose socket file another process replaced stands by in turn and takes over later."""
+    from reme_engine import local_server
+    from reme_engine.local_server import LocalServer, ask
+
+    monkeypatch.setattr(local_server, "STANDBY_S", 0.1)
+    a = LocalServer(tmp_path, lambda job, raw: {"success": True, "job": job, "by": "a"}, "id")
+    b = LocalServer(tmp_path, lambda job, raw: {"success": True, "job": job, "by": "b"}, "id")
+
+    def answered_by(who: str) -> None:
+        deadline = time.monotonic() + 15
+        while (ask(tmp_path, "read", {}, "id") or {}).get("by") != who:
+            assert time.monotonic() < deadline, f"{who} never answered"
+            time.sleep(0.02)
+
+    try:
+        assert a.start(standby=True) and a.running
+        assert not b.start(standby=True) and b.standing_by
+        answered_by("a")
+        a.close()
+        answered_by("b")
+        assert b.running and not a.running
+        os.unlink(b.path)  # as if another process had found it stale
+        assert a.start(standby=True)
+        answered_by("a")
+        deadline = time.monotonic() + 15
+        while not b.standing_by:  # b notices its file is gone and waits for its turn again
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        a.close()
+        answered_by("b")
+    finally:
+        a.close()
+        b.close()
+    assert not b.path.exists()
+
+
 def test_a_server_that_accepts_but_never_answers_costs_the_greeting_timeout(tmp_path):
     """A stopped app (Ctrl-Z) still completes connections in the kernel's backlog: the client gives up once
     the greeting is late instead of waiting for the job timeout."""
