@@ -54,3 +54,29 @@ def test_gibberish_without_keyword_hits_is_hidden_real_queries_are_not(make_engi
     assert s.search("starter loaf", neighbors=False).hits[0].path == "sourdough.md"
     para = s.search("what makes a behaviour stick every day", neighbors=False)
     assert para.hits and para.hits[0].path == "habits.md", [(h.path, h.vector_score) for h in para.hits]
+
+
+def test_the_floor_is_reprobed_off_the_query_path(make_engine, tmp_path):
+    """Once known, a stale floor (the index grew, title vectors were rebuilt) still answers at once while the
+    re-probe runs on a background thread; the probes are embedded once per embedder."""
+    import time
+
+    from reme_engine.search.null import probe_vectors
+
+    v = tmp_path / "v"
+    v.mkdir()
+    for name, text in NOTES.items():
+        (v / name).write_text(text, encoding="utf-8")
+    e = make_engine(v)
+    e.index()
+    s = e.searcher
+    s.wait_titles()
+    q = s.fusion.null_floor_quantile
+    fresh = s.null_floor(q)
+    assert probe_vectors(s.vectors.embedder) is probe_vectors(s.vectors.embedder)
+    s._null = (1, [0.99] * 5, None)  # as if probed when the index held one chunk and no titles
+    assert s.null_floor(q) == 0.99  # the previous floor answers, nothing waits
+    deadline = time.monotonic() + 30
+    while s._null[0] == 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert s._null[0] == len(s.vectors.index) and s.null_floor(q) == fresh
