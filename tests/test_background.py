@@ -445,3 +445,19 @@ def test_a_query_encodes_in_process_while_the_child_runs_a_pass(child_embedder):
     finally:
         bg.join(60)
     assert out and out[0].shape == (96, 512)
+
+
+def test_stopping_a_pass_abandons_the_childs_batch_at_once():
+    import threading
+
+    from reme_engine.index.embedder import EmbedCancelled, OfflineEmbedder
+
+    e = OfflineEmbedder(child_min_texts=1)
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()  # while the child still loads its model
+    t = time.monotonic()
+    with pytest.raises(EmbedCancelled):
+        e.embed_pass([f"text {i}" for i in range(400)], pass_texts=400, should_stop=stop.is_set)
+    assert time.monotonic() - t < 0.5 + 2.5  # not the seconds a busy machine takes for the batch
+    assert e.child_pid is None  # stopped: its reply would be stale
+    e.close()

@@ -38,7 +38,7 @@ class EmbedStep:
         import numpy as np
 
         from ..markdown.chunker import Chunk
-        from .embedder import EmbedderError
+        from .embedder import EmbedCancelled, EmbedderError
 
         from .report import IndexReport
 
@@ -107,7 +107,12 @@ class EmbedStep:
             part = pending[i : i + EMBED_BATCH]
             texts = [Chunk(0, 0, r[2], tuple(json.loads(r[3]))).embed_text() for r in part]
             try:
-                m = vs.embedder.embed(texts) if bulk is None else bulk(texts, pass_texts=len(pending), live=vs.live)
+                if bulk is None:
+                    m = vs.embedder.embed(texts)
+                else:
+                    m = bulk(texts, pass_texts=len(pending), live=vs.live, should_stop=should_stop)
+            except EmbedCancelled:  # asked to stop mid-batch (quitting): not an error
+                break
             except EmbedderError as exc:
                 report.embed_error = str(exc)
                 break

@@ -15,11 +15,15 @@ if TYPE_CHECKING:  # numpy is imported lazily at run time (start-up cost of one-
 import os
 import threading
 import time
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 
 class EmbedderError(RuntimeError):
     """The embedder could not produce vectors (remote unreachable, bad reply, model missing)."""
+
+
+class EmbedCancelled(EmbedderError):
+    """A vector pass's batch was abandoned because the pass was asked to stop (the app is quitting); not a failure."""
 
 
 class Embedder(Protocol):
@@ -170,13 +174,16 @@ class OfflineEmbedder:
         # `job search` process first (a first embedding of a vault runs for many minutes).
         return l2_normalize(np.vstack(self._background().submit(run).result()))
 
-    def embed_pass(self, texts: Sequence[str], *, pass_texts: int, live: bool = False) -> np.ndarray:
+    def embed_pass(self, texts: Sequence[str], *, pass_texts: int, live: bool = False,
+                   should_stop: Callable[[], bool] | None = None) -> np.ndarray:
         """One batch of a vector pass of ``pass_texts`` texts to encode: ``(len(texts), 512)`` float32,
         L2-normalised, as :meth:`embed` returns. In the child process when it is enabled and the pass is big
         (``pass_texts >= child_min_texts``) or runs in a long-running process (``live``: the app, ``--serve``):
         the UI's process then never holds the GIL for the encode, and a query (:meth:`embed`, always in this
         process) never waits for it. Otherwise the same as :meth:`embed`. A child that dies is restarted once per
-        batch; raises EmbedderError when it dies again or fails."""
+        batch; raises EmbedderError when it dies again or fails. ``should_stop`` is polled while the child works
+        (every 0.2 s): when it turns True the child is stopped and EmbedCancelled raised, so quitting the app never
+        waits for a batch that a busy machine gives the niced child little CPU for."""
         import numpy as np
 
         if not texts:
@@ -187,7 +194,7 @@ class OfflineEmbedder:
         with self._child_lock:  # one pass at a time uses the child (the embed lock already ensures it)
             if self._child is None:
                 self._child = EncodeChild(self._threads, self.SUB_BATCH)
-            return l2_normalize(self._child.encode(batch))
+            return l2_normalize(self._child.encode(batch, should_stop))
 
     @property
     def child_pid(self) -> int | None:
@@ -398,15 +405,16 @@ class EncodeChild:
         child_end.close()  # only the child holds it now: its death is an EOF here
         self._proc, self._conn = proc, parent_end
 
-    def encode(self, texts: list[str]):
+    def encode(self, texts: list[str], should_stop: Callable[[], bool] | None = None):
         """``(len(texts), 512)`` float32 rows (not normalised). A child that died (before or during the batch) is
-        started again once; raises EmbedderError when the new one dies too or reports a failure."""
+        started again once; raises EmbedderError when the new one dies too or reports a failure, EmbedCancelled
+        (the child stopped: its reply would be stale) when ``should_stop()`` turns True meanwhile."""
         died = None
         for attempt in range(2):
             self.start()
             try:
                 self._conn.send(("encode", texts))
-                reply = self._wait()
+                reply = self._wait(should_stop)
             except (EOFError, OSError) as exc:
                 code = self._exitcode()  # start() restarts it (and counts a crash)
                 if code == 0 and attempt == 0:  # an idle exit raced with this batch: not a crash
@@ -418,9 +426,13 @@ class EncodeChild:
             raise EmbedderError(reply[1])
         raise EmbedderError(f"the background embedding process died twice ({died})")
 
-    def _wait(self):
-        # poll in slices so a child that dies without closing the pipe (it always does close it) cannot hang us
-        while not self._conn.poll(0.5):
+    def _wait(self, should_stop: Callable[[], bool] | None = None):
+        # poll in slices: a stop request is seen within 0.2 s, and a child that died without closing the pipe (it
+        # always does close it) cannot hang us
+        while not self._conn.poll(0.2):
+            if should_stop is not None and should_stop():
+                self._drop()
+                raise EmbedCancelled("vector pass stopped")
             if not self._proc.is_alive():
                 raise EOFError("background embedding process exited")
         return self._conn.recv()
