@@ -316,7 +316,7 @@ def _phase(lines: list[str]) -> str:
     return "idle"
 
 
-def keys_run(tmp: Path, child: bool, seconds: float, patho: bool, hybrid_wait: float = 300.0) -> dict:
+def keys_run(tmp: Path, child: bool, seconds: float, patho: bool, hybrid_wait: float = 240.0) -> dict:
     """One first run of the real app with the encode child on or off; see the module docstring (part keys)."""
     import re
     from datetime import date
