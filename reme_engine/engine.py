@@ -31,7 +31,7 @@ from .embed_pass import EmbedCoordinator
 from .errors import EngineError
 from .index.indexer import Indexer, IndexReport, Progress
 from .index.store import Store
-from .results import (HEALTH_FIRST_N, MAX_READ_LINES, DeleteResult, DreamLog, EngineStatus, FileProblems,
+from .results import (HEALTH_FIRST_N, MAX_READ_CHARS, MAX_READ_LINES, DeleteResult, DreamLog, EngineStatus, FileProblems,
                       FrontmatterRead, FrontmatterUpdate, HealthReport, ListResult, MoveResult, NoteTitle,
                       ReadResult, StatResult, WriteResult, result_to_dict)
 from . import pipelines
@@ -349,9 +349,12 @@ class Engine:
         return parse_links(text, start_line=start_line, start_offset=start_offset)
 
     # -- file jobs (reme_engine.vault.files) -----------------------------------------------------------------
-    def read(self, path: str, start_line: int = 1, end_line: int | None = None) -> ReadResult:
-        """Lines ``start_line``..``end_line`` (1-based, inclusive) of a text file; at most MAX_READ_LINES."""
-        return files.read(self, path, start_line, end_line)
+    def read(self, path: str, start_line: int = 1, end_line: int | None = None,
+             max_chars: int | None = MAX_READ_CHARS) -> ReadResult:
+        """Lines ``start_line``..``end_line`` (1-based, inclusive) of a text file: at most MAX_READ_LINES lines and
+        ``max_chars`` characters (None: unbounded, for a front end that pages a whole note; ``truncated``;
+        ``line_cut`` when one line was longer). Raises EngineError."""
+        return files.read(self, path, start_line, end_line, max_chars)
 
     def write(self, path: str, content: str, *, overwrite: bool = True, expected_sha: str | None = None) -> WriteResult:
         """Create or replace a text file atomically and index it. ``overwrite=False`` refuses an existing file;

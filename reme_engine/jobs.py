@@ -103,6 +103,7 @@ PARAM_HELP = {
     "new": "replacement text",
     "start_line": "first line, 1-based",
     "end_line": "last line, inclusive (default: the end, at most 5000 lines)",
+    "max_chars": "characters returned at most (default 200000: a huge note is read in parts from end_line + 1)",
     "depth": "hops to follow",
     "direction": "out | in | both",
     "max_nodes": "stop after this many notes",

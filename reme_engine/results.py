@@ -12,6 +12,10 @@ from typing import Any, TypedDict
 
 #: Lines a single ``read`` returns at most.
 MAX_READ_LINES = 5000
+#: Characters one read returns at most (whole lines while they fit; a longer first line is cut): a 5 MB one-line
+#: note must not become a 5 MB tool result or JSON line. Read on from ``end_line + 1`` (or the cut line's rest
+#: is not reachable by line range: open the file itself).
+MAX_READ_CHARS = 200_000
 #: Files health_check and the refresh summary list per kind of problem (the counts are always complete).
 HEALTH_FIRST_N = 20
 
@@ -19,7 +23,8 @@ HEALTH_FIRST_N = 20
 @dataclass
 class ReadResult:
     """Lines ``start_line``..``end_line`` (1-based, inclusive) of ``path`` out of ``total_lines``; ``sha`` is the
-    whole file's content hash (pass it back as ``expected_sha``); ``truncated`` when MAX_READ_LINES cut it."""
+    whole file's content hash (pass it back as ``expected_sha``); ``truncated`` when MAX_READ_LINES or
+    MAX_READ_CHARS cut it; ``line_cut`` when the last line returned is itself cut (a line over MAX_READ_CHARS)."""
 
     path: str
     start_line: int
@@ -28,6 +33,7 @@ class ReadResult:
     text: str
     sha: str
     truncated: bool
+    line_cut: bool = False
 
 
 @dataclass

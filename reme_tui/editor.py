@@ -62,7 +62,7 @@ def prepare_edit(engine, path: str) -> EditSession:
         parts: list[str] = []
         start, total = 1, None
         while total is None or start <= total:
-            r = engine.read(path, start, None)
+            r = engine.read(path, start, None, max_chars=None)
             if sha is None:
                 sha = r.sha
             elif r.sha != sha:  # changed between two pages of the read: start over

@@ -239,7 +239,7 @@ def note_document(engine, request: OpenNote, cancelled: Callable[[], bool] = lam
     parts: list[str] = []
     start, total, sha = 1, None, ""
     while total is None or start <= total:
-        r = engine.read(request.path, start, None)
+        r = engine.read(request.path, start, None, max_chars=None)
         sha = sha or r.sha
         parts.append(r.text)
         total = r.total_lines

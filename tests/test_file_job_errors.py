@@ -67,3 +67,48 @@ def test_os_error_message_names_the_reason_and_shortens_the_path():
     assert msg.startswith("cannot write a/bbb") and msg.endswith("file name too long (at most 255 bytes per "
                                                                   "folder or file name)") and len(msg) < 170
     assert os_error_message(OSError(errno.EMLINK, "Too many links"), "x.md") == "cannot write x.md: too many links"
+
+
+def test_a_read_is_bounded_in_characters_and_says_where_it_stopped(open_engine):
+    """A 1 MB one-line note and a note of many long lines give at most MAX_READ_CHARS characters per read, marked
+    truncated; reading on from end_line + 1 continues where the last one stopped."""
+    from reme_engine.results import MAX_READ_CHARS
+
+    e = open_engine()
+    v = e.vault
+    (v / "adv").mkdir(exist_ok=True)
+    (v / "adv/oneline.md").write_text("x" * 1_000_000, encoding="utf-8")
+    r = run_job(e, "read", {"path": "adv/oneline"})
+    assert r["success"] and r["truncated"] and r["line_cut"], {k: r[k] for k in r if k != "text"}
+    assert len(r["text"]) == MAX_READ_CHARS and r["start_line"] == r["end_line"] == 1
+
+    line = "y" * 999 + "\n"
+    n = 3 * MAX_READ_CHARS // len(line)
+    (v / "adv/many.md").write_text(line * n, encoding="utf-8")
+    got, start = [], 1
+    while start <= n:
+        r = run_job(e, "read", {"path": "adv/many", "start_line": start})
+        assert r["success"] and not r["line_cut"] and len(r["text"]) <= MAX_READ_CHARS
+        assert r["text"] == line * (r["end_line"] - start + 1)
+        got.append(r["end_line"] - start + 1)
+        start = r["end_line"] + 1
+    assert sum(got) == n and len(got) >= 3
+    small = run_job(e, "read", {"path": "adv/many", "start_line": 1, "end_line": 3})
+    assert small["text"] == line * 3 and not small["truncated"]
+
+
+def test_the_apps_editor_and_note_pane_read_a_huge_line_whole(open_engine):
+    """The character budget is for jobs and agents: the $EDITOR copy must hold every byte (it is written back)."""
+    from reme_tui.editor import prepare_edit
+
+    e = open_engine()
+    (e.vault / "adv").mkdir(exist_ok=True)
+    body = "z" * 700_000 + "\nend\n"
+    (e.vault / "adv/huge.md").write_text(body, encoding="utf-8")
+    s = prepare_edit(e, "adv/huge.md")
+    try:
+        assert s.copy.read_text(encoding="utf-8") == body
+    finally:
+        import shutil
+
+        shutil.rmtree(s.copy.parent, ignore_errors=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EngineError, os_error_message
-from ..results import (MAX_READ_LINES, DeleteResult, FrontmatterRead, FrontmatterUpdate, ListEntry, ListResult,
+from ..results import (MAX_READ_CHARS, MAX_READ_LINES, DeleteResult, FrontmatterRead, FrontmatterUpdate, ListEntry, ListResult,
                        NoteTitle, ReadResult, StatResult, WriteResult)
 from .io import SkipFile, WriteConflict, atomic_write, read_text
 from .paths import VaultPath, VaultPathError, resolve
@@ -148,8 +148,12 @@ def valid_day(ctx: VaultContext, date: str) -> str:
 
 
 # -- file jobs ------------------------------------------------------------------------------------------------
-def read(ctx: VaultContext, path: str, start_line: int = 1, end_line: int | None = None) -> ReadResult:
-    """Lines ``start_line``..``end_line`` (1-based, inclusive) of a text file; at most MAX_READ_LINES."""
+def read(ctx: VaultContext, path: str, start_line: int = 1, end_line: int | None = None,
+         max_chars: int | None = MAX_READ_CHARS) -> ReadResult:
+    """Lines ``start_line``..``end_line`` (1-based, inclusive) of a text file: at most MAX_READ_LINES lines and
+    ``max_chars`` characters (None: no character budget; ``truncated`` says a budget cut it; ``line_cut`` when a
+    single line was longer than ``max_chars``). Raises EngineError for a missing or unreadable file, a bad range or
+    ``max_chars`` < 1."""
     vp = find_note(ctx, path)
     if not vp.abs.is_file():
         raise EngineError(f"no such file: {vp.rel}")
@@ -169,8 +173,26 @@ def read(ctx: VaultContext, path: str, start_line: int = 1, end_line: int | None
     if end - start + 1 > MAX_READ_LINES:
         end = start + MAX_READ_LINES - 1
         truncated = True
-    text = "".join(lines[start - 1 : end]) if start <= end else ""
-    return ReadResult(vp.rel, start, max(end, start - 1), total, text, tf.sha, truncated)
+    budget = None if max_chars is None else int(max_chars)
+    if budget is not None and budget < 1:
+        raise EngineError("max_chars must be >= 1")
+    parts: list[str] = []
+    used = 0
+    line_cut = False
+    for i in range(start - 1, end):
+        line = lines[i]
+        if budget is not None and used + len(line) > budget:
+            truncated = True
+            if not parts:  # one line over the budget: its head, marked
+                parts.append(line[:budget])
+                line_cut = True
+                end = i + 1
+            else:
+                end = i
+            break
+        parts.append(line)
+        used += len(line)
+    return ReadResult(vp.rel, start, max(end, start - 1), total, "".join(parts), tf.sha, truncated, line_cut)
 
 
 def write(ctx: VaultContext, path: str, content: str, *, overwrite: bool = True,
