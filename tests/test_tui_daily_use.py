@@ -175,37 +175,37 @@ def test_switcher_matcher_cjk_aliases_paths_and_recency():
 
 
 async def test_ctrl_o_opens_a_note_by_name_and_offers_to_create_a_missing_one(app_for):
-    from reme_tui.screens.switcher import LIMIT, QuickSwitcherScreen
+    from reme_tui.screens.switcher import LIMIT
 
     app = app_for()
     async with app.run_test(size=(100, 30)) as pilot:
         m = await started(pilot)
+        s = m.switcher
+        # the note list was read in a worker once the index opened: the first Ctrl+O does not wait for it
+        assert m.note_index is not None and len(m.note_index) == len(app.engine.note_titles()) > 20
         await open_and_wait(pilot, "digest/wiki/新能源.md")
         await pilot.press("ctrl+o")
-        await wait_for(pilot, lambda: isinstance(pilot.app.screen, QuickSwitcherScreen), what="switcher")
-        s = pilot.app.screen
-        await wait_for(pilot, lambda: s.matcher is not None and s.list.option_count > 0, what="note list")
+        await wait_for(pilot, lambda: s.is_open and s.input.has_focus, what="switcher")
+        assert pilot.app.screen is m  # an overlay of the main screen, not a screen of its own
+        assert s.matcher is not None and s.matcher.index is m.note_index and s.list.option_count > 0
         assert s.matches[0].note.path == "digest/wiki/新能源.md"  # the recent note first
-        assert len(s.matcher) == len(app.engine.note_titles()) > 20
         await pilot.press(*"光链")
         await wait_for(pilot, lambda: s.input.value == "光链", what="typed")
         assert s.matches[0].note.path == GUANGFU
         assert option_texts(s.list)[-1].startswith("+ Create 光链.md")  # no note is called that
+        await pilot.press("ctrl+o")  # while open: nothing
         await pilot.press("enter")
-        await wait_for(pilot, lambda: m.note.path == GUANGFU, what="opened")
-        assert pilot.app.screen is m
-        # the same dialog comes back (kept mounted: no rebuild), emptied, with the note just opened first
-        first = s
+        await wait_for(pilot, lambda: m.note.path == GUANGFU and not s.is_open, what="opened")
+        assert not s.display and pilot.app.screen is m
+        # again: emptied, with the note just opened first
         await pilot.press("ctrl+o")
-        await wait_for(pilot, lambda: isinstance(pilot.app.screen, QuickSwitcherScreen), what="switcher")
-        s = pilot.app.screen
-        assert s is first and s.input.value == "" and not s.dismissed
+        await wait_for(pilot, lambda: s.is_open, what="switcher")
+        assert s.input.value == ""
         await wait_for(pilot, lambda: s.matches and s.matches[0].note.path == GUANGFU, what="recent first again")
         assert s.list.option_count <= LIMIT
         # an alias finds its note; a missing name is created at the vault root and opened
         await pilot.press(*"混合检索")
-        await wait_for(pilot, lambda: s.matcher is not None and s.input.value == "混合检索" and s.matches,
-                       what="alias match")
+        await wait_for(pilot, lambda: s.input.value == "混合检索" and s.matches, what="alias match")
         assert s.matches[0].note.path == "digest/wiki/hybrid-retrieval.md" and s.create_path is None
         s.input.value = "全新的想法"
         await wait_for(pilot, lambda: s.create_path == "全新的想法.md" and not s.matches, what="create row")
@@ -213,6 +213,50 @@ async def test_ctrl_o_opens_a_note_by_name_and_offers_to_create_a_missing_one(ap
         await pilot.press("enter")
         await wait_for(pilot, lambda: m.note.path == "全新的想法.md", what="created")
         assert "# 全新的想法" in (Path(app.engine.vault) / "全新的想法.md").read_text(encoding="utf-8")
+        # the new note is in the next opening's list (read again after the vault changed)
+        await wait_for(pilot, lambda: m.note_index is not None and "全新的想法.md" in m.note_index.by_path,
+                       what="note list read again")
+
+
+async def test_switcher_escape_gives_focus_back_and_double_keys_act_once(app_for):
+    """Escape closes the overlay and gives the focus back; Escape/Enter pressed twice at once close it once and
+    never leave the main screen; a click elsewhere closes it; the note list read while the vault changed is
+    dropped for a fresh one."""
+    app = app_for()
+    async with app.run_test(size=(100, 30)) as pilot:
+        m = await started(pilot)
+        s = m.switcher
+        calls = []
+        m.daily.focus_dates()
+        await pilot.pause()
+        before = pilot.app.focused
+        assert before is m.daily.dates
+        s.open([], "", index=m.note_index, done=calls.append)
+        await wait_for(pilot, lambda: s.input.has_focus, what="switcher focused")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not s.is_open, what="closed")
+        assert calls == [None] and pilot.app.focused is before  # the Daily list has the keys again
+        s.open([], "", index=m.note_index, done=calls.append)
+        await wait_for(pilot, lambda: s.input.has_focus, what="switcher focused")
+        await press_together(pilot, "escape", "escape")
+        assert not s.is_open and calls == [None, None]
+        assert pilot.app.screen is m and m in pilot.app.screen_stack
+        # Enter twice, before and after the list is in: one choice
+        calls.clear()
+        m.note_index = None  # the vault changed: the switcher reads the list itself
+        s.open([], "光伏产业", index=None, done=calls.append)
+        await press_together(pilot, "enter", "enter")
+        await wait_for(pilot, lambda: calls, what="chosen")
+        await settle(pilot)
+        assert calls == [("open", GUANGFU)] and not s.is_open
+        await app_alive(pilot, m)
+        # a click on a pane closes it (the pane keeps the focus)
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: s.is_open and s.input.has_focus, what="switcher")
+        m.links.focus()
+        await wait_for(pilot, lambda: not s.is_open, what="closed when the focus left")
+        assert pilot.app.focused is m.links
+        assert pilot.app._exception is None
 
 
 async def test_palette_finds_notes_by_title(app_for):
@@ -340,16 +384,15 @@ def _snap(app_for, monkeypatch, *, today: str = DEMO_DAY, then=None):
 
 
 def test_snapshot_quick_switcher_80x24(app_for, snap_compare, monkeypatch):
-    """The quick switcher over the main screen: "光伏" typed; 光伏产业链 first with its matched characters
-    underlined and its path dimmed, the other notes naming 光伏 below, the count line, and the box's key hints."""
-    from reme_tui.screens.switcher import QuickSwitcherScreen
+    """The quick switcher over the main screen (its panes visible around the box): "光伏" typed; 光伏产业链
+    first with its matched characters underlined and its path dimmed, the other notes naming 光伏 below, the
+    count line, and the box's key hints."""
 
     async def then(pilot, m):
         await pilot.press("ctrl+o")
-        await wait_for(pilot, lambda: isinstance(pilot.app.screen, QuickSwitcherScreen)
-                       and pilot.app.screen.matcher is not None, what="switcher")
+        await wait_for(pilot, lambda: m.switcher.is_open and m.switcher.matcher is not None, what="switcher")
         await pilot.press(*"光伏")
-        await wait_for(pilot, lambda: pilot.app.screen.input.value == "光伏", what="typed")
+        await wait_for(pilot, lambda: m.switcher.input.value == "光伏", what="typed")
 
     app, run_before = _snap(app_for, monkeypatch, then=then)
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

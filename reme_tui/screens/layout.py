@@ -100,6 +100,38 @@ class PaneLayout:
         self._apply_layout()
 
     # -- focus ----------------------------------------------------------------------------------------------
+    # The pane holding the focus has an accent border and title. Not a ``:focus-within`` rule: Textual restyles
+    # the whole subtree of such a pane on every focus move (a long note: hundreds of blocks, most of the quick
+    # switcher's opening); an inline border repaints the pane's frame only.
+    _lit_pane = None
+
+    def watch_focused(self, focused) -> None:
+        panes = (self.left, self.note, self.links, self.agenda, self.chat)
+        pane = next((n for n in focused.ancestors_with_self if n in panes), None) if focused is not None else None
+        if pane is self._lit_pane:
+            return
+        if self._lit_pane is not None:
+            inline = self._lit_pane.styles.inline
+            cleared = [inline.clear_rule(r) for r in
+                       ("border_top", "border_right", "border_bottom", "border_left", "border_title_color",
+                        "auto_border_title_color")]
+            if any(cleared):
+                self._lit_pane.refresh()
+        self._lit_pane = pane
+        if pane is not None:
+            self._light_pane(pane)
+
+    def _light_pane(self, pane) -> None:
+        accent = self.app.get_css_variables().get("accent", "ansi_bright_blue")
+        pane.styles.border = ("round", accent)
+        pane.styles.border_title_color = accent
+        pane.styles.auto_border_title_color = False  # the CSS's muted title is "auto 60%"
+
+    def _relight_pane(self, _theme=None) -> None:
+        """A theme change: the lit pane takes the new accent."""
+        if self._lit_pane is not None:
+            self._light_pane(self._lit_pane)
+
     def action_focus_main(self) -> None:
         self.note.focus_body()
 

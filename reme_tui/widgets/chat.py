@@ -103,6 +103,11 @@ class ChatBubble(Static):
 class ChatLog(VerticalScroll, can_focus=True):
     """The transcript (focusable, so keys scroll it)."""
 
+    def watch_has_focus(self, _has_focus: bool) -> None:
+        # Textual restyles the whole subtree here (every block of a long note); no rule of the app styles the
+        # blocks by this container's focus, so restyling the container itself is enough
+        self.app.stylesheet.update_nodes([self], animate=True)
+
 
 class ChatPane(Vertical):
     """``llm``: whether answers are available (changes the notice); ``bubbles``: message id → :class:`ChatBubble`."""

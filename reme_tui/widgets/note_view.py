@@ -124,6 +124,11 @@ class NoteMarkdown(Markdown):
 class NoteScroll(VerticalScroll, can_focus=True):
     """The scrolling container of the rendered note (focusable, so keys scroll it)."""
 
+    def watch_has_focus(self, _has_focus: bool) -> None:
+        # Textual restyles the whole subtree here (every block of a long note); no rule of the app styles the
+        # blocks by this container's focus, so restyling the container itself is enough
+        self.app.stylesheet.update_nodes([self], animate=True)
+
 
 class NoteView(Vertical):
     """Shows one note. ``path`` is the vault-relative path of what is shown (None before the first note)."""
