@@ -234,7 +234,8 @@ def snippet(text: str, width: int = 200, query: str = "") -> str:
 
 
 def why_line(hit) -> str:
-    """Why a hit ranked: each leg's rank and raw score, and the fused score."""
+    """Why a hit ranked: each leg's rank and raw score (``title`` when the vector score is the note title's
+    cosine), and the fused score."""
     parts = []
     if hit.keyword_rank is not None:
         # FTS5 clamps the IDF of terms in over half the chunks to ~1e-6: such scores say nothing, the rank does
@@ -243,7 +244,9 @@ def why_line(hit) -> str:
     else:
         parts.append("kw —")
     if hit.vector_rank is not None:
-        parts.append(f"vec #{hit.vector_rank} ({hit.vector_score:.3f})")
+        # the note's title vector stood for it (its first chunk): say so, the cosine is not this chunk's
+        title = " title" if getattr(hit, "vector_title", False) else ""
+        parts.append(f"vec #{hit.vector_rank} ({hit.vector_score:.3f}{title})")
     elif getattr(hit, "vector_imputed", False):
         parts.append("vec n/a (no vector yet: ranked as kw)")
     else:

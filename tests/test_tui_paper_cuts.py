@@ -9,9 +9,9 @@ import json
 
 from reme_tui.app import create_app
 from reme_tui.history import History
-from reme_tui.render import ownership_line
+from reme_tui.render import ownership_line, why_line
 from reme_tui.screens.dialogs import LinkPickerScreen
-from reme_tui.screens.search import SearchScreen
+from reme_tui.screens.search import VECTOR_CANDIDATES, SearchScreen, hidden_text, plural
 
 from test_tui import main, open_and_wait, option_texts, settle, started, wait_for
 
@@ -50,7 +50,49 @@ async def test_search_says_when_weaker_hits_are_hidden(app_for):
         hidden = s.result.hidden
         assert hidden > 0, "the demo query no longer has a weak tail; pick another"
         info = str(s.info.render())
-        assert f"{len(s.result.hits)} hits" in info and f"{hidden} weaker hits hidden" in info
+        assert plural(len(s.result.hits), "hit") in info and hidden_text(hidden) in info
+
+
+def test_hit_counts_read_as_english_and_the_vector_tail_is_not_counted():
+    """"1 hit", not "1 hits"; a few hidden candidates are counted; most of the vector leg's candidates (the
+    nearest notes by meaning, however far) are not "100 weaker hits"."""
+    assert plural(1, "hit") == "1 hit" and plural(0, "hit") == "0 hits" and plural(3, "hit") == "3 hits"
+    assert hidden_text(0) == ""
+    assert hidden_text(1) == " · 1 weaker hit hidden" and hidden_text(7) == " · 7 weaker hits hidden"
+    assert hidden_text(VECTOR_CANDIDATES) == hidden_text(VECTOR_CANDIDATES - 1) == " · weaker semantic matches hidden"
+
+
+def test_why_line_says_when_the_title_vector_matched():
+    from reme_engine.search.results import Hit
+
+    def hit(**kw):
+        return Hit("a.md", 1, 3, 0.5, "text", [], "a", "", 1, keyword_rank=None, vector_rank=2, vector_score=0.612,
+                   **kw)
+
+    assert why_line(hit(vector_title=True)) == "kw — · vec #2 (0.612 title) · fused 0.5"
+    assert why_line(hit()) == "kw — · vec #2 (0.612) · fused 0.5"
+
+
+async def test_search_shows_the_date_range_read_from_time_words(app_for):
+    """"昨天聊了什么" (what did I talk about yesterday): the engine reads a one-day range and lists what is dated
+    then; the info line says which dates and why the hits are what they are."""
+    app = app_for(today=DEMO_DAY)
+    async with app.run_test(size=(140, 30)) as pilot:
+        await started(pilot)
+        await pilot.press("slash", *"昨天聊了什么")
+        s = pilot.app.screen
+        assert isinstance(s, SearchScreen)
+        await wait_for(pilot, lambda: s.result is not None and s.shown_seq == s.seq and s.result.query == "昨天聊了什么",
+                       what="results")
+        tr = s.result.time_range
+        assert tr and tr["date_from"] == tr["date_to"] and tr["listing"] and tr["phrase"] == "昨天"
+        info = str(s.info.render())
+        assert f"dates {tr['date_from']} ('昨天'): what is dated then, newest first" in info, info
+        # a query without time words has no such line
+        s.input.value = "光伏"
+        await wait_for(pilot, lambda: s.result is not None and s.result.query == "光伏" and s.shown_seq == s.seq,
+                       what="results 2")
+        assert s.result.time_range is None and "dates " not in str(s.info.render())
 
 
 async def test_link_picker_marks_links_to_missing_notes(app_for, demo_vault):

@@ -47,6 +47,42 @@ def hit_prompt(hit, width: int = 100, query: str = "") -> Text:
     return Text("\n").join([fit_text(head, width), body, fit_text(why, width)])
 
 
+def plural(n: int, word: str) -> str:
+    """``1 hit``, ``2 hits``, ``0 hits``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+#: Candidates the engine's vector leg fetches for :data:`RESULT_LIMIT` hits (``min(200, 5·limit)``, see
+#: ``reme_engine.search.hybrid``): a hidden count near it is that leg's whole tail, not weaker matches.
+VECTOR_CANDIDATES = min(200, 5 * RESULT_LIMIT)
+
+
+def hidden_text(hidden: int) -> str:
+    """What the engine's relative floor hid, for the info line: ``" · 3 weaker hits hidden"``; when the count
+    is most of the vector leg's candidates (nearest notes by meaning, ranked whatever their distance), a count
+    would say nothing: ``" · weaker semantic matches hidden"``. ``""`` when nothing was hidden."""
+    if hidden <= 0:
+        return ""
+    if hidden >= VECTOR_CANDIDATES // 2:
+        return " · weaker semantic matches hidden"
+    return f" · {plural(hidden, 'weaker hit')} hidden"
+
+
+def time_range_text(time_range: dict | None) -> str:
+    """The date range the engine read from the query's time words, for the info line:
+    ``" · dates 2026-11-23..2026-11-29 (last week)"``, ``listing`` adding that hits are what is dated then,
+    newest first. ``""`` without one."""
+    if not time_range:
+        return ""
+    lo, hi = time_range.get("date_from") or "…", time_range.get("date_to") or "…"
+    span = lo if lo == hi else f"{lo}..{hi}"
+    phrase = one_line(str(time_range.get("phrase") or "")).strip()
+    out = f" · dates {span}" + (f" ({phrase!r})" if phrase else "")
+    if time_range.get("listing"):
+        out += ": what is dated then, newest first"
+    return out
+
+
 class SearchResults(OptionList):
     """The result rows; posts ``OptionList.OptionSelected`` (handled by the screen)."""
 
@@ -258,13 +294,11 @@ class SearchScreen(Dialog):
         self.result = res
         keep, self._keep_highlight = self._keep_highlight, None
         self._fill(res, keep or 0)
-        note = f"{len(res.hits)} hits · {res.took_ms:.0f} ms · {res.mode}"
-        # the engine drops hits far below the best one (a relative floor): say so, or they seem lost
-        hidden = int(getattr(res, "hidden", 0) or 0)
-        weaker = f" · {hidden} weaker {'hit' if hidden == 1 else 'hits'} hidden" if hidden else ""
+        note = f"{plural(len(res.hits), 'hit')} · {res.took_ms:.0f} ms · {res.mode}"
+        weaker = hidden_text(int(getattr(res, "hidden", 0) or 0))
         if res.degraded:
             note += f" · {res.degraded}"
-        ftext = self._filter_text()
+        ftext = self._filter_text() + time_range_text(getattr(res, "time_range", None))
         self._info(note + weaker + ftext if res.hits else f"no hits for {message.query!r} ({res.mode}){weaker}{ftext}")
         if self._open_when_ready and message.seq == self.seq:
             self._open_when_ready = False
