@@ -33,6 +33,20 @@ def test_runs_record_and_revert(tmp_path, journal):
     assert existing.read_text() == "original\n" and not (v / "digest/wiki/b.md").exists()
 
 
+def test_reverting_a_run_twice_says_it_is_already_reverted(tmp_path, journal):
+    v = tmp_path / "v"
+    v.mkdir()
+    (v / "a.md").write_text("mine\n")
+    run = journal.start_run(v, "auto_memory")
+    run.write("a.md", "app\n", step="s", expected_sha=content_hash(b"mine\n"))
+    run.write("b.md", "new\n", step="s", expected_sha=None)
+    assert sorted(journal.revert(v, run.run_id).restored) == ["a.md", "b.md"]
+    again = journal.revert(v, run.run_id)
+    assert again.restored == [] and len(again.refused) == 2
+    assert all(r["reason"].startswith("already reverted at ") for r in again.refused), again.refused
+    assert (v / "a.md").read_text() == "mine\n" and not (v / "b.md").exists()
+
+
 def test_revert_refuses_files_changed_since(tmp_path, journal):
     v = tmp_path / "v"
     v.mkdir()

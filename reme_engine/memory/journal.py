@@ -256,8 +256,10 @@ class ChangeJournal:
         or whose before-text does not match its before-hash, is refused (``path`` "?" when unreadable) and
         named in ``warnings``. Raises KeyError for an unknown run.
         """
-        if not self._exec("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone():
+        row = self._exec("SELECT reverted_at FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        if not row:
             raise KeyError(f"unknown run {run_id!r}")
+        reverted_at = _num(row[0], "reverted_at", [])
         res = RevertResult(run_id)
         changes = self.changes(run_id, with_text=True, warnings=res.warnings)
         for w in res.warnings:
@@ -275,10 +277,15 @@ class ChangeJournal:
                 res.refused.append({"path": path, "reason": f"damaged journal row: {exc}"})
                 continue
             current = file_hash(vp.abs)
-            if current != last_after[path].after_sha:
-                res.refused.append({"path": path, "reason": "changed since the run wrote it; left as it is"})
-                continue
             before = first_before[path]
+            if current != last_after[path].after_sha:
+                if current == before.before_sha:  # None == None: a file the run created is gone again
+                    when = time.strftime(" at %H:%M", time.localtime(reverted_at)) if reverted_at else ""
+                    why = f"already reverted{when}" if reverted_at else "already as it was before the run"
+                    res.refused.append({"path": path, "reason": f"{why}; nothing to do"})
+                else:
+                    res.refused.append({"path": path, "reason": "changed since the run wrote it; left as it is"})
+                continue
             if before.before_sha is not None and not _text_matches(before.before_text, before.before_sha):
                 msg = f"{path}: the journal's before-text does not match its hash (damaged row); not restored"
                 self._warn(res.warnings, msg)
