@@ -84,6 +84,8 @@ class StatResult:
     skipped_reason: str | None = None
     #: links of this note that several files match: ``{line, target, resolved, candidates}`` (chosen first)
     ambiguous_links: list[dict] = field(default_factory=list)
+    #: a regular file without any write permission bit: the app's writes refuse it (``vault.io.atomic_write``)
+    read_only: bool = False
 
 
 @dataclass(frozen=True)

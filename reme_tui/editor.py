@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from reme_engine.engine import EngineError
+
 
 def editor_command() -> str:
     """The user's editor: ``$VISUAL``, else ``$EDITOR``, else ``vi``."""
@@ -58,7 +60,11 @@ def prepare_edit(engine, path: str) -> EditSession:
     A missing note gives an empty copy (the note is created on save). EngineError for a folder or unreadable
     file."""
     text, sha = "", None
-    if engine.stat(path).exists:
+    st = engine.stat(path)
+    if st.read_only:  # the save would be refused: say so now, not after the user typed
+        raise EngineError(f"{st.path} is read-only (no write permission): not opened for editing; "
+                          "give it write permission to edit it")
+    if st.exists:
         parts: list[str] = []
         start, total = 1, None
         while total is None or start <= total:

@@ -112,3 +112,28 @@ def test_the_apps_editor_and_note_pane_read_a_huge_line_whole(open_engine):
         import shutil
 
         shutil.rmtree(s.copy.parent, ignore_errors=True)
+
+
+def test_a_read_only_note_is_refused_before_the_editor_opens(open_engine):
+    """No false "edit conflict": a note without write permission is not opened for editing at all, and stat says
+    why; nothing is written beside it."""
+    import os
+
+    import pytest
+
+    from reme_engine.errors import EngineError
+    from reme_tui.editor import prepare_edit
+
+    e = open_engine()
+    note = e.vault / "adv/ro.md"
+    note.parent.mkdir(exist_ok=True)
+    note.write_text("keep\n", encoding="utf-8")
+    os.chmod(note, 0o444)
+    try:
+        assert run_job(e, "stat", {"path": "adv/ro"})["read_only"] is True
+        with pytest.raises(EngineError, match="read-only"):
+            prepare_edit(e, "adv/ro.md")
+        assert sorted(p.name for p in note.parent.iterdir()) == ["ro.md"] and note.read_text() == "keep\n"
+        assert run_job(e, "stat", {"path": "adv/newnote"})["read_only"] is False
+    finally:
+        os.chmod(note, 0o644)

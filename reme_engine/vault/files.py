@@ -9,6 +9,8 @@ raise :class:`~reme_engine.errors.EngineError` with a one-line message.
 
 from __future__ import annotations
 
+import stat as _stat
+
 import logging
 import os
 import re
@@ -366,7 +368,8 @@ def stat(ctx: VaultContext, path: str) -> StatResult:
                       info is not None, chunks, info["name"] if info else None,
                       info["description"] if info else None, info["sha"] if info else None,
                       info["warning"] if info else None, sk[0] if sk else None,
-                      ambiguous_links(ctx, vp.rel)[1] if info else [])
+                      ambiguous_links(ctx, vp.rel)[1] if info else [],
+                      bool(st is not None and _stat.S_ISREG(st.st_mode) and not st.st_mode & 0o222))
 
 
 # -- frontmatter --------------------------------------------------------------------------------------
