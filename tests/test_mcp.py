@@ -335,8 +335,18 @@ async def test_beside_the_app_watcher_on_one_vault(demo_vault, tmp_path):
 
 
 async def test_a_vault_nobody_embedded_gets_its_vectors_from_the_server(demo_vault, tmp_path):
-    """The only process on a fresh vault embeds it (as --serve would): hybrid search stops being keyword-only."""
-    with ScriptedServer(default=openai_embeddings(dim=8)) as srv:
+    """The only process on a fresh vault embeds it (as --serve would): hybrid search stops being keyword-only,
+    and tool calls are answered while the pass runs."""
+    import threading
+
+    gate = threading.Event()  # holds the embedding endpoint (hence the pass) until the calls below are done
+    vectors = openai_embeddings(dim=8)
+
+    def embeddings(path, body):
+        gate.wait(60)
+        return vectors(path, body)
+
+    with ScriptedServer(default=embeddings) as srv:
         env = {"REME_EMBEDDING_BASE_URL": srv.base_url, "REME_EMBEDDING_MODEL": "test-embed",
                "REME_EMBEDDING_API_KEY": "k"}
         params = StdioServerParameters(
@@ -346,6 +356,15 @@ async def test_a_vault_nobody_embedded_gets_its_vectors_from_the_server(demo_vau
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as s:
                 await s.initialize()
+                try:
+                    await until(lambda: srv.requests, timeout=60)  # the pass is waiting for its first batch
+                    st = await status(s)
+                    assert st["background"] == ["vector pass"] and st["vectors_pending"] > 0
+                    hits = (await call(s, "search", query="光伏 产业链", mode="keyword"))["hits"]
+                    assert hits[0]["path"] == "digest/wiki/光伏产业链.md"
+                    assert (await call(s, "read_note", path=hits[0]["path"]))["text"]
+                finally:
+                    gate.set()
 
                 async def settled() -> bool:
                     st = await status(s)
