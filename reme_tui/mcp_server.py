@@ -223,8 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"--http port (default {DEFAULT_PORT}; 0 = any)")
     p.add_argument("--no-watch", action="store_true", help="do not watch the vault for edits made elsewhere")
     p.add_argument("--no-embed", action="store_true",
-                   help="do not compute missing vectors (by default the server embeds what nobody has, at low "
-                        "priority, unless the app or --serve is doing it)")
+                   help="no background vector work: by default the server embeds what nobody has, at low "
+                        "priority (unless the app or --serve is doing it), then preloads the query model")
     return p
 
 
