@@ -212,7 +212,8 @@ async def test_ctrl_o_opens_a_note_by_name_and_offers_to_create_a_missing_one(ap
         assert "no note matches" in str(s.info.render())
         await pilot.press("enter")
         await wait_for(pilot, lambda: m.note.path == "全新的想法.md", what="created")
-        assert "# 全新的想法" in (Path(app.engine.vault) / "全新的想法.md").read_text(encoding="utf-8")
+        # just the file with that name and its heading: no frontmatter the user did not ask for
+        assert (Path(app.engine.vault) / "全新的想法.md").read_text(encoding="utf-8") == "# 全新的想法\n\n"
         # the new note is in the next opening's list (read again after the vault changed)
         await wait_for(pilot, lambda: m.note_index is not None and "全新的想法.md" in m.note_index.by_path,
                        what="note list read again")
@@ -378,6 +379,12 @@ def _snap(app_for, monkeypatch, *, today: str = DEMO_DAY, then=None):
             await then(pilot, m)
         await settle(pilot)
         pilot.app.clear_notifications()
+        # the cursor shown, not caught in its blink (the shot would depend on how long the settling took)
+        from textual.widgets import Input
+
+        for screen in pilot.app.screen_stack:
+            for field in screen.query(Input):
+                field.cursor_blink = False
         await pilot.pause()
 
     return app, run_before

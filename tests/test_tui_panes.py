@@ -647,7 +647,7 @@ async def test_palette_commands_status_and_new_note(app_for, demo_vault):
         assert isinstance(pilot.app.screen, NewNoteScreen)
         await pilot.press(*"灵感 idea", "enter")
         await wait_for(pilot, lambda: m.note.path == "灵感 idea.md", what="new note")
-        assert (demo_vault / "灵感 idea.md").read_text(encoding="utf-8").startswith('---\nname: "灵感 idea"\n---')
+        assert (demo_vault / "灵感 idea.md").read_text(encoding="utf-8") == "# 灵感 idea\n\n"  # no frontmatter
         assert app.engine.stat("灵感 idea.md").indexed
         await pilot.app.run_action("main('today')")
         await wait_for(pilot, lambda: m.note.path == f"daily/{app.settings.today()}.md", what="palette today")

@@ -5,8 +5,6 @@ the screen's engine, panes and history); each dialog's answer comes back as a ca
 
 from __future__ import annotations
 
-import json
-
 from textual import work
 
 from .. import loaders
@@ -23,8 +21,10 @@ class ScreenOpeners:
 
     @work(thread=True, group="new-note", exit_on_error=False)
     def create_note(self, path: str) -> None:
+        """Create the note ``path`` (never over an existing file): just its title as a heading — no frontmatter
+        the user did not ask for (the file name already names it)."""
         title = path.rsplit("/", 1)[-1][:-3]
-        text = f"---\nname: {json.dumps(title, ensure_ascii=False)}\n---\n\n# {title}\n\n"
+        text = f"# {title}\n\n"
         try:
             res = self.engine.write(path, text, overwrite=False)
         except Exception as exc:
