@@ -238,3 +238,35 @@ def test_agenda_fields_wrap_instead_of_being_cut():
     assert lines[2].endswith("…") and all(cell_len(x) <= 36 for x in lines)
     short = agenda_prompt(1, {"title": "t", "next_action": "Read it"}, 36).plain.splitlines()
     assert short == ["1. t", "  → Read it"]
+
+
+async def test_the_tokenizer_dictionary_loads_in_a_worker_at_startup(app_for, monkeypatch):
+    """The first tokenisation loads the dictionary (0.2–1 s): the app does it at startup on a worker thread, so
+    the first search keystroke does not pay for it on the UI thread — also when the index is already up to date
+    (no note to tokenise at startup)."""
+    import threading
+
+    import pytest
+
+    from reme_engine.index import tokenizer as tk
+
+    app = app_for()
+    app.engine.index(vectors=False)  # up to date: the app's own index pass will not tokenise anything
+    tok = app.engine.tokenizer
+    if tok.backend.startswith("rjieba"):
+        loads: list[bool] = []
+        real = tk._rjieba_cut
+
+        def recording_cut():
+            loads.append(threading.current_thread() is threading.main_thread())
+            return real()
+
+        monkeypatch.setattr(tk, "_rjieba_cut", recording_cut)
+        monkeypatch.setattr(tok, "_cut", None)  # as in a fresh process: not loaded yet
+    else:
+        pytest.skip(f"the {tok.backend} backend loads its dictionary inside jieba")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await started(pilot)
+        await settle(pilot)
+        assert loads == [False], "the dictionary was loaded on the UI thread or not at all"
+        assert tok._cut is not None

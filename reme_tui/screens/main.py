@@ -249,6 +249,16 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
         self.agenda.load("")
         self.status.load()
         self.start_index()
+        self.warm_tokenizer()
+
+    @work(thread=True, group="warm-up", exit_on_error=False)
+    def warm_tokenizer(self) -> None:
+        """Load the tokenizer's dictionary now, in a worker, while the panes fill: else the first search keystroke
+        (or the first changed note) loads it, 0.2–1 s during which the app does not answer. (rjieba's load holds
+        the GIL wherever it runs, so the UI thread still pauses once; at startup it is not waiting for keys.)"""
+        tokenizer = getattr(self.engine, "tokenizer", None)
+        if tokenizer is not None:
+            tokenizer.tokenize("预热 warm-up")
 
     def on_day_loaded(self, message: DayLoaded) -> None:  # bubbled up from the Daily pane
         self._left_title()
