@@ -24,6 +24,10 @@ OPEN_TIMEOUT_S = 60.0
 FIRST_INDEX_WAIT_S = 20.0
 #: Seconds between index catch-up passes of a read-only server (which runs no watcher).
 RESYNC_S = 30.0
+#: Engine threads doing one-off search work, and how :meth:`VaultServer.status` names them.
+_TRANSIENT_THREADS = (("reme-null-floor", "gibberish floor probe"), ("reme-ivf-retrain", "vector index retrain"))
+
+
 class ToolFailure(Exception):
     """A tool's user-facing failure; ``str(exc)`` is the one-line message returned as an MCP tool error."""
 
@@ -188,7 +192,7 @@ class VaultServer:
         """What the server is doing, for clients and benchmarks (the ``reme://status`` resource; never raises):
         ``{"engine": "opening" | "open" | "error", "error": str | None, "indexed": bool, "background": [str]
         (work running now: "opening", "index catch-up", "vector pass", "loading the vector model", "title
-        vectors"; [] once settled),
+        vectors", "gibberish floor probe", "vector index retrain"; [] once settled),
         "files", "chunks", "vectors_pending" (chunks waiting for a vector), "vectors_loaded": bool,
         "title_vectors": "off" | "not built" | "building" | "ready" | "failed: …", "embedded_here": int}``."""
         out: dict = {"engine": "opening", "error": self._error, "indexed": self._indexed.is_set(),
@@ -218,6 +222,9 @@ class VaultServer:
                 out["title_vectors"] = f"failed: {titles.error}"
             else:
                 out["title_vectors"] = "ready" if titles.built.is_set() else "not built"
+        # the search's other one-off background work, by the engine's thread names (they take cores meanwhile)
+        alive = {t.name for t in threading.enumerate()}
+        out["background"] += [label for name, label in _TRANSIENT_THREADS if name in alive]
         return out
 
     def runs_inline(self, spec: ToolSpec, args: dict) -> bool:
