@@ -130,6 +130,8 @@ def main() -> None:
                     help="keys part: the encode child off (before), on (after), or both in one sitting")
     ap.add_argument("--key-seconds", type=float, default=150.0, help="keys part: seconds of key presses per run")
     ap.add_argument("--texts", type=int, default=256, help="throughput part: texts per round")
+    ap.add_argument("--hybrid-wait", type=float, default=240.0,
+                    help="keys part: seconds to go on searching for the first hybrid hit after the key window")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     result: dict = {"bench": "firstrun", "machine": machine(), "args": vars(args)}
@@ -140,7 +142,8 @@ def main() -> None:
             with bench_tmpdir("firstrun-keys", keep=args.keep) as tmp:
                 name = "child" if child else "in_process"
                 log(f"keys: {name}")
-                result["keys"][name] = keys_run(tmp, child, args.key_seconds, not args.no_pathological)
+                result["keys"][name] = keys_run(tmp, child, args.key_seconds, not args.no_pathological,
+                                                args.hybrid_wait)
     if "throughput" in parts:
         with bench_tmpdir("firstrun-tp", keep=args.keep) as tmp:
             result["throughput"] = throughput_part(args.texts)
@@ -438,13 +441,16 @@ def keys_run(tmp: Path, child: bool, seconds: float, patho: bool, hybrid_wait: f
         out["pending_vectors_at_end"] = pending_vectors(state)
         tm.send("q")
         t_quit = time.perf_counter()
-        while _proc_cpu_rss(app) is not None and time.perf_counter() - t_quit < 30:
+        while _proc_cpu_rss(app) is not None and time.perf_counter() - t_quit < 90:
             time.sleep(0.05)
-        out["app_quit_s"] = round(time.perf_counter() - t_quit, 2)
-        while any(_proc_cpu_rss(k) is not None for k in kids) and time.perf_counter() - t_quit < 30:
+        app_gone = _proc_cpu_rss(app) is None
+        out["app_quit_s"] = round(time.perf_counter() - t_quit, 2) if app_gone else None
+        t_gone = time.perf_counter()
+        while app_gone and any(_proc_cpu_rss(k) is not None for k in kids) and time.perf_counter() - t_gone < 15:
             time.sleep(0.05)  # the encode child and multiprocessing's resource tracker follow the app
-        out["children_gone_after_quit_s"] = round(time.perf_counter() - t_quit, 2)
-        out["orphans_after_quit"] = sum(1 for k in kids if _proc_cpu_rss(k) is not None)
+        # counted only once the app is gone (children of a live app are no orphans)
+        out["children_gone_after_app_s"] = round(time.perf_counter() - t_gone, 2) if app_gone else None
+        out["orphans_after_quit"] = sum(1 for k in kids if _proc_cpu_rss(k) is not None) if app_gone else None
     finally:
         tm.close()
     ms = [x["ms"] for x in samples]
