@@ -361,12 +361,13 @@ class Engine:
         ``expected_sha`` (from a read) refuses when the file changed since (EngineError, nothing written)."""
         return files.write(self, path, content, overwrite=overwrite, expected_sha=expected_sha)
 
-    def edit(self, path: str, old: str, new: str, *, count: int = 1) -> WriteResult:
+    def edit(self, path: str, old: str, new: str, *, count: int = 1, expected_sha: str | None = None) -> WriteResult:
         """Replace ``old`` with ``new`` in a file. ``count``: expected occurrences (0 = replace all).
 
-        Raises EngineError when ``old`` is absent or occurs a different number of times than ``count``.
+        ``expected_sha`` (from a read) refuses when the file changed since. Raises EngineError when ``old`` is
+        absent or occurs a different number of times than ``count``.
         """
-        return files.edit(self, path, old, new, count=count)
+        return files.edit(self, path, old, new, count=count, expected_sha=expected_sha)
 
     def delete(self, path: str) -> DeleteResult:
         """Delete a file and report the links that still point to it (now dangling)."""

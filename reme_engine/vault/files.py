@@ -239,10 +239,13 @@ def _write(ctx: VaultContext, vp: VaultPath, content: str, overwrite: bool,
     return WriteResult(vp.rel, not exists, sha, len(content.encode("utf-8")))
 
 
-def edit(ctx: VaultContext, path: str, old: str, new: str, *, count: int = 1) -> WriteResult:
+def edit(ctx: VaultContext, path: str, old: str, new: str, *, count: int = 1,
+         expected_sha: str | None = None) -> WriteResult:
     """Replace ``old`` with ``new`` in a file. ``count``: expected occurrences (0 = replace all).
 
-    Raises EngineError when ``old`` is absent or occurs a different number of times than ``count``.
+    ``expected_sha`` (from a read): refuse when the file's current content hash differs (EngineError ``not
+    written: …``, nothing written). Raises EngineError when ``old`` is absent or occurs a different number of
+    times than ``count``.
     """
     if not old:
         raise EngineError("old text must not be empty")
@@ -253,6 +256,8 @@ def edit(ctx: VaultContext, path: str, old: str, new: str, *, count: int = 1) ->
         tf = read_text(vp.abs, ctx.settings.max_file_bytes)
     except SkipFile as exc:  # FileBusy included: a save in progress is a refusal, never a crash
         raise EngineError(f"cannot edit {vp.rel}: {exc.reason}") from exc
+    if expected_sha and tf.sha != expected_sha:
+        raise EngineError(f"not written: {vp.abs.name} changed on disk since it was read")
     n = tf.text.count(old)
     if n == 0:
         raise EngineError(f"text to replace not found in {vp.rel}")

@@ -26,13 +26,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("reme.engine")
 
 
-def move(ctx: VaultContext, src: str, dst: str) -> MoveResult:
+def move(ctx: VaultContext, src: str, dst: str, *, on_rewrite=None) -> MoveResult:
     """Move/rename a file and rewrite the inbound links that would break (anchor, display text, embed kept;
     a bare-name link stays a bare name when that is unambiguous; links through an alias are untouched),
     atomically per file.
 
     Refuses to overwrite an existing ``dst``, to move the root or a layer folder, and folders.
-    A linking file changed meanwhile is reported in ``conflicts`` and left untouched.
+    A linking file changed meanwhile is reported in ``conflicts`` and left untouched. ``on_rewrite``: see
+    :func:`rewrite_inbound`.
     """
     s = resolve_path(ctx, src, for_write=True)
     if not s.abs.is_dir():
@@ -54,12 +55,12 @@ def move(ctx: VaultContext, src: str, dst: str) -> MoveResult:
     if s.rel.lower().endswith(".md") and not d.rel.lower().endswith(".md"):
         raise EngineError("moving a note to a non-.md name would break the links to it; keep the .md")
     try:
-        return _move(ctx, s, d)
+        return _move(ctx, s, d, on_rewrite)
     except OSError as exc:  # a name too long, a full disk, no permission: one line, not a traceback
         raise EngineError(os_error_message(exc, d.rel, "move to")) from exc
 
 
-def _move(ctx: VaultContext, s, d) -> MoveResult:
+def _move(ctx: VaultContext, s, d, on_rewrite=None) -> MoveResult:
     with ctx.write_lock:
         if d.abs.exists() and not (d.abs.samefile(s.abs) and d.rel != s.rel):
             raise EngineError(f"destination exists: {d.rel}")
@@ -77,18 +78,20 @@ def _move(ctx: VaultContext, s, d) -> MoveResult:
             d.abs.parent.mkdir(parents=True, exist_ok=True)
             _rename_noreplace(s.abs, d.abs)
             crash_point("move.after_rename")
-            rewritten, total, conflicts = rewrite_inbound(ctx, intent, resolver)
+            rewritten, total, conflicts = rewrite_inbound(ctx, intent, resolver, on_rewrite)
             intent.done()
     return MoveResult(s.rel, d.rel, rewritten, total, conflicts)
 
 
-def rewrite_inbound(ctx: VaultContext, intent: MoveIntent, resolver) -> tuple[list[str], int, list[str]]:
+def rewrite_inbound(ctx: VaultContext, intent: MoveIntent, resolver,
+                    on_rewrite=None) -> tuple[list[str], int, list[str]]:
     """Point the links of ``intent.sources`` at ``intent.dst`` (the file is already there) and index the result.
 
     ``resolver``: the vault before the move (it must know ``intent.src``). Idempotent: a linking note already
     rewritten has no link left that resolves to ``src``, so running it again after a crash changes nothing
     twice. Returns ``(rewritten paths, links rewritten, conflicts)``; a note changed by the user meanwhile is
-    a conflict and keeps its bytes.
+    a conflict and keeps its bytes. ``on_rewrite(path, before_text, before_sha, after_text, after_sha)`` is
+    called after each note written (texts without BOM), so a caller can journal exactly what was replaced.
     """
     from ..markdown.links import rewrite_links
     from .provenance import APP, note_ownership, stamp
@@ -125,6 +128,8 @@ def rewrite_inbound(ctx: VaultContext, intent: MoveIntent, resolver) -> tuple[li
             conflicts.append(cur_path)
             continue
         own_write(ctx, cur_path, sha)
+        if on_rewrite is not None:
+            on_rewrite(cur_path, tf.text.lstrip("\ufeff"), tf.sha, new_text.lstrip("\ufeff"), sha)
         rewritten.append(cur_path)
         total += n
         crash_point(f"move.after_rewrite_{k}")
