@@ -736,6 +736,9 @@ def section_dream(args, work: Path) -> dict:
         t_start = time.perf_counter()
         r_start = os.times()
         while len(results) < args.trials:
+            if args.max_minutes and time.perf_counter() - t_start > 60 * args.max_minutes:
+                log(f"dream: stopping after {len(results)} trials (--max-minutes {args.max_minutes})")
+                break
             n = len(results)
             tag = f"t{n:03d}-{missed}"
             vault, state = fresh(tag)
@@ -767,7 +770,11 @@ def section_dream(args, work: Path) -> dict:
                 problems.append("temp files left after the sweep")
             trial = snapshot(state)
             clean_state = vault.parent / "clean-state"
-            _job(vault, clean_state, "reindex").communicate(timeout=600)
+            eng = open_engine(vault, clean_state, embed=False)  # a clean index, in this process
+            try:
+                eng.index(vectors=False)
+            finally:
+                eng.close()
             keys = ("files", "chunks", "links", "links_resolved", "links_dangling")
             problems += diff({k: trial[k] for k in keys}, {k: v for k, v in snapshot(clean_state).items() if k in keys})
             # the second run: of the same day, so the killed run's inputs (never checkpointed) are done again
@@ -834,6 +841,8 @@ def main() -> None:
                     help="cold trials: share of the vectors missing from the embedding cache (default 0.1)")
     ap.add_argument("--latency", type=float, default=0.15,
                     help="dream: seconds the scripted LLM server waits before each reply (default 0.15)")
+    ap.add_argument("--max-minutes", type=float, default=0,
+                    help="dream: draw no new trial after this many minutes (0: no limit)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     args = ap.parse_args()
     if args.quick:
