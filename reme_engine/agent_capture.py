@@ -82,3 +82,113 @@ def remember(engine: VaultContext, text: str, *, agent: str, conversation: list 
                 pass
     return {"path": rel, "created": created, "run_id": run.run_id, "session_id": sid, "session_path": srel,
             "messages": len(msgs)}
+
+
+# -- an agent's note writes, journaled (the MCP server's write_note / edit_note / move_note) ---------------------
+#: Journal run kinds of an agent's writes, by tool.
+WRITE_KIND, EDIT_KIND, MOVE_KIND = "mcp:write_note", "mcp:edit_note", "mcp:move_note"
+
+
+def _snapshot(abs_path) -> tuple[str | None, str | None]:
+    """``(text, sha)`` of a file as the journal keeps it (BOM dropped), ``(None, None)`` when absent."""
+    from .vault.io import content_hash
+
+    try:
+        data = abs_path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None, None
+    return data.decode("utf-8", errors="replace").lstrip("\ufeff"), content_hash(data)
+
+
+def _after(abs_path, sha: str) -> tuple[str | None, str]:
+    """The text just written (re-read), or None when the file already holds something else (revert then refuses)."""
+    text, now = _snapshot(abs_path)
+    return (text if now == sha else None), sha
+
+
+def _refuse_changed(name: str):
+    from .errors import EngineError
+
+    return EngineError(f"not written: {name} changed on disk since it was read")
+
+
+def journaled_write(engine: VaultContext, path: str, content: str, *, overwrite: bool = True,
+                    expected_sha: str | None = None, kind: str = WRITE_KIND) -> dict:
+    """:meth:`Engine.write` as one journal run of ``kind`` (params: path, bytes; never the content), revertible.
+
+    The note is read under the write lock first; the write then runs with that read's hash as its
+    compare-and-swap (``None``: must not exist), so the journaled before-text is exactly what was replaced.
+    ``expected_sha`` differing from the current hash refuses (EngineError ``not written: …``). Returns the
+    :class:`~reme_engine.results.WriteResult` as a dict plus ``run_id``. EngineError as :meth:`Engine.write`.
+    """
+    import os
+    from dataclasses import asdict
+
+    from .vault.files import has_suffix, resolve_path
+
+    vp = resolve_path(engine, path, for_write=True)
+    if vp.rel and not has_suffix(vp.rel) and not os.path.lexists(vp.abs):
+        vp = resolve_path(engine, vp.rel + ".md", for_write=True)  # as files.write names it
+    with engine.write_lock:
+        before = _snapshot(vp.abs) if not vp.abs.is_dir() else (None, None)
+        if before[1] is not None and expected_sha and expected_sha != before[1]:
+            raise _refuse_changed(vp.abs.name)
+        res = engine.write(vp.rel, content, overwrite=overwrite, expected_sha=before[1])
+        run = engine.journal.start_run(engine.vault, kind, {"path": res.path, "bytes": res.bytes})
+        run.record_done(res.path, "create" if before[1] is None else "update", before,
+                        _after(engine.vault / res.path, res.sha), step="write")
+        run.finish("ok", {"paths": [res.path], "created": [res.path] if res.created else []})
+    return {**asdict(res), "run_id": run.run_id}
+
+
+def journaled_edit(engine: VaultContext, path: str, old: str, new: str, *, count: int = 1,
+                   expected_sha: str | None = None, kind: str = EDIT_KIND) -> dict:
+    """:meth:`Engine.edit` as one journal run of ``kind`` (params: path, count, sizes of old/new), revertible.
+
+    As :func:`journaled_write`: read under the write lock, then edited only if the note still has that read's
+    hash. Returns the WriteResult as a dict plus ``run_id``; EngineError as :meth:`Engine.edit`.
+    """
+    from dataclasses import asdict
+
+    from .vault.files import find_note
+
+    vp = find_note(engine, path, for_write=True)
+    with engine.write_lock:
+        before = _snapshot(vp.abs)
+        if expected_sha and before[1] != expected_sha:
+            raise _refuse_changed(vp.abs.name)
+        res = engine.edit(vp.rel, old, new, count=count, expected_sha=before[1])
+        run = engine.journal.start_run(engine.vault, kind, {"path": res.path, "count": count,
+                                                            "old_chars": len(old), "new_chars": len(new)})
+        run.record_done(res.path, "update", before, _after(engine.vault / res.path, res.sha), step="edit")
+        run.finish("ok", {"paths": [res.path], "created": []})
+    return {**asdict(res), "run_id": run.run_id}
+
+
+def journaled_move(engine: VaultContext, src: str, dst: str, *, kind: str = MOVE_KIND) -> dict:
+    """:meth:`Engine.move` as one journal run of ``kind`` (params: src, dst), revertible: the moved note (a
+    delete at ``src`` and a create at ``dst``) and every linking note rewritten, each with the exact text it
+    replaced (the move reports them as it writes). Returns the MoveResult as a dict plus ``run_id``; EngineError
+    as :meth:`Engine.move`.
+    """
+    from dataclasses import asdict
+
+    from .vault import move as _move
+    from .vault.files import find_note, resolve_path
+
+    s = resolve_path(engine, src, for_write=True)
+    if not s.abs.is_dir():
+        s = find_note(engine, src, for_write=True)
+    rewrites: list[tuple] = []
+    with engine.write_lock:
+        moved = _snapshot(s.abs)
+        res = _move.move(engine, src, dst, on_rewrite=lambda *a: rewrites.append(a))
+        run = engine.journal.start_run(engine.vault, kind, {"src": res.src, "dst": res.dst})
+        if res.src == s.rel:
+            run.record_done(res.src, "delete", moved, (None, None), step="move")
+            run.record_done(res.dst, "create", (None, None), moved, step="move", sources=[res.src])
+        for path, btext, bsha, atext, asha in rewrites:
+            run.record_done(path, "update", (btext, bsha), (atext, asha), step="rewrite links", sources=[res.dst])
+        run.finish("ok", {"paths": [res.dst, *res.rewritten_files], "created": [res.dst],
+                          "conflicts": list(res.conflicts)})
+    return {**asdict(res), "run_id": run.run_id}

@@ -261,6 +261,20 @@ class VaultServer:
         res.pop("job", None)
         return res
 
+    @staticmethod
+    def journaled(fn: Callable, *args, **kw) -> dict:
+        """``fn(*args, **kw)`` (a journaled write of :mod:`reme_engine.agent_capture`), its one-line
+        EngineError/OSError as ToolFailure."""
+        from reme_engine.engine import EngineError
+        from reme_engine.errors import os_error_message
+
+        try:
+            return fn(*args, **kw)
+        except EngineError as exc:
+            raise ToolFailure(str(exc)) from exc
+        except OSError as exc:
+            raise ToolFailure(os_error_message(exc, str(args[1] if len(args) > 1 else ""))) from exc
+
     def note_path(self, path: str, *, must_exist: bool = True) -> str:
         """``path`` as given, or with ``.md`` added when only that exists (``must_exist``) or when it has no
         suffix (new notes). Never raises: a bad path is left for the engine to refuse with its own message."""
@@ -384,54 +398,59 @@ def _read_note(vs: VaultServer, a: dict) -> dict:
 
 
 def _write_note(vs: VaultServer, a: dict) -> dict:
-    """Create or replace a note (atomic write, indexed at once).
+    """Create or replace a note (atomic write, indexed at once, journaled: see changes / revert).
 
     Replacing an existing note needs `expected_sha` from read_note, and is refused if the note changed since (the
     person may have edited it). overwrite=false refuses an existing note outright. A path without a suffix gets
-    '.md'. Dot-folders (.obsidian/, .git/) and paths outside the vault are refused.
+    '.md'. Dot-folders (.obsidian/, .git/) and paths outside the vault are refused. Returns the path, sha and
+    `run_id` (the journal run; revert undoes it).
     """
+    from reme_engine.agent_capture import journaled_write
     from reme_engine.vault.paths import VaultPathError, resolve
 
     a["path"] = vs.note_path(a["path"], must_exist=False)
     eng = vs.engine
-    if not a.get("expected_sha") and a.get("overwrite", True):
+    if not a.get("expected_sha") and a.get("overwrite", True) is not False:
         try:
             exists = resolve(eng.vault, a["path"]).abs.is_file()
         except VaultPathError:
-            exists = False  # the job refuses the path with its own message
+            exists = False  # the write refuses the path with its own message
         if exists:  # an agent never replaces a note it has not read: the person may have just written it
             raise ToolFailure(f"{a['path']} already exists: pass expected_sha (from read_note) to replace it")
-    return vs.job("write", a, eng)
+    return vs.journaled(journaled_write, eng, a["path"], a["content"], overwrite=a.get("overwrite", True),
+                        expected_sha=a.get("expected_sha"))
 
 
 def _edit_note(vs: VaultServer, a: dict) -> dict:
-    """Replace exact text in a note (find and replace; atomic, indexed at once).
+    """Replace exact text in a note (find and replace; atomic, indexed at once, journaled: see changes / revert).
 
     `old` must occur exactly `count` times (count=0: replace all). With `expected_sha` (from read_note) the edit is
-    refused if the note changed since; without it the edit applies to the note's current text.
+    refused if the note changed since; without it the edit applies to the note's current text. Returns the path,
+    the new sha and `run_id`.
     """
-    expected = a.pop("expected_sha", None)
+    from reme_engine.agent_capture import journaled_edit
+
     a["path"] = vs.note_path(a["path"])
-    eng = vs.engine
-    if expected:
-        with eng.write_lock:  # the app's own writes wait; a change by another program is still caught below
-            cur = vs.job("read", {"path": a["path"]}, eng)
-            if cur["sha"] != expected:
-                raise ToolFailure(f"not written: {cur['path'].rsplit('/', 1)[-1]} changed on disk since it was read")
-            return vs.job("edit", a, eng)
-    return vs.job("edit", a, eng)
+    if not a.get("old"):
+        raise ToolFailure("old text must not be empty")
+    return vs.journaled(journaled_edit, vs.engine, a["path"], a["old"], a.get("new", ""),
+                        count=a.get("count", 1) if a.get("count") is not None else 1,
+                        expected_sha=a.get("expected_sha"))
 
 
 def _move_note(vs: VaultServer, a: dict) -> dict:
     """Move or rename a note and rewrite the links that point to it (in every linking note, atomically).
 
     Refuses an existing destination, folders and layer folders; linking notes changed meanwhile are listed in
-    `conflicts` and left untouched.
+    `conflicts` and left untouched. One journal run (`run_id`) holds the move and every rewritten note: revert
+    undoes all of it.
     """
+    from reme_engine.agent_capture import journaled_move
+
     a["src"] = vs.note_path(a["src"])
     if a["src"].lower().endswith(".md"):
         a["dst"] = vs.note_path(a["dst"], must_exist=False)
-    return vs.job("move", a)
+    return vs.journaled(journaled_move, vs.engine, a["src"], a["dst"])
 
 
 def _list_notes(vs: VaultServer, a: dict) -> dict:

@@ -378,3 +378,47 @@ async def test_a_vault_nobody_embedded_gets_its_vectors_from_the_server(demo_vau
                 res = await call(s, "search", query="光伏 产业链", mode="hybrid")
                 assert res["degraded"] is None and any("vector_rank" in h["why"] for h in res["hits"])
         assert any(r["path"].endswith("/embeddings") for r in srv.requests)
+
+
+async def test_agent_writes_are_journaled_and_revertible(demo_vault, tmp_path):
+    """write_note / edit_note / move_note are each one journal run (`changes` lists it, `revert` undoes it,
+    refusing a note changed since), with every file they changed: a move's linking notes too."""
+    v = demo_vault
+    before = {p.relative_to(v).as_posix(): p.read_bytes() for p in v.rglob("*.md")}
+    async with stdio_session(v, tmp_path / "state") as s:
+        w = await call(s, "write_note", path="digest/wiki/agent-note", content="# Agent note\n\nokapi\n")
+        e = await call(s, "edit_note", path="daily/2026-11-28/retrieval-eval-plan", old="Golden set",
+                       new="Golden query set", count=0)
+        m = await call(s, "move_note", src="digest/wiki/新能源", dst="digest/wiki/清洁能源")
+        linking = m["rewritten_files"]
+        assert len(linking) >= 3 and m["rewritten_links"] >= len(linking)
+        runs = {r["run_id"]: r for r in (await call(s, "changes"))["runs"]}
+        assert [runs[x["run_id"]]["kind"] for x in (w, e, m)] == ["mcp:write_note", "mcp:edit_note",
+                                                                  "mcp:move_note"]
+        assert runs[w["run_id"]]["params"] == {"path": w["path"], "bytes": len("# Agent note\n\nokapi\n")}
+        assert "Golden" not in json.dumps(runs[e["run_id"]]["params"])  # no note text in the journal's params
+        one = await call(s, "changes", run_id=m["run_id"])
+        acts = [(c["path"], c["action"]) for c in one["changes"]]
+        assert acts[:2] == [("digest/wiki/新能源.md", "delete"), ("digest/wiki/清洁能源.md", "create")]
+        assert {p for p, a in acts[2:] if a == "update"} == set(linking)
+
+        # the person edits the note the agent edited: that revert is refused and the note keeps their bytes
+        mine = (v / e["path"]).read_text() + "\nthe person's line\n"
+        (v / e["path"]).write_text(mine)
+        rv = await call(s, "revert", run_id=e["run_id"])
+        assert rv["restored"] == [] and "changed since" in rv["refused"][0]["reason"]
+        assert (v / e["path"]).read_text() == mine
+
+        # the move is undone whole: the note back at its path, every linking note as it was
+        rv = await call(s, "revert", run_id=m["run_id"])
+        assert not rv["refused"] and set(rv["restored"]) == {"digest/wiki/新能源.md", "digest/wiki/清洁能源.md",
+                                                              *linking}
+        assert not (v / "digest/wiki/清洁能源.md").exists()
+        for p in ["digest/wiki/新能源.md", *linking]:
+            assert (v / p).read_bytes() == before[p], p
+        t = await call(s, "traverse", path="digest/wiki/新能源", direction="in", depth=1)
+        assert set(linking) <= {n["path"] for n in t["nodes"]}  # re-indexed: the links resolve again
+
+        rv = await call(s, "revert", run_id=w["run_id"])
+        assert rv["restored"] == [w["path"]] and not (v / w["path"]).exists()
+        assert not (await call(s, "search", query="okapi", mode="keyword"))["hits"]

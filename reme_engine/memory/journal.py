@@ -357,6 +357,18 @@ class Run:
         self.written.append(vp.rel)
         return ch
 
+    def record_done(self, rel: str, action: str, before: tuple[str | None, str | None],
+                    after: tuple[str | None, str | None], *, step: str, sources: Iterable[str] = ()) -> Change:
+        """Journal a change another write path already made (conflict-checked there): ``before``/``after`` are
+        ``(text, sha)`` pairs, ``(None, None)`` for an absent file; ``action`` create | update | delete. The
+        caller guarantees ``before`` is exactly what that write replaced (its compare-and-swap hash), so
+        :meth:`ChangeJournal.revert` can restore it."""
+        ch = Change(self.run_id, step, rel, action, before[1], after[1], list(sources), time.time(), before[0],
+                    after[0])
+        self.journal.record(ch)
+        self.written.append(rel)
+        return ch
+
     def user_edited_since_app_wrote(self, rel: str) -> bool:
         """True when the app wrote ``rel`` before and its content differs from that write (the user edited it)."""
         last = self.journal.last_written_sha(rel)
