@@ -285,7 +285,8 @@ def in_process(vault: Path, state: Path, emb, runs: int) -> dict:
     vs.start()
     out: dict = {}
     try:
-        eng = vs.indexed_engine()
+        eng = vs.engine
+        vs._indexed.wait(600)  # the first index pass, if the state is fresh
         rows0 = emb_rows(state)
         t = time.perf_counter()
         eng.search(QUERIES[0], mode="hybrid", neighbors=False)  # opens the vector index

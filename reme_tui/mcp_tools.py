@@ -19,9 +19,8 @@ NEIGHBOR_DESC_CHARS = 80
 #: Neighbours listed per direction in search hits (``outlinks_total``/``inlinks_total`` count them all;
 #: traverse lists every one): the neighbour lists were ~45 % of a response an agent reads in full.
 NEIGHBORS_SHOWN = 5
-#: Seconds a tool waits for the engine to open / the first index pass of a never-indexed vault.
-OPEN_TIMEOUT_S = 60.0
-FIRST_INDEX_WAIT_S = 20.0
+#: Seconds a tool waits for the engine to open (~1 s on a quiet machine); then a one-line "still opening" error.
+OPEN_TIMEOUT_S = 10.0
 #: Seconds between index catch-up passes of a read-only server (which runs no watcher).
 RESYNC_S = 30.0
 #: Engine threads doing one-off search work, and how :meth:`VaultServer.status` names them.
@@ -82,6 +81,7 @@ class VaultServer:
         #: what the open thread is doing now ("" when idle): opening, index catch-up, vector pass
         self._work = "opening"
         self._embedded = 0  # vectors this server's own passes made
+        self._progress = (0, 0)  # (files read, files to read) of the running index pass
 
     def start(self) -> None:
         """Open the engine, then catch up the index and start the watcher, all on a daemon thread. Idempotent
@@ -108,7 +108,7 @@ class VaultServer:
         self._opened.set()
         self._work = "index catch-up"
         try:
-            eng.index(vectors=False)  # keyword + graph catch-up (the index only); a no-op pass is ~50 ms
+            eng.index(self._on_progress, vectors=False)  # keyword + graph catch-up; a no-op pass is ~50 ms
             self._indexed.set()
             eng.search("warm up", limit=1, mode="keyword", neighbors=False)  # loads the tokenizer's dictionary
             if self.watch and not self.read_only:
@@ -127,6 +127,10 @@ class VaultServer:
                     self._vector_pass(eng)
             except Exception as exc:
                 _log(f"index catch-up failed: {exc}")
+
+    def _on_progress(self, phase: str, done: int, total: int, _path: str) -> None:
+        if phase == "index":
+            self._progress = (done, total)
 
     def _warm_vectors(self, eng) -> None:
         """Load the vector index and the query model, and start the title-vector build, before the agent's first
@@ -181,12 +185,23 @@ class VaultServer:
         return self._engine
 
     def indexed_engine(self):
-        """The engine once an index exists; ToolFailure "not indexed yet" while a first pass is still running."""
+        """``(engine, partial)``: the engine at once, and None once an index exists, else what the first index
+        pass of a never-indexed vault has done so far (:meth:`partial`), so a read answers from the notes
+        committed already instead of waiting for the pass. ToolFailure when the vault cannot be opened."""
         eng = self.engine
-        if not self._indexed.wait(FIRST_INDEX_WAIT_S):
-            raise ToolFailure("not indexed yet: the first index pass of this vault is still running; "
-                              "try again in a moment")
-        return eng
+        return eng, (None if self._indexed.is_set() else self.partial(eng))
+
+    def partial(self, eng) -> dict:
+        """``{"indexing": str, "files_indexed": int (notes searchable now), "files_read": int, "files_total":
+        int (0 while the vault is being listed)}``: how far the first index pass got."""
+        try:
+            indexed = eng.store.index_state()["files"]
+        except Exception:  # the store mid-creation: nothing searchable yet
+            indexed = 0
+        done, total = self._progress
+        msg = (f"first index pass of this vault still running: {indexed} of {total or '?'} files indexed so far; "
+               "results cover only those (and their links may be incomplete); ask again later for the rest")
+        return {"indexing": msg, "files_indexed": indexed, "files_read": done, "files_total": total}
 
     def status(self) -> dict:
         """What the server is doing, for clients and benchmarks (the ``reme://status`` resource; never raises):
@@ -310,7 +325,7 @@ def _search(vs: VaultServer, a: dict) -> dict:
     resource | session), path_prefix, paths, date_from/date_to, frontmatter values. mode=keyword skips the
     embedding model.
     """
-    eng = vs.indexed_engine()
+    eng, partial = vs.indexed_engine()
     layer = a.pop("layer", None)
     if layer:
         layers = eng.settings.layers
@@ -345,7 +360,11 @@ def _search(vs: VaultServer, a: dict) -> dict:
                                 "outlinks_total": nb.get("outlinks_total"),
                                 "inlinks_total": nb.get("inlinks_total")}
         hits.append(hit)
-    return {**res, "hits": hits}
+    out = {**res, "hits": hits}
+    if partial:
+        out["partial"] = partial
+        out["degraded"] = "; ".join(x for x in (partial["indexing"], res.get("degraded")) if x)
+    return out
 
 
 def _why(h: dict) -> dict:
@@ -463,9 +482,12 @@ def _traverse(vs: VaultServer, a: dict) -> dict:
 
     Nodes carry name, description and depth; edges carry the link's predicate (typed links) and whether it embeds.
     """
-    eng = vs.indexed_engine()
+    eng, partial = vs.indexed_engine()
     a["path"] = vs.note_path(a["path"])
-    return vs.job("traverse", a, eng)
+    out = vs.job("traverse", a, eng)
+    if partial:
+        out["partial"] = partial
+    return out
 
 
 def _today(vs: VaultServer, a: dict) -> dict:

@@ -422,3 +422,44 @@ async def test_agent_writes_are_journaled_and_revertible(demo_vault, tmp_path):
         rv = await call(s, "revert", run_id=w["run_id"])
         assert rv["restored"] == [w["path"]] and not (v / w["path"]).exists()
         assert not (await call(s, "search", query="okapi", mode="keyword"))["hits"]
+
+
+async def test_a_cold_vault_answers_at_once_from_what_is_indexed(demo_vault, tmp_path):
+    """A never-indexed vault whose first index pass is stuck (another process holds the index's write lock):
+    search and traverse answer at once from the notes committed so far, marked partial with how far indexing
+    got, instead of waiting for the pass; once it finishes, the answers are whole."""
+    import sqlite3
+    import time
+
+    bulk = demo_vault / "resource" / "bulk"
+    bulk.mkdir(parents=True)
+    for i in range(800):  # a first pass of seconds: time to catch it in the middle
+        (bulk / f"n{i:04}.md").write_text(f"# Bulk {i}\n\nfiller note {i} about nothing in particular\n")
+    state = tmp_path / "state"
+    async with stdio_session(demo_vault, state) as s:
+        async def opened() -> bool:
+            return (await status(s))["engine"] == "open"
+
+        await until(opened, timeout=30)
+        hold = sqlite3.connect(state / "index.sqlite", isolation_level=None, timeout=30)
+        try:
+            hold.execute("BEGIN IMMEDIATE")  # the pass's next commit waits behind this (30 s busy timeout)
+            t = time.monotonic()
+            r = await call(s, "search", query="filler note", mode="keyword")
+            p = r["partial"]
+            assert p["files_indexed"] < 800 and p["files_read"] <= p["files_total"], p
+            assert "first index pass" in r["degraded"] and f"{p['files_indexed']} of" in p["indexing"]
+            assert len(r["hits"]) <= p["files_indexed"]
+            tr = await call(s, "traverse", path="digest/wiki/新能源")
+            assert "partial" in tr
+            assert (await call(s, "read_note", path="digest/wiki/新能源"))["text"]  # needs no index
+            assert time.monotonic() - t < 10  # the pass cannot move for 30 s meanwhile
+        finally:
+            hold.close()  # rolls back: the pass goes on
+
+        async def complete() -> bool:
+            return "partial" not in await call(s, "search", query="filler note", mode="keyword")
+
+        await until(complete, timeout=60)
+        assert (await call(s, "search", query="光伏 产业链", mode="keyword"))["hits"][0]["path"] == \
+            "digest/wiki/光伏产业链.md"
