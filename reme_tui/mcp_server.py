@@ -48,11 +48,11 @@ DEFAULT_PORT = 8765
 # ------------------------------------------------------------------------------------------------ schemas
 
 
-def _annotation(p) -> Any:
+def _annotation(p, bounds: tuple[int, int] | None = None) -> Any:
     """The Python type of a job parameter, with its description (pydantic turns it into the JSON schema).
 
     A ``str`` parameter whose help is a list of choices (``"hybrid | keyword | vector"``, optionally after a
-    ``label: ``) becomes an enum, so clients see the valid values."""
+    ``label: ``) becomes an enum, so clients see the valid values; ``bounds`` (min, max) limit a number."""
     from typing import Literal
 
     from pydantic import Field
@@ -66,15 +66,19 @@ def _annotation(p) -> Any:
         base = list[dict[str, str]] if p.name == "conversation" else dict[str, Any]
     if not p.required and p.default is None:
         base = base | None
-    return Annotated[base, Field(description=desc)] if desc else base
+    limits = {"ge": bounds[0], "le": bounds[1]} if bounds else {}
+    return Annotated[base, Field(description=desc or None, **limits)] if desc or limits else base
 
 
 def spec_params(spec: ToolSpec) -> list:
     """The job's parameters minus ``drop``, plus ``extra``: the tool's inputs, in order."""
     from reme_engine.jobs import JOBS
 
+    from dataclasses import replace
+
     params = list(JOBS[spec.job].params) if spec.job else []
-    params = [p for p in params if p.name not in spec.drop]
+    params = [replace(p, help=spec.help[p.name]) if p.name in spec.help else p
+              for p in params if p.name not in spec.drop]
     return params + [p for p in spec.extra if p.name not in {q.name for q in params}]
 
 
@@ -105,7 +109,7 @@ def tool_function(spec: ToolSpec, vs: VaultServer) -> Callable:
     for p in spec_params(spec):
         default = inspect.Parameter.empty if p.required else p.default
         params.append(inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                                        annotation=_annotation(p)))
+                                        annotation=_annotation(p, spec.bounds.get(p.name))))
     call.__signature__ = inspect.Signature(params, return_annotation=CallToolResult)  # type: ignore[attr-defined]
     call.__name__ = spec.name
     call.__doc__ = inspect.getdoc(spec.run)
@@ -113,6 +117,53 @@ def tool_function(spec: ToolSpec, vs: VaultServer) -> Callable:
 
 
 # ------------------------------------------------------------------------------------------------ the server
+
+#: What a JSON-schema type means to an agent, for argument errors.
+_EXPECTS = {"integer": "an integer", "number": "a number", "boolean": "true or false", "string": "a string",
+            "array": "a JSON array", "object": "a JSON object"}
+
+
+def argument_error(tool: str, schema: dict, exc) -> str:
+    """One line for arguments the input schema refused (a pydantic ``ValidationError``): each bad argument by
+    name, what it expects (type, choices, range, from the schema) and what was given, e.g. ``bad argument for
+    search: limit expects an integer from 1 to 100, got 'five'``. Never a URL or a multi-line dump."""
+    props = schema.get("properties", {})
+    parts = []
+    for err in exc.errors():
+        loc = [str(x) for x in err.get("loc", ()) if not isinstance(x, int)]
+        name = loc[0] if loc else "?"
+        if err.get("type") == "missing":
+            parts.append(f"{name} is required")
+            continue
+        parts.append(f"{name} expects {_expectation(props.get(name, {}))}, got {_shown(err.get('input'))}")
+    names = ", ".join(props) or "none"
+    return f"bad argument for {tool}: " + "; ".join(dict.fromkeys(parts)) + f" (its arguments: {names})"
+
+
+def _expectation(prop: dict) -> str:
+    """What a schema property accepts, in words: ``one of hybrid | keyword | vector``, ``an integer from 1 to
+    100``, ``a JSON array of strings``."""
+    options = [o for o in prop.get("anyOf", [prop]) if o.get("type") != "null"] or [prop]
+    words = []
+    for o in options:
+        if "enum" in o:
+            words.append("one of " + " | ".join(map(str, o["enum"])))
+            continue
+        w = _EXPECTS.get(o.get("type"), "a value")
+        if o.get("type") == "array" and o.get("items", {}).get("type"):
+            w += f" of {o['items']['type']}s"
+        if "minimum" in o and "maximum" in o:
+            w += f" from {o['minimum']} to {o['maximum']}"
+        elif "minimum" in o:
+            w += f" >= {o['minimum']}"
+        words.append(w)
+    return " or ".join(dict.fromkeys(words))
+
+
+def _shown(value) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "…"
+
 
 
 def build_server(vs: VaultServer):
@@ -125,6 +176,26 @@ def build_server(vs: VaultServer):
     from mcp.types import Resource
 
     class VaultMCP(MCPServer):
+        async def call_tool(self, name, arguments, context=None):
+            """The SDK's call, with argument errors as one line (:func:`argument_error`) and unknown argument
+            names refused (the SDK would drop them silently, and the agent would think its filter applied)."""
+            from mcp.server.mcpserver.exceptions import ToolError
+            from pydantic import ValidationError
+
+            tool = self._tool_manager.get_tool(name)
+            if tool is not None:
+                known = tool.parameters.get("properties", {})
+                unknown = [k for k in (arguments or {}) if k not in known]
+                if unknown:
+                    raise ToolError(f"bad argument for {name}: unknown {', '.join(map(repr, unknown))} "
+                                    f"(its arguments: {', '.join(known) or 'none'})")
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                if tool is not None and isinstance(exc.__cause__, ValidationError):
+                    raise ToolError(argument_error(name, tool.parameters, exc.__cause__)) from exc.__cause__
+                raise
+
         async def list_resources(self) -> list:
             """The SDK's resources plus one ``reme://note/<path>`` per indexed note (name and description)."""
             import anyio

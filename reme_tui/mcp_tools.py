@@ -9,8 +9,8 @@ from __future__ import annotations
 import inspect
 import sys
 import threading
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 #: Characters of a hit's chunk text returned as its snippet (read_note gives the rest).
 SNIPPET_CHARS = 400
@@ -19,8 +19,17 @@ NEIGHBOR_DESC_CHARS = 80
 #: Neighbours listed per direction in search hits (``outlinks_total``/``inlinks_total`` count them all;
 #: traverse lists every one): the neighbour lists were ~45 % of a response an agent reads in full.
 NEIGHBORS_SHOWN = 5
+#: Most search hits, list_notes entries and traverse notes an agent can ask for (bounded results).
+MAX_HITS, MAX_LIST, MAX_NODES = 100, 2000, 500
+#: Edges traverse returns at most, and characters of each node's description.
+MAX_EDGES, NODE_DESC_CHARS = 1000, 200
+#: Result caps of `changes`: runs listed, changes of one run, characters of each before/after text.
+MAX_RUNS, MAX_CHANGES, CHANGE_TEXT_CHARS = 200, 500, 20_000
 #: Seconds a tool waits for the engine to open (~1 s on a quiet machine); then a one-line "still opening" error.
 OPEN_TIMEOUT_S = 10.0
+#: Seconds a read waits for the first index pass of a never-indexed vault before answering from the part indexed
+#: so far (marked partial): a small vault's pass ends within it, a big one's takes minutes.
+FIRST_INDEX_GRACE_S = 2.0
 #: Seconds between index catch-up passes of a read-only server (which runs no watcher).
 RESYNC_S = 30.0
 #: Engine threads doing one-off search work, and how :meth:`VaultServer.status` names them.
@@ -35,7 +44,9 @@ class ToolFailure(Exception):
 class ToolSpec:
     """One MCP tool: ``run(vault_server, args) -> dict`` (its docstring is the tool description), the engine job
     whose parameters give the input schema (``job``; ``drop`` removes some, ``extra`` adds MCP-only ones in the
-    same :class:`reme_engine.jobs.Param` form), and whether it writes (left out by ``--read-only``)."""
+    same :class:`reme_engine.jobs.Param` form, ``help`` replaces the job table's text of a parameter where the
+    tool differs from the CLI: JSON arrays instead of comma lists, no ``fm.KEY=VALUE``), and whether it writes
+    (left out by ``--read-only``)."""
 
     name: str
     run: Callable[["VaultServer", dict], Any]
@@ -44,6 +55,9 @@ class ToolSpec:
     extra: tuple = ()
     writes: bool = False
     title: str = ""
+    help: Mapping[str, str] = field(default_factory=dict)
+    #: ``{param: (min, max)}`` enforced by the input schema (results stay bounded whatever an agent asks)
+    bounds: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def summary(self) -> str:
@@ -185,11 +199,12 @@ class VaultServer:
         return self._engine
 
     def indexed_engine(self):
-        """``(engine, partial)``: the engine at once, and None once an index exists, else what the first index
-        pass of a never-indexed vault has done so far (:meth:`partial`), so a read answers from the notes
-        committed already instead of waiting for the pass. ToolFailure when the vault cannot be opened."""
+        """``(engine, partial)``: the engine, and None once an index exists, else (after at most
+        ``FIRST_INDEX_GRACE_S``) what the first index pass of a never-indexed vault has done so far
+        (:meth:`partial`), so a read answers from the notes committed already instead of waiting for the pass.
+        ToolFailure when the vault cannot be opened."""
         eng = self.engine
-        return eng, (None if self._indexed.is_set() else self.partial(eng))
+        return eng, (None if self._indexed.wait(FIRST_INDEX_GRACE_S) else self.partial(eng))
 
     def partial(self, eng) -> dict:
         """``{"indexing": str, "files_indexed": int (notes searchable now), "files_read": int, "files_total":
@@ -480,11 +495,37 @@ def _list_notes(vs: VaultServer, a: dict) -> dict:
 def _traverse(vs: VaultServer, a: dict) -> dict:
     """Walk the wikilink graph from a note: the notes it links to (out), that link to it (in), or both, to a depth.
 
-    Nodes carry name, description and depth; edges carry the link's predicate (typed links) and whether it embeds.
+    Nodes carry name, description (cut at 200 characters) and depth; edges carry the link's predicate (typed
+    links), whether it embeds and `links` (how many times it is written). At most max_nodes notes and 1000 edges
+    between them; `outlinks_total` / `inlinks_total` count the start note's links and `truncated` says something
+    was left out.
     """
     eng, partial = vs.indexed_engine()
     a["path"] = vs.note_path(a["path"])
     out = vs.job("traverse", a, eng)
+    start = out.get("start") or a["path"]
+    raw = out.pop("edges", [])
+    out["outlinks_total"] = sum(1 for e in raw if e["src"] == start)
+    out["inlinks_total"] = sum(1 for e in raw if e["dst"] == start)
+    kept = {n["path"] for n in out["nodes"]}
+    edges: dict[tuple, dict] = {}
+    for e in raw:  # one edge per (src, dst, kind): a note linking 100k times to one target is one line
+        if e["src"] in kept and e["dst"] in kept:
+            key = (e["src"], e["dst"], e.get("predicate"), bool(e.get("embed")))
+            if key in edges:
+                edges[key]["links"] += 1
+            elif len(edges) < MAX_EDGES:
+                edges[key] = {**e, "links": 1}
+            else:
+                out["truncated"] = True
+        else:
+            out["truncated"] = True  # an edge to a note past max_nodes
+    out["edges"] = list(edges.values())
+    out["edges_total"] = len(raw)
+    for n in out["nodes"]:
+        desc = n.get("description") or ""
+        if len(desc) > NODE_DESC_CHARS:
+            n["description"] = desc[:NODE_DESC_CHARS] + "…"
     if partial:
         out["partial"] = partial
     return out
@@ -514,9 +555,29 @@ def _agenda(vs: VaultServer, a: dict) -> dict:
 
 
 def _changes(vs: VaultServer, a: dict) -> dict:
-    """The change journal: recent runs that wrote to the vault (auto_dream, auto_memory, captures, remember…), or
-    one run's file changes with run_id. Undo a run with revert."""
-    return vs.job("dream_log", a)
+    """The change journal: recent runs that wrote to the vault, newest first (the app's pipelines auto_dream,
+    auto_memory…, captures, and every agent write: remember, write_note, edit_note, move_note), or one run's file
+    changes with run_id. Undo a run with revert.
+
+    Each run has run_id, kind, params, status, started_at/finished_at (Unix seconds), the number of changes and
+    reverted_at. With run_id: each change's path, action (create | update | delete) and hashes; with_text adds the
+    texts before and after, each cut at 20,000 characters (`truncated` marks a cut text).
+    """
+    if not a.get("run_id"):
+        return vs.job("dream_log", a)
+    res = vs.job("dream_log", a)
+    changes = res.get("changes") or []
+    res["changes_total"] = len(changes)
+    if len(changes) > MAX_CHANGES:
+        res["changes"] = changes = changes[:MAX_CHANGES]
+        res["truncated"] = True
+    for ch in changes:
+        for key in ("before_text", "after_text"):
+            text = ch.get(key)
+            if isinstance(text, str) and len(text) > CHANGE_TEXT_CHARS:
+                ch[key] = text[:CHANGE_TEXT_CHARS]
+                ch["truncated"] = True  # read_note gives the current text whole
+    return res
 
 
 def _revert(vs: VaultServer, a: dict) -> dict:
@@ -566,21 +627,47 @@ def tool_specs() -> list[ToolSpec]:
     P = Param
     return [
         ToolSpec("search", _search, "search", drop=("render",), title="Search notes", extra=(
-            P("layer", "str", help="only this layer: daily | digest | resource | session"),)),
+            P("layer", "str", help="only this layer: daily | digest | resource | session"),), help={
+            "limit": f"hits to return (1-{MAX_HITS})",
+            "paths": 'only these notes: a JSON array of vault-relative paths, e.g. ["digest/wiki/a.md"]',
+            "frontmatter": 'only notes whose frontmatter has these values: a JSON object, e.g. {"status": "done"}',
+            "date_from": "YYYY-MM-DD: only notes of this day or later (by their daily/<date>/ or resource/<date>/ "
+                         "folder)",
+            "date_to": "YYYY-MM-DD: only notes of this day or earlier (inclusive)",
+            "path_prefix": "only paths starting with this, e.g. digest/ or daily/2026-11-",
+            "neighbors": "give each note's first hit its linked notes (false: smaller results)"},
+            bounds={"limit": (1, MAX_HITS)}),
         ToolSpec("read_note", _read_note, "read", title="Read a note"),
-        ToolSpec("list_notes", _list_notes, "list", title="List a folder"),
-        ToolSpec("traverse", _traverse, "traverse", title="Follow links"),
+        ToolSpec("list_notes", _list_notes, "list", title="List a folder", help={
+            "path": "vault-relative folder, e.g. digest/wiki ('' = the vault root)",
+            "limit": f"most entries to return (1-{MAX_LIST}; `truncated` says when more exist)"},
+            bounds={"limit": (1, MAX_LIST)}),
+        ToolSpec("traverse", _traverse, "traverse", title="Follow links", help={
+            "depth": "hops to follow (1: the note's direct links)",
+            "max_nodes": f"most notes to return (1-{MAX_NODES}; `truncated` says when the walk stopped early)"},
+            bounds={"depth": (0, 5), "max_nodes": (1, MAX_NODES)}),
         ToolSpec("today", _today, "daily_list", title="Today's page and cards"),
         ToolSpec("agenda", _agenda, "proactive_read", title="Topics and agenda of a day"),
-        ToolSpec("changes", _changes, "dream_log", title="Change journal"),
-        ToolSpec("write_note", _write_note, "write", writes=True, title="Write a note"),
-        ToolSpec("edit_note", _edit_note, "edit", writes=True, title="Edit a note", extra=(
-            P("expected_sha", "str", help="refuse if the note changed since this hash (from read_note)"),)),
-        ToolSpec("move_note", _move_note, "move", writes=True, title="Move a note"),
+        ToolSpec("changes", _changes, "dream_log", title="Change journal", help={
+            "limit": f"most runs to list, newest first (1-{MAX_RUNS})",
+            "run_id": "show this run's file changes (a run_id from the list); empty: list recent runs",
+            "with_text": "with run_id: include each change's text before and after"},
+            bounds={"limit": (1, MAX_RUNS)}),
+        ToolSpec("write_note", _write_note, "write", writes=True, title="Write a note", help={
+            "expected_sha": "the `sha` from read_note: refuse if the note changed since (needed to replace an "
+                            "existing note)"}),
+        ToolSpec("edit_note", _edit_note, "edit", writes=True, title="Edit a note", help={
+            "new": "replacement text ('' deletes the old text)",
+            "count": "how many times `old` must occur (0: replace every occurrence)",
+            "expected_sha": "the `sha` from read_note: refuse if the note changed since"}),
+        ToolSpec("move_note", _move_note, "move", writes=True, title="Move a note", help={
+            "src": "vault-relative path of the note to move ('.md' may be left out)",
+            "dst": "its new vault-relative path (links to it are rewritten)"}),
         ToolSpec("remember", _remember, None, writes=True, title="Remember a fact", extra=(
             P("text", "str", required=True, help="the fact or short note, as the person said it"),
             P("agent", "str", "", help="your name as an agent (e.g. claude-code), shown with the entry"),
             P("conversation", "json", help="optional: the exchange as a list of {role: user|assistant, content}"),
         )),
-        ToolSpec("revert", _revert, "revert", writes=True, title="Undo a run"),
+        ToolSpec("revert", _revert, "revert", writes=True, title="Undo a run", help={
+            "run_id": "the run to undo (a run_id from `changes`)"}),
     ]

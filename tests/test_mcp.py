@@ -48,13 +48,21 @@ def _argv(vault: Path, state: Path, *extra: str) -> list[str]:
 
 
 @asynccontextmanager
-async def stdio_session(vault: Path, state: Path, *extra: str):
+async def stdio_session(vault: Path, state: Path, *extra: str, indexed: bool = True):
+    """A client session with ``reme-tui mcp`` on ``vault``; with ``indexed``, once its first index pass is done
+    (before it, searches answer from the part indexed so far, marked partial)."""
     params = StdioServerParameters(command=sys.executable, args=_argv(vault, state, *extra), env=_env(),
                                    cwd=str(REPO))
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
+            if indexed:
+                await until(lambda: _indexed(session), timeout=60)
             yield session
+
+
+async def _indexed(s: ClientSession) -> bool:
+    return (await status(s))["indexed"]
 
 
 async def call(s: ClientSession, tool: str, **args) -> dict:
@@ -264,6 +272,7 @@ async def test_streamable_http_on_loopback(demo_vault, tmp_path):
             async with ClientSession(read, write) as s:
                 init = await s.initialize()
                 assert init.server_info.name == "reme"
+                await until(lambda: _indexed(s), timeout=60)
                 assert {t.name for t in (await s.list_tools()).tools} == READERS | WRITERS
                 hits = (await call(s, "search", query="光伏 产业链", mode="keyword"))["hits"]
                 assert hits[0]["path"] == "digest/wiki/光伏产业链.md"
@@ -436,7 +445,7 @@ async def test_a_cold_vault_answers_at_once_from_what_is_indexed(demo_vault, tmp
     for i in range(800):  # a first pass of seconds: time to catch it in the middle
         (bulk / f"n{i:04}.md").write_text(f"# Bulk {i}\n\nfiller note {i} about nothing in particular\n")
     state = tmp_path / "state"
-    async with stdio_session(demo_vault, state) as s:
+    async with stdio_session(demo_vault, state, indexed=False) as s:
         async def opened() -> bool:
             return (await status(s))["engine"] == "open"
 
@@ -463,3 +472,28 @@ async def test_a_cold_vault_answers_at_once_from_what_is_indexed(demo_vault, tmp
         await until(complete, timeout=60)
         assert (await call(s, "search", query="光伏 产业链", mode="keyword"))["hits"][0]["path"] == \
             "digest/wiki/光伏产业链.md"
+
+
+async def test_argument_errors_are_one_line_and_texts_say_what_the_tool_takes(demo_vault, tmp_path):
+    async with stdio_session(demo_vault, tmp_path / "state", "--read-only") as s:
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        props = tools["search"].input_schema["properties"]
+        assert "comma" not in props["paths"]["description"] and "JSON array" in props["paths"]["description"]
+        assert "fm." not in props["frontmatter"]["description"]
+        assert "topic.md" not in tools["list_notes"].input_schema["properties"]["path"]["description"]
+        for t in tools.values():  # no CLI-only syntax anywhere an agent reads
+            assert "fm.KEY" not in json.dumps(t.input_schema) and "comma-separated" not in json.dumps(t.input_schema)
+        for tool, args, want in [
+            ("search", {"query": "x", "limit": "five"}, "limit expects an integer from 1 to 100, got \"five\""),
+            ("search", {"query": "x", "paths": "a.md,b.md"}, "paths expects a JSON array of strings"),
+            ("search", {"query": "x", "mode": "fuzzy"}, "mode expects one of hybrid | keyword | vector"),
+            ("search", {"query": "x", "limit": 5000}, "limit expects an integer from 1 to 100, got 5000"),
+            ("search", {"limit": 3}, "query is required"),
+            ("search", {"query": "x", "max_results": 3}, "unknown 'max_results'"),
+            ("traverse", {"path": "digest/wiki/新能源.md", "max_nodes": 10**6}, "max_nodes expects an integer"),
+        ]:
+            msg = await fail(s, tool, **args)
+            assert msg.startswith(f"bad argument for {tool}: ") and want in msg, msg
+            assert "\n" not in msg and "http" not in msg and "pydantic" not in msg, msg
+        r = await call(s, "search", query="光伏", mode="keyword", paths=["digest/wiki/光伏产业链.md"])
+        assert {h["path"] for h in r["hits"]} == {"digest/wiki/光伏产业链.md"}
