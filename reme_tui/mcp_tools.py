@@ -496,8 +496,8 @@ def _traverse(vs: VaultServer, a: dict) -> dict:
     """Walk the wikilink graph from a note: the notes it links to (out), that link to it (in), or both, to a depth.
 
     Nodes carry name, description (cut at 200 characters) and depth; edges carry the link's predicate (typed
-    links), whether it embeds and `links` (how many times it is written). At most max_nodes notes and 1000 edges
-    between them; `outlinks_total` / `inlinks_total` count the start note's links and `truncated` says something
+    links) and whether it embeds. At most max_nodes notes and 1000 edges between them; `outlinks_total` /
+    `inlinks_total` count the notes the start note links to / that link to it, and `truncated` says something
     was left out.
     """
     eng, partial = vs.indexed_engine()
@@ -509,13 +509,13 @@ def _traverse(vs: VaultServer, a: dict) -> dict:
     out["inlinks_total"] = sum(1 for e in raw if e["dst"] == start)
     kept = {n["path"] for n in out["nodes"]}
     edges: dict[tuple, dict] = {}
-    for e in raw:  # one edge per (src, dst, kind): a note linking 100k times to one target is one line
+    for e in raw:  # one edge per (src, dst, kind): with direction=both a walk meets an edge from both ends
         if e["src"] in kept and e["dst"] in kept:
             key = (e["src"], e["dst"], e.get("predicate"), bool(e.get("embed")))
             if key in edges:
-                edges[key]["links"] += 1
-            elif len(edges) < MAX_EDGES:
-                edges[key] = {**e, "links": 1}
+                continue
+            if len(edges) < MAX_EDGES:
+                edges[key] = e
             else:
                 out["truncated"] = True
         else:

@@ -497,3 +497,21 @@ async def test_argument_errors_are_one_line_and_texts_say_what_the_tool_takes(de
             assert "\n" not in msg and "http" not in msg and "pydantic" not in msg, msg
         r = await call(s, "search", query="光伏", mode="keyword", paths=["digest/wiki/光伏产业链.md"])
         assert {h["path"] for h in r["hits"]} == {"digest/wiki/光伏产业链.md"}
+
+
+async def test_results_are_bounded(demo_vault, tmp_path):
+    """traverse on a note with thousands of links, changes with the texts of a huge write: capped, with totals."""
+    links = "".join(f"[[t{i}]] " for i in range(3000)) + "[[digest/wiki/新能源]] " * 2000
+    (demo_vault / "digest/wiki/hub.md").write_text(f"# Hub\n\n{links}\n")
+    async with stdio_session(demo_vault, tmp_path / "state") as s:
+        res = await s.call_tool("traverse", {"path": "digest/wiki/hub", "direction": "out"})
+        t = json.loads(res.content[0].text)
+        assert len(res.content[0].text) < 100_000
+        assert t["outlinks_total"] == 3001 == t["edges_total"] and t["truncated"]  # distinct targets
+        assert len(t["nodes"]) == 200 and len(t["edges"]) == 199  # the edges between the notes returned
+        t = await call(s, "traverse", path="digest/wiki/hub", direction="both", depth=2, max_nodes=500)
+        assert len(t["nodes"]) == 500 and len(t["edges"]) <= 1000 and t["truncated"]
+        w = await call(s, "write_note", path="digest/wiki/huge.md", content="x" * 30_000 + "\n")
+        one = await call(s, "changes", run_id=w["run_id"], with_text=True)
+        ch = one["changes"][0]
+        assert len(ch["after_text"]) == 20_000 and ch["truncated"] and one["changes_total"] == 1
