@@ -295,8 +295,13 @@ async def test_beside_the_app_watcher_on_one_vault(demo_vault, tmp_path):
     eng.start_background(schedule=False, on_indexed=lambda paths, rep: batches.append((paths, rep)))
     try:
         async with stdio_session(v, state) as s:
-            # the agent writes: searchable in the app at once, and the app's watcher re-processes nothing
-            w = await call(s, "write_note", path="digest/wiki/from-agent.md", content="# From agent\n\nxylophone\n")
+            # the agent writes: searchable in the app at once, and the app's watcher re-processes nothing. The
+            # app's batch is held behind its write lock until the write returned (indexed): unheld, a batch that
+            # fires 300 ms after the file appears can beat the server's index commit on a loaded machine, and
+            # then the app indexes the note itself (once: the server's own pass is the no-op) — the flake.
+            with eng.write_lock:
+                w = await call(s, "write_note", path="digest/wiki/from-agent.md",
+                               content="# From agent\n\nxylophone\n")
             assert [h.path for h in eng.search("xylophone", mode="keyword").hits] == [w["path"]]
             await until(lambda: any(w["path"] in paths for paths, _ in batches))
             rep = next(rep for paths, rep in batches if w["path"] in paths)
