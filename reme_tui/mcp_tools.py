@@ -336,9 +336,9 @@ def _search(vs: VaultServer, a: dict) -> dict:
     Each hit gives its path and line range (read more with read_note), the heading breadcrumb, a snippet and why it
     ranked (each leg's rank and score); the first hit of each note also gives the note's description and its hop-2
     neighbours (up to 5 notes it links to and 5 that link to it, with their descriptions, and the totals; traverse
-    lists them all). Filters: layer (daily | digest |
-    resource | session), path_prefix, paths, date_from/date_to, frontmatter values. mode=keyword skips the
-    embedding model.
+    lists them all). Filters: layer (daily | digest | resource | session), path_prefix, paths, date_from/date_to,
+    frontmatter values. mode=keyword skips the embedding model. `degraded` says when results are weaker than
+    usual (no vectors yet; a vault still being indexed for the first time, when `partial` says how far it got).
     """
     eng, partial = vs.indexed_engine()
     layer = a.pop("layer", None)
@@ -425,7 +425,8 @@ def _read_note(vs: VaultServer, a: dict) -> dict:
     """Read a note (or lines of it): its text and content hash.
 
     Pass the returned `sha` as `expected_sha` to write_note / edit_note so a note changed meanwhile is never
-    overwritten. Lines are 1-based and inclusive; at most 5000 per call (`truncated` says when more remain).
+    overwritten. Lines are 1-based and inclusive; at most 5000 lines and max_chars characters per call
+    (`truncated` says when more remain: read on from end_line + 1; `line_cut` when one line alone was longer).
     """
     a["path"] = vs.note_path(a["path"])
     return vs.job("read", a)
