@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -29,7 +30,7 @@ MAX_RUNS, MAX_CHANGES, CHANGE_TEXT_CHARS = 200, 500, 20_000
 OPEN_TIMEOUT_S = 10.0
 #: Seconds a read waits for the first index pass of a never-indexed vault before answering from the part indexed
 #: so far (marked partial): a small vault's pass ends within it, a big one's takes minutes.
-FIRST_INDEX_GRACE_S = 2.0
+FIRST_INDEX_GRACE_S = 1.0
 #: Seconds between index catch-up passes of a read-only server (which runs no watcher).
 RESYNC_S = 30.0
 #: Engine threads doing one-off search work, and how :meth:`VaultServer.status` names them.
@@ -96,6 +97,7 @@ class VaultServer:
         self._work = "opening"
         self._embedded = 0  # vectors this server's own passes made
         self._progress = (0, 0)  # (files read, files to read) of the running index pass
+        self._pass_started: float | None = None  # time.monotonic() when the catch-up pass began
 
     def start(self) -> None:
         """Open the engine, then catch up the index and start the watcher, all on a daemon thread. Idempotent
@@ -121,6 +123,7 @@ class VaultServer:
             self._indexed.set()  # search the existing index while the catch-up pass runs
         self._opened.set()
         self._work = "index catch-up"
+        self._pass_started = time.monotonic()
         try:
             eng.index(self._on_progress, vectors=False)  # keyword + graph catch-up; a no-op pass is ~50 ms
             self._indexed.set()
@@ -200,11 +203,16 @@ class VaultServer:
 
     def indexed_engine(self):
         """``(engine, partial)``: the engine, and None once an index exists, else (after at most
-        ``FIRST_INDEX_GRACE_S``) what the first index pass of a never-indexed vault has done so far
+        ``FIRST_INDEX_GRACE_S`` after the pass began) what the first index pass of a never-indexed vault has done so far
         (:meth:`partial`), so a read answers from the notes committed already instead of waiting for the pass.
         ToolFailure when the vault cannot be opened."""
         eng = self.engine
-        return eng, (None if self._indexed.wait(FIRST_INDEX_GRACE_S) else self.partial(eng))
+        if self._indexed.is_set():
+            return eng, None
+        # the grace counts from the pass's start: once a big vault's pass outlasts it, reads answer at once
+        started = self._pass_started
+        left = FIRST_INDEX_GRACE_S - (time.monotonic() - started) if started is not None else FIRST_INDEX_GRACE_S
+        return eng, (None if self._indexed.wait(max(0.0, left)) else self.partial(eng))
 
     def partial(self, eng) -> dict:
         """``{"indexing": str, "files_indexed": int (notes searchable now), "files_read": int, "files_total":
