@@ -520,3 +520,21 @@ async def test_results_are_bounded(demo_vault, tmp_path):
         one = await call(s, "changes", run_id=w["run_id"], with_text=True)
         ch = one["changes"][0]
         assert len(ch["after_text"]) == 20_000 and ch["truncated"] and one["changes_total"] == 1
+
+
+def test_an_agent_write_is_not_the_apps_own(demo_vault, tmp_path):
+    """Journaled for undo, but a note an agent wrote or edited counts as the person's for the pipelines (a mark
+    it set in interests.yaml is read; a pipeline never takes the note for its own)."""
+    from reme_engine.agent_capture import journaled_edit, journaled_write
+    from reme_engine.engine import Engine
+
+    with Engine.open(_settings(demo_vault, tmp_path / "state")) as eng:
+        eng.index(vectors=False)
+        run = eng.journal.start_run(eng.vault, "auto_dream")
+        run.write("digest/wiki/app-note.md", "# App note\n\nby the app\n", step="t")
+        run.finish()
+        assert eng.journal.last_written_sha("digest/wiki/app-note.md") == run.read("digest/wiki/app-note.md")[1]
+        journaled_edit(eng, "digest/wiki/app-note.md", "by the app", "by the app, edited by an agent")
+        assert run.user_edited_since_app_wrote("digest/wiki/app-note.md")
+        journaled_write(eng, "digest/wiki/agent-only.md", "# Agent\n")
+        assert eng.journal.last_written_sha("digest/wiki/agent-only.md") is None

@@ -29,6 +29,8 @@ from ..vault.io import WriteConflict, atomic_write, content_hash, file_hash
 from ..vault.paths import VaultPathError, resolve
 
 log = logging.getLogger("reme.journal")
+#: Run kinds of an agent's writes through MCP (``mcp:write_note``…): journaled, but not the app's own writes.
+AGENT_KIND_PREFIX = "mcp:"
 #: Warnings about damaged rows kept on the journal (newest last) for callers that did not pass a list.
 MAX_READ_WARNINGS = 100
 
@@ -244,8 +246,13 @@ class ChangeJournal:
         return out
 
     def last_written_sha(self, path: str) -> str | None:
-        """The after-hash of the app's latest journaled write of ``path`` (None if the app never wrote it)."""
-        r = self._exec("SELECT after_sha FROM changes WHERE path=? ORDER BY id DESC LIMIT 1", (path,)).fetchone()
+        """The after-hash of the app's latest journaled write of ``path`` (None if the app never wrote it).
+
+        An agent's write through MCP (run kinds ``mcp:*``) is journaled too but is not the app's: it counts as an
+        edit by the person (pipelines never take such a note for their own, and a mark it sets is read)."""
+        r = self._exec(f"SELECT c.after_sha FROM changes c LEFT JOIN runs r ON r.run_id = c.run_id WHERE c.path=?"
+                       f" AND coalesce(r.kind, '') NOT LIKE '{AGENT_KIND_PREFIX}%' ORDER BY c.id DESC LIMIT 1",
+                       (path,)).fetchone()
         return r[0] if r else None
 
     def revert(self, vault: Path, run_id: str) -> RevertResult:
