@@ -257,6 +257,18 @@ async def test_switcher_escape_gives_focus_back_and_double_keys_act_once(app_for
         m.links.focus()
         await wait_for(pilot, lambda: not s.is_open, what="closed when the focus left")
         assert pilot.app.focused is m.links
+        # from the command palette: it closes, the switcher opens on the main screen
+        from textual.command import CommandPalette
+
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, CommandPalette), what="palette")
+        pilot.app.action_main("quick_switch")
+        await wait_for(pilot, lambda: pilot.app.screen is m and s.is_open and s.input.has_focus, what="from palette")
+        # a click on a row opens it (the list takes no focus: the switcher stays open until then)
+        await pilot.press(*"新能源")
+        await wait_for(pilot, lambda: s.matches and s.matches[0].note.path == "digest/wiki/新能源.md", what="typed")
+        await pilot.click(s.list, offset=(3, 0))
+        await wait_for(pilot, lambda: m.note.path == "digest/wiki/新能源.md" and not s.is_open, what="clicked row")
         assert pilot.app._exception is None
 
 

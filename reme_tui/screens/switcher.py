@@ -227,6 +227,10 @@ class QuickSwitcher(Vertical):
     # -- filtering ------------------------------------------------------------------------------------------
     def _row_width(self) -> int:
         width = self.list.scrollable_content_region.width
+        if width <= 1 and self._fitted_width > 1:
+            # shown again, not laid out yet: last opening's width (a resize meanwhile re-cuts the rows on Resize)
+            self.call_after_refresh(self._refit)
+            return max(20, self._fitted_width - 1)
         if width <= 1:  # before the first layout: cut to a wide guess, and again once it is known
             self.call_after_refresh(self._refit)
             return 100
