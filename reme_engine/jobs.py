@@ -72,7 +72,10 @@ def _bool(v: Any) -> bool:
 
 
 def coerce(p: Param, v: Any) -> Any:
-    """Convert a CLI string (or a Python value) to the parameter's type. Raises JobError."""
+    """Convert a CLI string (or a Python value) to the parameter's type; None stays None (the default applies).
+    Raises JobError."""
+    if v is None:
+        return None
     try:
         if p.type == "int":
             return int(v)
@@ -98,7 +101,7 @@ PARAM_HELP = {
     "dst": "new vault-relative path (inbound links are rewritten)",
     "content": "the whole new text of the note (UTF-8 Markdown)",
     "overwrite": "replace an existing note (false: refuse if it exists)",
-    "expected_sha": "refuse if the file changed since this hash",
+    "expected_sha": "the `sha` an earlier read returned: refuse if the file changed since",
     "old": "exact text to replace (include enough context to be unique)",
     "new": "replacement text",
     "start_line": "first line, 1-based",
@@ -110,16 +113,22 @@ PARAM_HELP = {
     "recursive": "list sub-folders too",
     "limit": "most entries to return",
     "date": "YYYY-MM-DD (default: today in the app's timezone)",
-    "date_from": "YYYY-MM-DD, from a daily/<date> or resource/<date> segment",
+    "date_from": "YYYY-MM-DD, inclusive (a note's date is the daily/<date> or resource/<date> folder it is in)",
     "date_to": "YYYY-MM-DD, inclusive",
     "path_prefix": "only paths starting with this (e.g. digest/)",
-    "paths": "only these paths (comma-separated)",
-    "frontmatter": "JSON object of required frontmatter values; or fm.KEY=VALUE",
+    "paths": "only these vault-relative paths (a list; on the command line, comma-separated)",
+    "frontmatter": "JSON object of required frontmatter values (on the command line also fm.KEY=VALUE)",
     "include_content": "include the raw interests.yaml text",
     "horizon_days": "days ahead whose agenda items are included",
     "min_confidence": "drop topics below this confidence (0-1)",
-    "run_id": "the run to show or revert (from `changes`)",
+    "run_id": "a run's id, as `dream_log` lists them (`changes` over MCP)",
     "with_text": "include before/after texts of each change",
+    "keys": "frontmatter keys to remove (a list; on the command line, comma-separated)",
+    "clear": "drop the index first and rebuild it from the vault (the embedding cache is kept)",
+    "vectors": "also compute the vectors of new chunks (false: keyword index only)",
+    "insert_markers": "add the index markers to a day page that has none",
+    "use_llm": "call the configured LLM (false: keyword topics only, no API call)",
+    "session_id": "the chat record's id (its file is <session dir>/dialog/<id>.jsonl)",
 }
 
 
@@ -244,7 +253,7 @@ JOBS: dict[str, Job] = {j.name: j for j in [
                drop=("delete",), param_help={"updates": "JSON object; or set.KEY=VALUE"}, run=_fm_update,
                writes=True),
     method_job("frontmatter_delete", "Remove keys from a note's frontmatter.", method="frontmatter_update",
-               drop=("updates", "delete"), extra=(P("keys", "list", required=True),),
+               drop=("updates", "delete"), extra=(P("keys", "list", required=True, help=PARAM_HELP["keys"]),),
                run=lambda e, a: e.frontmatter_update(a["path"], {}, a["keys"]), writes=True),
     method_job("daily_create", "Create today's (or date's) day folder and index page; idempotent.", writes=True),
     method_job("daily_list", "Cards of a day."),
@@ -342,11 +351,14 @@ def _suggest(word: str, choices) -> str:
 
 
 def parse_params(job: Job, raw: dict[str, Any]) -> dict[str, Any]:
-    """Validate and coerce ``raw`` against ``job.params``; dotted keys (``fm.x``, ``set.x``) pass through."""
+    """Validate and coerce ``raw`` against ``job.params``; dotted keys (``fm.x``, ``set.x``) pass through; a None
+    value counts as not given. Raises JobError for an unknown or missing parameter or a bad value."""
     spec = {p.name: p for p in job.params}
     out: dict[str, Any] = {}
     for k, v in raw.items():
         if k in spec:
+            if v is None:  # an explicit null is an absent parameter: its default applies (or it is missing)
+                continue
             out[k] = coerce(spec[k], v)
         elif "." in k and k.split(".", 1)[0] in ("fm", "set"):
             out[k] = v

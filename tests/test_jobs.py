@@ -546,3 +546,20 @@ def test_a_server_that_accepts_but_never_answers_costs_the_greeting_timeout(tmp_
         t = time.monotonic()
         assert ask(tmp_path, "search", {"query": "x"}, "id", hello_timeout=0.3) is None
         assert time.monotonic() - t < 5
+
+
+def test_every_job_parameter_says_what_it_takes():
+    """`job help` and the MCP schemas read these texts: none may be empty."""
+    from reme_engine.jobs import JOBS
+
+    empty = [f"{name}.{p.name}" for name, job in JOBS.items() for p in job.params if not p.help.strip()]
+    assert not empty, empty
+
+
+def test_an_explicit_null_parameter_is_a_parameter_not_given(eng):
+    """A JSON client sending `"paths": null` gets the default (no path filter), not a filter on the path "None"."""
+    a = run_job(eng, "search", {"query": "memory", "mode": "keyword", "paths": None, "limit": None})
+    b = run_job(eng, "search", {"query": "memory", "mode": "keyword"})
+    assert a["success"] and [h["path"] for h in a["hits"]] == [h["path"] for h in b["hits"]] and a["hits"]
+    missing = run_job(eng, "read", {"path": None})
+    assert missing["success"] is False and "missing parameter path" in missing["error"]
