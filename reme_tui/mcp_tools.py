@@ -132,6 +132,7 @@ class VaultServer:
                 eng.start_background(watch=True, schedule=False, on_event=self._log_event)
             elif self.embed:  # no watcher, but a long-running process: passes encode in the embedder's child
                 eng.start_background(watch=False, schedule=False)
+            eng.start_local_server()  # one-shot `reme-tui job search` … asks this server (ARCHITECTURE §7.3)
         except Exception as exc:  # logged; tools keep working on what is indexed
             _log(f"index catch-up failed: {exc}")
             self._indexed.set()

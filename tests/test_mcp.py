@@ -538,3 +538,28 @@ def test_an_agent_write_is_not_the_apps_own(demo_vault, tmp_path):
         assert run.user_edited_since_app_wrote("digest/wiki/app-note.md")
         journaled_write(eng, "digest/wiki/agent-only.md", "# Agent\n")
         assert eng.journal.last_written_sha("digest/wiki/agent-only.md") is None
+
+
+async def test_one_shot_jobs_ask_a_running_mcp_server(demo_vault, tmp_path):
+    """While an agent's `reme-tui mcp` runs on a vault, a one-shot `reme-tui job search` on it is answered over the
+    server's local socket (ARCHITECTURE §7.3) with what the job would print in-process."""
+    from reme_engine.jobs import run_job
+    from reme_engine.local_server import ask, settings_identity, socket_path
+
+    vault, state = demo_vault, tmp_path / "state"
+    settings = _settings(vault, state)
+    async with stdio_session(vault, state) as s:
+        await until(lambda: socket_path(state).exists(), timeout=60)
+        params = {"query": "光伏", "mode": "keyword", "limit": "5"}
+        served = await anyio.to_thread.run_sync(lambda: ask(state, "search", params, settings_identity(settings)))
+        assert served is not None and served["success"] and served["hits"], served
+        await call(s, "search", query="光伏", mode="keyword", limit=5)  # the server still answers its client
+    assert not socket_path(state).exists()  # removed when the server ended
+    from reme_engine.engine import Engine
+
+    eng = Engine.open(settings)
+    try:
+        local = run_job(eng, "search", dict(params))
+    finally:
+        eng.close()
+    assert [h["path"] for h in served["hits"]] == [h["path"] for h in local["hits"]]
