@@ -121,14 +121,14 @@ class ReMeApp(App[int]):
         from .screens.dialogs import IndexStatusScreen, LinkPickerScreen, NewNoteScreen
         from .screens.help import HelpScreen
         from .screens.search import SearchScreen
-        from .screens.switcher import QuickSwitcher
+        from .screens.switcher import QuickSwitcherScreen
         from .widgets.agenda import AgendaList
         from .widgets.neighbours import NeighboursList
         from .widgets.vault_tree import VaultTree
 
         ids = set()
         for cls in (ReMeApp, MainScreen, SearchScreen, HelpScreen, VaultTree, NeighboursList, AgendaList,
-                    NewNoteScreen, LinkPickerScreen, IndexStatusScreen, QuickSwitcher):
+                    NewNoteScreen, LinkPickerScreen, IndexStatusScreen, QuickSwitcherScreen):
             for b in cls.BINDINGS:
                 if isinstance(b, Binding) and b.id:
                     ids.add(b.id)

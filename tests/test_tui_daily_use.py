@@ -175,37 +175,39 @@ def test_switcher_matcher_cjk_aliases_paths_and_recency():
 
 
 async def test_ctrl_o_opens_a_note_by_name_and_offers_to_create_a_missing_one(app_for):
-    from reme_tui.screens.switcher import LIMIT
+    from reme_tui.screens.switcher import LIMIT, QuickSwitcherScreen
 
     app = app_for()
     async with app.run_test(size=(100, 30)) as pilot:
         m = await started(pilot)
-        s = m.switcher
         # the note list was read in a worker once the index opened: the first Ctrl+O does not wait for it
         assert m.note_index is not None and len(m.note_index) == len(app.engine.note_titles()) > 20
         await open_and_wait(pilot, "digest/wiki/新能源.md")
         await pilot.press("ctrl+o")
-        await wait_for(pilot, lambda: s.is_open and s.input.has_focus, what="switcher")
-        assert pilot.app.screen is m  # an overlay of the main screen, not a screen of its own
-        assert s.matcher is not None and s.matcher.index is m.note_index and s.list.option_count > 0
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, QuickSwitcherScreen), what="switcher")
+        s = pilot.app.screen
+        await wait_for(pilot, lambda: s.matcher is not None and s.list.option_count > 0, what="note list")
         assert s.matches[0].note.path == "digest/wiki/新能源.md"  # the recent note first
+        assert len(s.matcher) == len(app.engine.note_titles()) > 20
         await pilot.press(*"光链")
         await wait_for(pilot, lambda: s.input.value == "光链", what="typed")
         assert s.matches[0].note.path == GUANGFU
         assert option_texts(s.list)[-1].startswith("+ Create 光链.md")  # no note is called that
-        await pilot.press("ctrl+o")  # while open: nothing
         await pilot.press("enter")
-        await wait_for(pilot, lambda: m.note.path == GUANGFU and not s.is_open, what="opened")
-        assert not s.display and pilot.app.screen is m
-        # again: emptied, with the note just opened first
+        await wait_for(pilot, lambda: m.note.path == GUANGFU, what="opened")
+        assert pilot.app.screen is m
+        # the same dialog comes back (kept mounted: no rebuild), emptied, with the note just opened first
+        first = s
         await pilot.press("ctrl+o")
-        await wait_for(pilot, lambda: s.is_open, what="switcher")
-        assert s.input.value == ""
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, QuickSwitcherScreen), what="switcher")
+        s = pilot.app.screen
+        assert s is first and s.input.value == "" and not s.dismissed
         await wait_for(pilot, lambda: s.matches and s.matches[0].note.path == GUANGFU, what="recent first again")
         assert s.list.option_count <= LIMIT
         # an alias finds its note; a missing name is created at the vault root and opened
         await pilot.press(*"混合检索")
-        await wait_for(pilot, lambda: s.input.value == "混合检索" and s.matches, what="alias match")
+        await wait_for(pilot, lambda: s.matcher is not None and s.input.value == "混合检索" and s.matches,
+                       what="alias match")
         assert s.matches[0].note.path == "digest/wiki/hybrid-retrieval.md" and s.create_path is None
         s.input.value = "全新的想法"
         await wait_for(pilot, lambda: s.create_path == "全新的想法.md" and not s.matches, what="create row")
@@ -219,57 +221,32 @@ async def test_ctrl_o_opens_a_note_by_name_and_offers_to_create_a_missing_one(ap
                        what="note list read again")
 
 
-async def test_switcher_escape_gives_focus_back_and_double_keys_act_once(app_for):
-    """Escape closes the overlay and gives the focus back; Escape/Enter pressed twice at once close it once and
-    never leave the main screen; a click elsewhere closes it; the note list read while the vault changed is
-    dropped for a fresh one."""
+async def test_switcher_enter_enter_and_escape_escape_keep_the_main_screen(app_for):
+    """Escape twice at once, and Enter twice at once (before the list is in), close the switcher once and never
+    pop the main screen; the first Ctrl+O after startup finds the note list already read."""
+    from reme_tui.screens.switcher import QuickSwitcherScreen
+
     app = app_for()
     async with app.run_test(size=(100, 30)) as pilot:
         m = await started(pilot)
-        s = m.switcher
-        calls = []
-        m.daily.focus_dates()
-        await pilot.pause()
-        before = pilot.app.focused
-        assert before is m.daily.dates
-        s.open([], "", index=m.note_index, done=calls.append)
-        await wait_for(pilot, lambda: s.input.has_focus, what="switcher focused")
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: not s.is_open, what="closed")
-        assert calls == [None] and pilot.app.focused is before  # the Daily list has the keys again
-        s.open([], "", index=m.note_index, done=calls.append)
-        await wait_for(pilot, lambda: s.input.has_focus, what="switcher focused")
-        await press_together(pilot, "escape", "escape")
-        assert not s.is_open and calls == [None, None]
-        assert pilot.app.screen is m and m in pilot.app.screen_stack
-        # Enter twice, before and after the list is in: one choice
-        calls.clear()
-        m.note_index = None  # the vault changed: the switcher reads the list itself
-        s.open([], "光伏产业", index=None, done=calls.append)
-        await press_together(pilot, "enter", "enter")
-        await wait_for(pilot, lambda: calls, what="chosen")
-        await settle(pilot)
-        assert calls == [("open", GUANGFU)] and not s.is_open
-        await app_alive(pilot, m)
-        # a click on a pane closes it (the pane keeps the focus)
         await pilot.press("ctrl+o")
-        await wait_for(pilot, lambda: s.is_open and s.input.has_focus, what="switcher")
-        m.links.focus()
-        await wait_for(pilot, lambda: not s.is_open, what="closed when the focus left")
-        assert pilot.app.focused is m.links
-        # from the command palette: it closes, the switcher opens on the main screen
-        from textual.command import CommandPalette
-
-        await pilot.press("ctrl+p")
-        await wait_for(pilot, lambda: isinstance(pilot.app.screen, CommandPalette), what="palette")
-        pilot.app.action_main("quick_switch")
-        await wait_for(pilot, lambda: pilot.app.screen is m and s.is_open and s.input.has_focus, what="from palette")
-        # a click on a row opens it (the list takes no focus: the switcher stays open until then)
-        await pilot.press(*"新能源")
-        await wait_for(pilot, lambda: s.matches and s.matches[0].note.path == "digest/wiki/新能源.md", what="typed")
-        await pilot.click(s.list, offset=(3, 0))
-        await wait_for(pilot, lambda: m.note.path == "digest/wiki/新能源.md" and not s.is_open, what="clicked row")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, QuickSwitcherScreen), what="switcher")
+        s = pilot.app.screen
+        assert s.cached_index is m.note_index is not None  # no read at the first opening
+        await press_together(pilot, "escape", "escape")
+        await wait_for(pilot, lambda: pilot.app.screen is m, what="closed")
+        assert pilot.app.screen_stack[-1] is m and s.dismissed
+        m.note_index = None  # the vault changed: this opening reads the list itself
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, QuickSwitcherScreen), what="switcher again")
+        await press_together(pilot, *"光伏产业", "enter", "enter")
+        await wait_for(pilot, lambda: m.note.path == GUANGFU and pilot.app.screen is m, what="opened once")
+        assert pilot.app.screen_stack[-1] is m
+        await app_alive(pilot, m)
         assert pilot.app._exception is None
+
+
+
 
 
 async def test_palette_finds_notes_by_title(app_for):
@@ -403,15 +380,16 @@ def _snap(app_for, monkeypatch, *, today: str = DEMO_DAY, then=None):
 
 
 def test_snapshot_quick_switcher_80x24(app_for, snap_compare, monkeypatch):
-    """The quick switcher over the main screen (its panes visible around the box): "光伏" typed; 光伏产业链
-    first with its matched characters underlined and its path dimmed, the other notes naming 光伏 below, the
-    count line, and the box's key hints."""
+    """The quick switcher over the main screen: "光伏" typed; 光伏产业链 first with its matched characters
+    underlined and its path dimmed, the other notes naming 光伏 below, the count line, and the box's key hints."""
+    from reme_tui.screens.switcher import QuickSwitcherScreen
 
     async def then(pilot, m):
         await pilot.press("ctrl+o")
-        await wait_for(pilot, lambda: m.switcher.is_open and m.switcher.matcher is not None, what="switcher")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, QuickSwitcherScreen)
+                       and pilot.app.screen.matcher is not None, what="switcher")
         await pilot.press(*"光伏")
-        await wait_for(pilot, lambda: m.switcher.input.value == "光伏", what="typed")
+        await wait_for(pilot, lambda: pilot.app.screen.input.value == "光伏", what="typed")
 
     app, run_before = _snap(app_for, monkeypatch, then=then)
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

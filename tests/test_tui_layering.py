@@ -115,7 +115,7 @@ async def test_no_engine_call_runs_on_the_event_loop(app_for, monkeypatch):
         await wait_for(pilot, lambda: any(b.status.startswith("saved →") for b in m.chat.bubbles.values()),
                        what="captured")
         await pilot.press("escape", "ctrl+o")
-        await wait_for(pilot, lambda: m.switcher.is_open, what="switcher")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "QuickSwitcherScreen", what="switcher")
         await settle(pilot)
         await pilot.press("escape")
         m.action_show_status()

@@ -106,6 +106,7 @@ async def test_edit_without_conflict_writes_back_and_no_change_writes_nothing(ap
 
 async def test_opening_from_switcher_search_or_link_focuses_the_note(app_for):
     from reme_tui.screens.search import SearchScreen
+    from reme_tui.screens.switcher import QuickSwitcherScreen
 
     def on_note(m) -> bool:
         return app.focused is not None and m.note in app.focused.ancestors_with_self
@@ -117,8 +118,8 @@ async def test_opening_from_switcher_search_or_link_focuses_the_note(app_for):
         await pilot.pause()
         assert not on_note(m)
         await pilot.press("ctrl+o")
-        s = m.switcher
-        await wait_for(pilot, lambda: s.is_open, what="switcher")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuickSwitcherScreen), what="switcher")
+        s = app.screen
         await wait_for(pilot, lambda: s.matcher is not None and s.list.option_count > 0, what="note list")
         await pilot.press(*"光链")
         await wait_for(pilot, lambda: s.matches and s.matches[0].note.path == GUANGFU, what="match")

@@ -108,8 +108,8 @@ class PaneLayout:
     def watch_focused(self, focused) -> None:
         panes = (self.left, self.note, self.links, self.agenda, self.chat)
         pane = next((n for n in focused.ancestors_with_self if n in panes), None) if focused is not None else None
-        if pane is self._lit_pane or (pane is None and focused is not None and self.switcher in focused.ancestors):
-            return  # the quick switcher over the panes: the pane it was opened from stays lit (no repaint)
+        if pane is self._lit_pane:
+            return
         if self._lit_pane is not None:
             inline = self._lit_pane.styles.inline
             cleared = [inline.clear_rule(r) for r in

@@ -65,7 +65,6 @@ from ..widgets.status_line import StatusLine
 from ..widgets.vault_tree import VaultTree
 from .layout import PaneLayout
 from .openers import ScreenOpeners
-from .switcher import QuickSwitcher
 
 #: Status line text while the engine's embed thread adds vectors for notes saved elsewhere.
 BACKGROUND_EMBED = "embedding new notes…"
@@ -129,8 +128,7 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
         self._note_index = None  # the quick switcher's NoteIndex, kept until the vault changes
         self._note_index_gen = 0
         self._note_index_timer = None
-        # the quick switcher: an overlay on this screen, hidden between openings (Ctrl+O shows it)
-        self.switcher = QuickSwitcher(engine, keep_index=self._keep_note_index)
+        self.switcher = None  # the one quick switcher screen, installed on first use and reused
         self._announce = False  # say what a re-index did (only when the user asked for it)
         self._init_layout()
         # Kept as attributes (not queried): handlers may run before nested children are mounted.
@@ -212,9 +210,6 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
 
     # -- layout ---------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        # first child: showing it then leaves the other widgets' compositor order as it was, so Textual repaints
-        # the box only (its own layer draws it on top)
-        yield self.switcher
         with Horizontal(id="panes"):
             with self.left:
                 with self.left_switch:

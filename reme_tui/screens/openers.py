@@ -81,14 +81,21 @@ class ScreenOpeners:
         return list(dict.fromkeys(([self.note.path] if self.note.path else []) + self.history.recent()))
 
     def action_quick_switch(self, initial: str = "") -> None:
-        """Open a note by name (Ctrl+O); a name no note has can be created from there. The switcher is an
-        overlay of this screen (see ``screens/switcher.py``); Ctrl+O while it is open does nothing."""
+        """Open a note by name (Ctrl+O); a name no note has can be created from there."""
+        from .switcher import QuickSwitcherScreen
 
         def done(choice) -> None:
             if choice is not None:
                 kind, path = choice
                 self.create_note(path) if kind == "create" else self.post_message(OpenNote(path, focus=True))
 
-        if self.app.screen is not self:  # a dialog is on top: the switcher would open under it
-            return
-        self.switcher.open(self.recent_paths(), initial, index=self.note_index, done=done)
+        s = self.switcher
+        if isinstance(self.app.screen, QuickSwitcherScreen) or (s is not None and s in self.app.screen_stack):
+            return  # already open (the one instance cannot be pushed twice)
+        if s is None:
+            s = self.switcher = QuickSwitcherScreen(self.engine, keep_index=lambda index: setattr(self, "note_index", index))
+            # installed: closing keeps it mounted, so later openings skip building and laying out the dialog
+            self.app.install_screen(s, name=f"quick-switcher-{id(self)}")
+        s.reopen(self.recent_paths(), initial, index=self.note_index)
+        self.app.push_screen(s, done)
+
