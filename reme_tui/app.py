@@ -20,6 +20,7 @@ from .cjk import enable_cjk_line_breaking
 from .commands import NoteCommands, ReMeCommands
 from .screens.help import HelpScreen, collect_rows
 from .screens.main import MainScreen
+from .type_ahead import TypeAhead
 
 DARK, LIGHT = "textual-dark", "textual-light"
 
@@ -46,6 +47,13 @@ class ReMeApp(App[int]):
         self.unknown_keymap_ids: list[str] = []
         #: keep the theme the user picks in ``settings.config_path`` (the real app; tests opt in)
         self.persist_settings = background
+        #: keys typed right after Ctrl+O wait for the quick switcher's input (see :mod:`reme_tui.type_ahead`)
+        self.type_ahead = TypeAhead(self)
+
+    async def on_event(self, event) -> None:
+        if self.type_ahead.hold(event):
+            return
+        await super().on_event(event)
 
     def on_mount(self) -> None:
         theme = getattr(self.settings, "theme", "") or DARK

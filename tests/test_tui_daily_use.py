@@ -249,6 +249,42 @@ async def test_switcher_enter_enter_and_escape_escape_keep_the_main_screen(app_f
 
 
 
+async def test_keys_typed_right_after_ctrl_o_go_into_the_switcher(app_for):
+    """A fast typist on a busy machine: Ctrl+O and the next keys arrive before the switcher is up. Every key after
+    Ctrl+O reaches the switcher's input, none acts on the main screen (R would re-index, a the agenda), and an
+    Enter among them opens the note the typed name finds, not the first recent one."""
+    from reme_tui.screens.switcher import QuickSwitcherScreen
+
+    app = app_for()
+    async with app.run_test(size=(100, 30)) as pilot:
+        m = await started(pilot)
+        acted: list[str] = []
+        m.action_reindex = lambda: acted.append("reindex")
+        m.action_agenda = lambda: acted.append("agenda")
+
+        async def type_at_once(*keys: tuple[str, str | None]) -> None:
+            driver = pilot.app._driver
+            for key, ch in keys:
+                ev = events.Key(key, ch)
+                ev.set_sender(pilot.app)
+                driver.send_message(ev)
+            await pilot.pause()
+            await settle(pilot)
+
+        await type_at_once(("ctrl+o", None), ("R", "R"), ("a", "a"), ("g", "g"))
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, QuickSwitcherScreen), what="switcher")
+        s = pilot.app.screen
+        await wait_for(pilot, lambda: s.input.value == "Rag", what="typed ahead")
+        assert acted == []
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: pilot.app.screen is m, what="closed")
+        await type_at_once(("ctrl+o", None), *((c, c) for c in "光伏产业"), ("enter", None))
+        await wait_for(pilot, lambda: m.note.path == GUANGFU and pilot.app.screen is m, what="opened the named note")
+        assert acted == [] and pilot.app._exception is None
+        await pilot.press("R")  # held keys are released: the main screen's keys work again
+        await wait_for(pilot, lambda: acted == ["reindex"], what="R after the switcher")
+
+
 async def test_palette_finds_notes_by_title(app_for):
     from textual.command import CommandPalette
 

@@ -134,6 +134,9 @@ class QuickSwitcherScreen(Dialog[tuple[str, str] | None]):
             return
         self._opened = True
         self.input.focus()
+        type_ahead = getattr(self.app, "type_ahead", None)
+        if type_ahead is not None:  # keys typed after Ctrl+O, held until now, go to the input (after the focus)
+            type_ahead.release()
         if self.cached_index is not None:
             if self.matcher is not None and self.matcher.index is self.cached_index:
                 self.matcher = NoteMatcher(self.cached_index, self.recent)  # same folded fields, new recency
