@@ -34,7 +34,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..crashpoints import crash_point
-from ..vault.io import content_hash
+from ..vault.io import content_hash, fsync_path
 from .models import Unit, UnitOutcome
 
 log = logging.getLogger("reme.dream")
@@ -57,14 +57,7 @@ def _write_json(path: Path, data: dict) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    try:
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
+    fsync_path(path.parent)
 
 
 def _matches(text: str | None, sha: str | None) -> bool:
