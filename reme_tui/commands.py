@@ -18,7 +18,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("Refresh now", "main('refresh')", "Run today's proactive refresh (agenda) now"),
     ("Toggle light/dark theme", "toggle_theme", "Switch between the light and dark theme"),
     ("Show index status", "main('show_status')", "Files, chunks, vectors, embedder, LLM, scheduled jobs"),
-    ("Changes (memory pipelines)", "main('changes')", "Runs of auto-memory/resource/dream/refresh: diffs and revert"),
+    ("Changes (reme and agents)", "main('changes')", "Runs of auto-memory/resource/dream/refresh and agent writes over MCP: diffs and revert"),
     ("Edit note in $EDITOR", "main('edit')", "Open the current note in your editor, then re-index it"),
     ("Follow a link…", "main('follow_link')", "Choose one of the open note's links"),
     ("Agenda", "main('agenda')", "Show today's proactive agenda"),

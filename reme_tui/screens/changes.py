@@ -56,7 +56,7 @@ class ChangesScreen(Dialog[list]):
 
     def compose(self) -> ComposeResult:
         box = Vertical(id="changes-box")
-        box.border_title = "Changes made by the memory pipelines"
+        box.border_title = "Changes made by reme and by agents"
         box.border_subtitle = "u revert run · Esc close"
         with box:
             with Horizontal():
