@@ -462,18 +462,17 @@ def startup(vault: Path, state: Path, ready_runs: int) -> dict:
 
     out: dict = {}
     env = server_env()
-    base = []
-    for _ in range(ready_runs):
-        t = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
-        base.append(time.perf_counter() - t)
-    out["python_startup_s"] = stats(base)
-    imp = []
-    for _ in range(ready_runs):
-        t = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import mcp.server.mcpserver"], env=env, check=True)
-        imp.append(time.perf_counter() - t)
-    out["python_plus_sdk_import_s"] = stats(imp)
+
+    def wall(code: str) -> dict:
+        runs = []
+        for _ in range(ready_runs):
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], env=env, check=True)
+            runs.append(time.perf_counter() - t)
+        return stats(runs)
+
+    out["python_startup_s"] = wall("pass")
+    out["python_plus_sdk_import_s"] = wall("import mcp.server.mcpserver")
     # what a start imports (the SDK dominates) and its CPU time: a server whose stdin is at EOF stops at once
     from bench_cli import import_top
 

@@ -35,12 +35,9 @@ class TypeAhead:
                 or getattr(event, "_reme_replayed", False)):
             return False
         if self.until is not None:
-            if time.monotonic() < self.until:
-                self.keys.append(events.Key(event.key, event.character))
-                return True
-            self.release()  # nobody took them: they go on as typed, this key after them
             self.keys.append(events.Key(event.key, event.character))
-            self._flush()
+            if time.monotonic() >= self.until:
+                self.release()  # nobody took them: they go on as typed, this key after them
             return True
         if self._opens_dialog(event.key):
             self.until = time.monotonic() + HOLD_S
