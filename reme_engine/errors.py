@@ -11,6 +11,11 @@ class EngineError(Exception):
     """A job failed for a reason the user can act on (bad path, conflict, missing file). Message is user-facing."""
 
 
+class BadArgument(EngineError):
+    """A parameter value the job itself found out of range (``end_line`` before ``start_line``, ``max_chars`` < 1):
+    bad usage, so the CLI exits 2 as for a malformed parameter, not 1 as for a failed job."""
+
+
 #: errno → the one-line reason shown for a failed write (the rest of an OSError is noise to the user).
 _OS_REASONS = {
     "ENAMETOOLONG": "file name too long (at most 255 bytes per folder or file name)",

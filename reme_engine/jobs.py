@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable
 from . import __version__
 from .config import ConfigError
 from .engine import Engine, EngineError, result_to_dict
+from .errors import BadArgument
 
 
 log = logging.getLogger("reme.jobs")
@@ -386,7 +387,7 @@ def run_job(engine: Engine | None, name: str, raw: dict[str, Any]) -> dict:
         return {"success": False, "job": name, "error": str(exc), "usage_error": True}
     try:
         result = result_to_dict(job.run(engine, args))
-    except JobError as exc:  # a parameter the job itself found invalid
+    except (JobError, BadArgument) as exc:  # a parameter the job itself found invalid
         return {"success": False, "job": name, "error": str(exc), "usage_error": True}
     except (EngineError, ConfigError) as exc:
         return {"success": False, "job": name, "error": str(exc)}

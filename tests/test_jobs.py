@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reme_engine.jobs import run_job
+from reme_engine.jobs import exit_code, run_job
 
 
 @pytest.fixture
@@ -213,6 +213,11 @@ def test_cli_accepts_flags_after_the_job_and_survives_a_closed_pipe(demo_vault, 
 def test_read_rejects_reversed_ranges(eng):
     r = run_job(eng, "read", {"path": "README.md", "start_line": "30", "end_line": "10"})
     assert not r["success"] and "before start_line" in r["error"]
+    # an out-of-range value is bad usage (exit 2), like a malformed one, not a failed job (exit 1)
+    assert r["usage_error"] and exit_code(r) == 2
+    for bad in ({"start_line": "0"}, {"max_chars": "0"}):
+        r = run_job(eng, "read", {"path": "README.md", **bad})
+        assert not r["success"] and exit_code(r) == 2, r
 
 
 @pytest.mark.parametrize("dst, needle", [

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EngineError, os_error_message
+from ..errors import BadArgument, EngineError, os_error_message
 from ..results import (MAX_READ_CHARS, MAX_READ_LINES, DeleteResult, FrontmatterRead, FrontmatterUpdate, ListEntry, ListResult,
                        NoteTitle, ReadResult, StatResult, WriteResult)
 from .io import SkipFile, WriteConflict, atomic_write, read_text
@@ -167,9 +167,9 @@ def read(ctx: VaultContext, path: str, start_line: int = 1, end_line: int | None
     total = len(lines)
     start = int(start_line)
     if start < 1:
-        raise EngineError("start_line must be >= 1")
+        raise BadArgument("start_line must be >= 1")
     if end_line is not None and int(end_line) < start:
-        raise EngineError(f"end_line ({end_line}) is before start_line ({start})")
+        raise BadArgument(f"end_line ({end_line}) is before start_line ({start})")
     end = total if end_line is None else min(total, int(end_line))
     truncated = False
     if end - start + 1 > MAX_READ_LINES:
@@ -177,7 +177,7 @@ def read(ctx: VaultContext, path: str, start_line: int = 1, end_line: int | None
         truncated = True
     budget = None if max_chars is None else int(max_chars)
     if budget is not None and budget < 1:
-        raise EngineError("max_chars must be >= 1")
+        raise BadArgument("max_chars must be >= 1")
     parts: list[str] = []
     used = 0
     line_cut = False
