@@ -239,7 +239,10 @@ class Indexer(ScanStep, ParseStep, ApplyStep, LinksStep, EmbedStep):
                     self._reset_derived()
                     return
                 with self.store.write() as c:
-                    for t in ("chunks_fts", "links", "chunks", "files", "skipped", "vec_tombstones"):
+                    from .store import clear_postings
+
+                    clear_postings(c)  # a contentless FTS5 table refuses DELETE
+                    for t in ("links", "chunks", "files", "skipped", "vec_tombstones"):
                         c.execute(f"DELETE FROM {t}")
                     c.execute("DELETE FROM meta WHERE key IN (?, ?, ?)", (SYNC_MARKER, "all_paths_cache", "last_sync"))
             except sqlite3.DatabaseError as exc:

@@ -27,7 +27,8 @@ from typing import Iterable, Iterator
 
 from ..vault.io import fsync_path
 
-SCHEMA_VERSION = 3
+#: 4: contentless keyword table over small dense row ids (``fts_rows``), titles' tokens once per file (issue 12)
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -59,7 +60,21 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_file ON chunks(file_id);
 CREATE INDEX IF NOT EXISTS chunks_novec ON chunks(has_vec) WHERE has_vec = 0;
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(body, title, tokenize = 'unicode61 remove_diacritics 0');
+-- The keyword index stores postings only (content=''): no second copy of the tokenised text. Its rowids are small
+-- dense ids (fts_rows), not the 63-bit chunk ids: FTS5 delta-encodes rowids in every posting list, and random
+-- 63-bit ids cost 8-9 bytes per posting (kg-zh: 11.5 MB of postings vs 5.5 MB dense). AUTOINCREMENT: an id is
+-- never reused, so a posting that could not be deleted can never point at another chunk.
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(body, title, content = '',
+    tokenize = 'unicode61 remove_diacritics 0');
+CREATE TABLE IF NOT EXISTS fts_rows (
+    fts_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    chunk_id INTEGER NOT NULL UNIQUE,
+    file_id INTEGER NOT NULL,
+    body_hash INTEGER NOT NULL       -- 64 bits of blake2b of the body and title tokens inserted: proves a re-derivation
+);
+-- The title-column tokens of a file's rows (zlib of UTF-8), once per file: what deleting its rows needs (the body
+-- tokens are re-derived from chunks.text, the tokenizer being deterministic and in the fingerprint).
+CREATE TABLE IF NOT EXISTS fts_titles (file_id INTEGER PRIMARY KEY, tokens BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS links (
     id INTEGER PRIMARY KEY,
     src_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
@@ -128,9 +143,96 @@ def _in_parts(c: sqlite3.Connection, sql: str, ids: list[int]) -> None:
         c.execute(sql.format(",".join("?" * len(part))), part)
 
 
+def _tokens_hash(body: str, title: str) -> int:
+    import hashlib
+
+    h = hashlib.blake2b(body.encode("utf-8"), digest_size=8)
+    h.update(b"\0" + title.encode("utf-8"))
+    return int.from_bytes(h.digest(), "big", signed=True)
+
+
+def body_tokens(tokenize, text: str, headings_json: str) -> str:
+    """The body-column tokens of a chunk row (space-joined ``tokenize`` of its embed text: breadcrumb + text), the
+    way the parse step makes them; deleting a row re-derives them with this."""
+    from ..markdown.chunker import Chunk
+
+    return " ".join(tokenize(Chunk(0, 0, text, tuple(json.loads(headings_json))).embed_text()))
+
+
+def _postings_tokenizer(c: sqlite3.Connection):
+    """The tokenizer the postings are made with (the process default, as the parse step's); when the stored
+    postings were made by another one (its fingerprint changed: the indexer re-reads every file), they are
+    dropped first, since they could not be deleted row by row."""
+    from .tokenizer import default_tokenizer
+
+    tok = default_tokenizer()
+    row = c.execute("SELECT value FROM meta WHERE key = 'fts_tokenizer'").fetchone()
+    if row is None or row[0] != tok.fingerprint:
+        if row is not None or c.execute("SELECT 1 FROM fts_rows LIMIT 1").fetchone():
+            clear_postings(c)
+        c.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_tokenizer', ?)", (tok.fingerprint,))
+    return tok
+
+
+def _bump_postings(c: sqlite3.Connection) -> None:
+    """Count a change of the postings (readers' caches of them compare this generation)."""
+    c.execute("INSERT INTO meta(key, value) VALUES ('postings_gen', '1') ON CONFLICT(key) DO UPDATE SET"
+              " value = CAST(value AS INTEGER) + 1")
+
+
+def postings_gen(c: sqlite3.Connection) -> int:
+    """The postings' change counter (:func:`_bump_postings`); 0 before any write."""
+    row = c.execute("SELECT value FROM meta WHERE key = 'postings_gen'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def clear_postings(c: sqlite3.Connection) -> None:
+    """Drop every posting (a contentless FTS5 table cannot be emptied with DELETE)."""
+    c.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('delete-all')")
+    c.execute("DELETE FROM fts_rows")
+    c.execute("DELETE FROM fts_titles")
+    _bump_postings(c)
+
+
 def delete_postings(c: sqlite3.Connection, ids: list[int]) -> None:
-    """Drop the FTS rows of these chunk ids."""
-    _in_parts(c, "DELETE FROM chunks_fts WHERE rowid IN ({})", list(ids))
+    """Drop the keyword rows of these chunk ids (ids without one are ignored). Call it while their ``chunks`` rows
+    still hold the text the rows were made from: FTS5's contentless ``'delete'`` needs the same tokens, re-derived
+    here (:func:`body_tokens`; the title tokens are stored per file). A row whose tokens cannot be re-derived
+    exactly (its chunk row gone, or a hash mismatch) is deleted with empty values: its postings stay behind under
+    an id never reused, invisible to searches (they join ``fts_rows``), and are counted in meta
+    ``fts_stale_rows``."""
+    ids = list(ids)
+    if not ids:
+        return
+    tok = _postings_tokenizer(c)
+    rows: list[tuple] = []
+    for i in range(0, len(ids), 500):
+        part = ids[i : i + 500]
+        rows += c.execute("SELECT r.fts_id, r.file_id, r.body_hash, k.text, k.headings FROM fts_rows r"
+                          f" LEFT JOIN chunks k ON k.id = r.chunk_id WHERE r.chunk_id IN ({','.join('?' * len(part))})",
+                          part).fetchall()
+    if not rows:
+        return
+    import zlib
+
+    titles: dict[int, str | None] = {}
+    stale = 0
+    for fts_id, fid, bhash, text, headings in rows:
+        if fid not in titles:
+            t = c.execute("SELECT tokens FROM fts_titles WHERE file_id = ?", (fid,)).fetchone()
+            titles[fid] = zlib.decompress(t[0]).decode("utf-8") if t else None
+        title = titles[fid]
+        body = body_tokens(tok.tokenize, text, headings) if text is not None else None
+        if body is None or title is None or _tokens_hash(body, title) != bhash:
+            body, title = "", ""
+            stale += 1
+        c.execute("INSERT INTO chunks_fts(chunks_fts, rowid, body, title) VALUES ('delete', ?, ?, ?)",
+                  (fts_id, body, title))
+    _in_parts(c, "DELETE FROM fts_rows WHERE fts_id IN ({})", [r[0] for r in rows])
+    if stale:
+        c.execute("INSERT INTO meta(key, value) VALUES ('fts_stale_rows', ?) ON CONFLICT(key) DO UPDATE SET"
+                  " value = CAST(value AS INTEGER) + excluded.value", (str(stale),))
+    _bump_postings(c)
 
 
 def delete_chunks(c: sqlite3.Connection, ids: list[int]) -> None:
@@ -163,8 +265,40 @@ def insert_chunks(c: sqlite3.Connection, rows: list[tuple]) -> None:
 
 
 def insert_postings(c: sqlite3.Connection, rows: list[tuple]) -> None:
-    """``(chunk id, body tokens, title tokens)`` rows of the FTS table (space-joined tokens)."""
-    c.executemany("INSERT INTO chunks_fts(rowid, body, title) VALUES (?,?,?)", rows)
+    """``(chunk id, body tokens, title tokens)`` rows of the keyword index (space-joined tokens; the chunk rows
+    already written). Body tokens must be :func:`body_tokens` of the chunk row (what deleting re-derives); the
+    title tokens are those of the chunk's file, the same for all its rows (stored once per file). A chunk that
+    has a keyword row already gets a new one."""
+    if not rows:
+        return
+    import zlib
+
+    _postings_tokenizer(c)
+    cids = [r[0] for r in rows]
+    fids: dict[int, int] = {}
+    for i in range(0, len(cids), 500):
+        part = cids[i : i + 500]
+        fids.update(c.execute(f"SELECT id, file_id FROM chunks WHERE id IN ({','.join('?' * len(part))})", part))
+    have: set[int] = set()
+    for i in range(0, len(cids), 500):
+        part = cids[i : i + 500]
+        have.update(r[0] for r in c.execute(
+            f"SELECT chunk_id FROM fts_rows WHERE chunk_id IN ({','.join('?' * len(part))})", part))
+    if have:
+        delete_postings(c, list(have))
+    titles: dict[int, str] = {}
+    for cid, body, title in rows:
+        fid = fids.get(cid)
+        if fid is None:
+            continue  # no chunk row: nothing a search could show
+        if titles.get(fid) != title:
+            titles[fid] = title
+            c.execute("INSERT OR REPLACE INTO fts_titles(file_id, tokens) VALUES (?, ?)",
+                      (fid, zlib.compress(title.encode("utf-8"), 6)))
+        fts_id = c.execute("INSERT INTO fts_rows(chunk_id, file_id, body_hash) VALUES (?,?,?)",
+                           (cid, fid, _tokens_hash(body, title))).lastrowid
+        c.execute("INSERT INTO chunks_fts(rowid, body, title) VALUES (?,?,?)", (fts_id, body, title))
+    _bump_postings(c)
 
 
 def replace_links(c: sqlite3.Connection, fid: int, rows: list[tuple]) -> None:
@@ -180,6 +314,7 @@ def remove_file(c: sqlite3.Connection, fid: int) -> list[int]:
     """Drop a file with its chunks, postings and links (vectors tombstoned); returns its chunk ids."""
     ids = [r[0] for r in c.execute("SELECT id FROM chunks WHERE file_id=?", (fid,))]
     delete_postings(c, ids)
+    c.execute("DELETE FROM fts_titles WHERE file_id=?", (fid,))
     c.execute("DELETE FROM files WHERE id=?", (fid,))  # cascades to chunks and links
     tombstone(c, ids)
     return ids

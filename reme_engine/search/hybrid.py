@@ -132,9 +132,11 @@ class HybridSearcher:
         where, params = ("1", [])
         if filters is not None and not filters.empty():
             where, params = filters.sql()
-            where = f"chunks_fts.rowid IN (SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id WHERE {where})"
-        sql = (f"SELECT rowid, bm25(chunks_fts, {BM25_WEIGHTS[0]}, {BM25_WEIGHTS[1]}) AS s FROM chunks_fts"
-               f" WHERE chunks_fts MATCH ? AND {where} ORDER BY s LIMIT ?")
+            where = (f"chunks_fts.rowid IN (SELECT r.fts_id FROM fts_rows r JOIN chunks c ON c.id = r.chunk_id"
+                     f" JOIN files f ON f.id = c.file_id WHERE {where})")
+        # keyword rows have small ids of their own (store.fts_rows): the chunk id is joined in
+        sql = (f"SELECT r.chunk_id, bm25(chunks_fts, {BM25_WEIGHTS[0]}, {BM25_WEIGHTS[1]}) AS s FROM chunks_fts"
+               f" JOIN fts_rows r ON r.fts_id = chunks_fts.rowid WHERE chunks_fts MATCH ? AND {where} ORDER BY s LIMIT ?")
         c = self.store.conn
         n_chunks = self._chunk_count()
         if n_chunks >= COMMON_TERM_MIN_CHUNKS:
