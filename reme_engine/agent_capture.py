@@ -87,6 +87,7 @@ def remember(engine: VaultContext, text: str, *, agent: str, conversation: list 
 # -- an agent's note writes, journaled (the MCP server's write_note / edit_note / move_note) ---------------------
 #: Journal run kinds of an agent's writes, by tool.
 WRITE_KIND, EDIT_KIND, MOVE_KIND = "mcp:write_note", "mcp:edit_note", "mcp:move_note"
+DELETE_KIND = "mcp:delete_note"
 
 
 def _snapshot(abs_path) -> tuple[str | None, str | None]:
@@ -161,6 +162,33 @@ def journaled_edit(engine: VaultContext, path: str, old: str, new: str, *, count
         run = engine.journal.start_run(engine.vault, kind, {"path": res.path, "count": count,
                                                             "old_chars": len(old), "new_chars": len(new)})
         run.record_done(res.path, "update", before, _after(engine.vault / res.path, res.sha), step="edit")
+        run.finish("ok", {"paths": [res.path], "created": []})
+    return {**asdict(res), "run_id": run.run_id}
+
+
+def journaled_delete(engine: VaultContext, path: str, *, expected_sha: str, kind: str = DELETE_KIND) -> dict:
+    """:meth:`Engine.delete` as one journal run of ``kind`` (params: path), revertible: the note's exact text is
+    kept in the journal, and revert puts it back. Deleted only if the note still holds ``expected_sha`` (required:
+    an agent never deletes bytes it has not read), checked and removed in one step against other writers
+    (:func:`reme_engine.vault.io.remove_if_unchanged`). Returns the DeleteResult as a dict (``path``,
+    ``dangling``: notes still linking to it) plus ``run_id``. EngineError ``not deleted: …`` when the note changed
+    since it was read, and as :meth:`Engine.delete`.
+    """
+    from dataclasses import asdict
+
+    from .errors import EngineError
+    from .vault.files import find_note
+
+    if not expected_sha:
+        raise EngineError("not deleted: pass expected_sha (the sha a read returned)")
+    vp = find_note(engine, path, for_write=True)
+    with engine.write_lock:
+        before = _snapshot(vp.abs)
+        if before[1] != expected_sha:
+            raise EngineError(f"not deleted: {vp.abs.name} changed on disk since it was read")
+        res = engine.delete(vp.rel, expected_sha=expected_sha)
+        run = engine.journal.start_run(engine.vault, kind, {"path": res.path})
+        run.record_done(res.path, "delete", before, (None, None), step="delete")
         run.finish("ok", {"paths": [res.path], "created": []})
     return {**asdict(res), "run_id": run.run_id}
 

@@ -369,9 +369,10 @@ class Engine:
         """
         return files.edit(self, path, old, new, count=count, expected_sha=expected_sha)
 
-    def delete(self, path: str) -> DeleteResult:
-        """Delete a file and report the links that still point to it (now dangling)."""
-        return files.delete(self, path)
+    def delete(self, path: str, expected_sha: str | None = None) -> DeleteResult:
+        """Delete a file and report the links that still point to it (now dangling); with ``expected_sha``, only
+        if it still holds those bytes (see :func:`reme_engine.vault.files.delete`)."""
+        return files.delete(self, path, expected_sha)
 
     def move(self, src: str, dst: str) -> MoveResult:
         """Move/rename a file and rewrite the inbound links that would break, atomically per file (see

@@ -497,6 +497,20 @@ def _move_note(vs: VaultServer, a: dict) -> dict:
     return vs.journaled(journaled_move, vs.engine, a["src"], a["dst"])
 
 
+def _delete_note(vs: VaultServer, a: dict) -> dict:
+    """Delete a note the person asked you to delete. Needs `expected_sha` from read_note, and is refused if the
+    note changed since (the person may have just edited it). Journaled: the note's text is kept and revert (with
+    the returned `run_id`) puts it back. Folders, layer folders and paths outside the vault are refused. Returns
+    `dangling`: the notes that still link to it.
+    """
+    from reme_engine.agent_capture import journaled_delete
+
+    a["path"] = vs.note_path(a["path"])
+    if not a.get("expected_sha"):
+        raise ToolFailure(f"not deleted: pass expected_sha (from read_note of {a['path']})")
+    return vs.journaled(journaled_delete, vs.engine, a["path"], expected_sha=a["expected_sha"])
+
+
 def _list_notes(vs: VaultServer, a: dict) -> dict:
     """List a folder of the vault (notes and sub-folders; hidden entries skipped). path='' is the vault root."""
     return vs.job("list", a)
@@ -673,6 +687,9 @@ def tool_specs() -> list[ToolSpec]:
         ToolSpec("move_note", _move_note, "move", writes=True, title="Move a note", help={
             "src": "vault-relative path of the note to move ('.md' may be left out)",
             "dst": "its new vault-relative path (links to it are rewritten)"}),
+        ToolSpec("delete_note", _delete_note, "delete", writes=True, title="Delete a note", help={
+            "path": "vault-relative path of the note ('.md' may be left out)",
+            "expected_sha": "the `sha` from read_note (required): refuse if the note changed since"}),
         ToolSpec("remember", _remember, None, writes=True, title="Remember a fact", extra=(
             P("text", "str", required=True, help="the fact or short note, as the person said it"),
             P("agent", "str", "", help="your name as an agent (e.g. claude-code), shown with the entry"),

@@ -32,7 +32,7 @@ from wire.server import ScriptedServer, anthropic_message, openai_embeddings  # 
 
 REPO = Path(__file__).resolve().parents[1]
 READERS = {"search", "read_note", "list_notes", "traverse", "today", "agenda", "changes"}
-WRITERS = {"write_note", "edit_note", "move_note", "remember", "revert"}
+WRITERS = {"write_note", "edit_note", "move_note", "delete_note", "remember", "revert"}
 NOTE_URI = "reme://note/"
 
 
@@ -436,6 +436,22 @@ async def test_agent_writes_are_journaled_and_revertible(demo_vault, tmp_path):
         rv = await call(s, "revert", run_id=w["run_id"])
         assert rv["restored"] == [w["path"]] and not (v / w["path"]).exists()
         assert not (await call(s, "search", query="okapi", mode="keyword"))["hits"]
+
+        # delete_note: only with the sha of a read, refused once the person changed the note, revertible
+        gone = "digest/wiki/隆基绿能.md"
+        assert "expected_sha" in await fail(s, "delete_note", path=gone)
+        sha = (await call(s, "read_note", path=gone))["sha"]
+        (v / gone).write_bytes(before[gone] + "\nthe person's late line\n".encode())
+        assert "changed on disk" in await fail(s, "delete_note", path=gone, expected_sha=sha)
+        assert (v / gone).read_bytes().endswith("the person's late line\n".encode())
+        (v / gone).write_bytes(before[gone])
+        d = await call(s, "delete_note", path="digest/wiki/隆基绿能", expected_sha=sha)
+        assert d["path"] == gone and not (v / gone).exists()
+        assert not list((v / "digest/wiki").glob(".*reme-deleting"))
+        runs = {r["run_id"]: r for r in (await call(s, "changes"))["runs"]}
+        assert runs[d["run_id"]]["kind"] == "mcp:delete_note"
+        rv = await call(s, "revert", run_id=d["run_id"])
+        assert rv["restored"] == [gone] and (v / gone).read_bytes() == before[gone]
 
 
 async def test_a_cold_vault_answers_at_once_from_what_is_indexed(demo_vault, tmp_path):

@@ -82,3 +82,20 @@ def test_atomic_write_keeps_the_bom_the_file_had(tmp_path):
     q.write_bytes(b"\xef\xbb\xbfx\n")
     atomic_write(q, b"raw\n")  # bytes are written as given
     assert q.read_bytes() == b"raw\n"
+
+
+def test_remove_if_unchanged_deletes_only_the_bytes_that_were_read(tmp_path):
+    from reme_engine.vault.io import WriteConflict, content_hash, remove_if_unchanged
+
+    p = tmp_path / "note.md"
+    p.write_bytes(b"what the agent read\n")
+    seen = content_hash(p.read_bytes())
+    p.write_bytes(b"what the person saved after\n")
+    with pytest.raises(WriteConflict, match="changed on disk"):
+        remove_if_unchanged(p, seen)
+    assert p.read_bytes() == b"what the person saved after\n"  # put back, byte for byte
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["note.md"]  # nothing left aside
+    remove_if_unchanged(p, content_hash(p.read_bytes()))
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(WriteConflict, match="removed"):
+        remove_if_unchanged(p, seen)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import BadArgument, EngineError, os_error_message
 from ..results import (MAX_READ_CHARS, MAX_READ_LINES, DeleteResult, FrontmatterRead, FrontmatterUpdate, ListEntry, ListResult,
                        NoteTitle, ReadResult, StatResult, WriteResult)
-from .io import SkipFile, WriteConflict, atomic_write, read_text
+from .io import SkipFile, WriteConflict, atomic_write, read_text, remove_if_unchanged
 from .paths import VaultPath, VaultPathError, resolve
 
 if TYPE_CHECKING:
@@ -287,8 +287,10 @@ def _save_edited(ctx: VaultContext, vp: VaultPath, tf: Any, new_text: str) -> tu
     return sha, len(new_text.encode("utf-8"))
 
 
-def delete(ctx: VaultContext, path: str) -> DeleteResult:
-    """Delete a file and report the links that still point to it (now dangling)."""
+def delete(ctx: VaultContext, path: str, expected_sha: str | None = None) -> DeleteResult:
+    """Delete a file and report the links that still point to it (now dangling). With ``expected_sha`` (the
+    ``sha`` a read returned) the file is deleted only if it still holds those bytes (EngineError ``not deleted: …
+    changed on disk since it was read`` otherwise, the file untouched; see :func:`.io.remove_if_unchanged`)."""
     vp = resolve_path(ctx, path, for_write=True)
     if is_protected(ctx.settings, vp.rel):
         raise EngineError(f"refusing to delete the vault root or a layer folder: {vp.rel or '/'}")
@@ -303,7 +305,13 @@ def delete(ctx: VaultContext, path: str) -> DeleteResult:
         survivors, _ = inlinks(ctx.store, vp.rel, None)
         own_write(ctx, vp.rel, None)
         try:
-            vp.abs.unlink()
+            if expected_sha:
+                remove_if_unchanged(vp.abs, expected_sha)
+            else:
+                vp.abs.unlink()
+        except WriteConflict as exc:
+            ctx.index_paths([vp.rel])  # the person's newer bytes stay, and are indexed as theirs
+            raise EngineError(f"not deleted: {exc}") from exc
         except OSError as exc:
             raise EngineError(os_error_message(exc, vp.rel, "delete")) from exc
         ctx.index_paths([vp.rel])

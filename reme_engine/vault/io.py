@@ -390,6 +390,40 @@ def _undo_exchange(tmp: Path, path: Path, new_sha: str) -> None:
         pass
 
 
+def remove_if_unchanged(path: Path, expected_sha: str) -> None:
+    """Delete the file at ``path`` only if it still holds ``expected_sha`` (:func:`content_hash`).
+
+    The check and the removal are one step against other writers: the file is first renamed aside (atomic, same
+    folder, a hidden ``.<name>.<random>.reme-deleting`` name the temp sweep never removes), the bytes renamed
+    aside are checked as :func:`atomic_write` checks displaced bytes, and only then unlinked. When they are not
+    ``expected_sha`` (the person saved meanwhile) they are put back, and when another file took the name in
+    between, they are kept beside it as ``<stem> (conflict <time>)<suffix>``; a save is never lost.
+    Raises WriteConflict (changed since read, or already gone); OSError from the rename/unlink.
+    """
+    import secrets
+
+    aside = path.with_name(f".{path.name[:40]}.{secrets.token_hex(4)}.reme-deleting")
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        raise WriteConflict(f"{path.name} was removed since it was read") from None
+    if _displaced_is(aside, expected_sha):
+        os.unlink(aside)
+        fsync_path(path.parent)
+        return
+    try:
+        os.link(aside, path)  # put back, unless a new file took the name meanwhile
+        os.unlink(aside)
+    except FileExistsError:
+        keep = path.with_name(f"{path.stem} (conflict {time.strftime('%Y-%m-%d %H%M%S')}){path.suffix}")
+        os.rename(aside, keep)
+        log.warning("%s was replaced during a delete; the displaced copy is kept as %s", path, keep.name)
+    except OSError:  # no hard links here: a checked rename back
+        if not os.path.lexists(path):
+            os.rename(aside, path)
+    raise WriteConflict(f"{path.name} changed on disk since it was read")
+
+
 def _load_rename_exchange():
     """``renameat2(…, RENAME_EXCHANGE)`` from libc as ``f(a, b)`` raising OSError, or None where unavailable."""
     if not sys.platform.startswith("linux"):
