@@ -76,6 +76,10 @@ class FusionConfig:
     quantile of what nonsense probes reach in this vault are hidden (:mod:`.null`; 0 = off).
     ``chat_context_bytes``: a chat-record hit (ranked as a small window of turns) is returned with the turns around
     it, up to this many UTF-8 bytes; a later hit already inside it is dropped (0 = off).
+    ``rerank_depth``, ``rerank_coverage``, ``rerank_neighbour``, ``rerank_spread``: the second stage of
+    :mod:`.rerank` on the best ``rerank_depth`` candidates — shares of the best score added for the query's
+    IDF-weighted coverage by one line of the chunk and for a candidate neighbouring chunk, and the per-file
+    discount of the greedy diversification (0 = that signal off; all 0 = no second stage).
     """
 
     method: str = "convex"
@@ -93,6 +97,10 @@ class FusionConfig:
     choose_threshold: float = 0.5
     null_floor_quantile: float = 0.5
     chat_context_bytes: int = 1500
+    rerank_depth: int = 30
+    rerank_coverage: float = 0.0
+    rerank_neighbour: float = 0.0
+    rerank_spread: float = 0.0
 
     def __post_init__(self) -> None:
         if self.method not in FUSION_METHODS:
@@ -105,6 +113,12 @@ class FusionConfig:
             raise ValueError("chat_context_bytes must be >= 0")
         if not 0.0 <= self.null_floor_quantile <= 1.0:
             raise ValueError("null_floor_quantile must be within 0..1")
+        if self.rerank_depth < 0:
+            raise ValueError("rerank_depth must be >= 0")
+        if not (self.rerank_coverage >= 0 and self.rerank_neighbour >= 0):
+            raise ValueError("rerank_coverage and rerank_neighbour must be >= 0")
+        if not 0.0 <= self.rerank_spread < 1.0:
+            raise ValueError("rerank_spread must be within 0..1 (1 excluded)")
 
 
 def fusion_from_settings(settings) -> FusionConfig:
@@ -116,7 +130,12 @@ def fusion_from_settings(settings) -> FusionConfig:
                         relative_floor=ss.relative_floor, title_boost=ss.title_boost,
                         demote_day_index=ss.demote_day_index,
                         null_floor_quantile=getattr(ss, "null_floor_quantile", 0.5),
-                        chat_context_bytes=getattr(ss, "chat_context_bytes", 1500))
+                        chat_context_bytes=getattr(ss, "chat_context_bytes", 1500),
+                        **{k: getattr(ss, k) for k in _RERANK_KEYS if hasattr(ss, k)})
+
+
+#: Second-stage settings read from ``search:`` when the settings have them (``FusionConfig`` defaults otherwise).
+_RERANK_KEYS = ("rerank_depth", "rerank_coverage", "rerank_neighbour", "rerank_spread")
 
 
 def bm25_idf(df: int, n_rows: int) -> float:

@@ -1,0 +1,158 @@
+"""Second-stage reranking of the fused candidates from their text (no model): see :func:`rerank`.
+
+The first stage (``fuse`` + :func:`reme_engine.search.fields.adjust`) scores whole chunks: BM25 over a 2,000-byte
+card of ~10 turns cannot tell a turn holding every query term from ten turns holding one each, and 98 % of the
+LoCoMo evidence is already among the candidates (bench/RESULTS.md, "Issue 11, fourth round"). This stage re-reads
+the text of the best ``rerank_depth`` candidates and adds, as shares of the best fused score:
+
+* **turn coverage** (``rerank_coverage``): the IDF-weighted share of the query's terms found in the chunk's best
+  single line (a turn of a chat record or a daily card, a paragraph of a note) — a proximity signal;
+* **neighbours** (``rerank_neighbour``): the best fused score of the chunks just before/after it in the same file
+  that are candidates too (a conversation's answer often spans adjacent windows);
+
+and, last, **spread** (``rerank_spread``): the candidates are re-ordered greedily, each further chunk of a file
+already placed counting ``(1 − spread)`` times its score per chunk placed (MMR-style diversity across notes and
+sessions, for questions whose evidence spans several of them).
+
+Pure apart from reading chunk texts through :func:`chunk_texts`; the searcher supplies the tokenizer and the
+document frequencies.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Callable
+
+from .fusion import FusionConfig, bm25_idf, rank_key
+
+# The index tokenizer's CJK range (reme_engine.index.tokenizer, RULES_VERSION 3: CJK ideographs, kana, hangul;
+# any other letters/digits make Latin runs). Copied, not imported: line_coverage matches tokens by the same runs.
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
+_CJK_RUN_RE = re.compile(rf"[{_CJK}]+")
+
+
+def chunk_texts(conn, ids: list[int]) -> dict[int, tuple[int, int, str]]:
+    """``{chunk id: (file id, ordinal in the file, text)}`` of the live chunks among ``ids`` (one query per 500
+    ids). ``conn``: the index's sqlite3 connection (table ``chunks``)."""
+    out: dict[int, tuple[int, int, str]] = {}
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        for r in conn.execute(f"SELECT id, file_id, ord, text FROM chunks WHERE id IN ({','.join('?' * len(part))})",
+                              part):
+            out[r[0]] = (r[1], r[2], r[3])
+    return out
+
+
+def enabled(cfg: FusionConfig) -> bool:
+    """True when ``cfg`` asks for any second-stage signal (and a depth > 1 to apply it to)."""
+    return cfg.rerank_depth > 1 and (cfg.rerank_coverage > 0 or cfg.rerank_neighbour > 0 or cfg.rerank_spread > 0)
+
+
+def _latin_char(c: str) -> bool:
+    """True for a character that continues a Latin/digit token run (letters and digits outside the CJK range)."""
+    return c.isalnum() and not _CJK_RUN_RE.match(c)
+
+
+def line_coverage(text: str, weights: dict[str, float]) -> float:
+    """Largest IDF-weighted share of the query terms (``weights``: {term: idf}, tokens of the index's tokenizer)
+    found in one non-blank line of ``text``, in 0..1. Pure.
+
+    A Latin/digit term counts when it is a whole run of the line (lower-cased, NFKC, as the tokenizer cuts runs), a
+    CJK term (a jieba word or a bigram) when the line contains it: the matches the tokenizer would give, found with
+    ``str.find`` — running the tokenizer over ~30 chunks per query took ~15 ms, this ~1."""
+    total = sum(weights.values())
+    if total <= 0 or not text:
+        return 0.0
+    low = (text if text.isascii() else unicodedata.normalize("NFKC", text)).lower()
+    n = len(low)
+    per_line: dict[int, float] = {}
+    for t, w in weights.items():
+        latin = not _CJK_RUN_RE.match(t)
+        lines: set[int] = set()
+        i = low.find(t)
+        while i >= 0:
+            j = i + len(t)
+            if not latin or ((i == 0 or not _latin_char(low[i - 1])) and (j >= n or not _latin_char(low[j]))):
+                lines.add(low.count("\n", 0, i))  # the line of the match
+            i = low.find(t, j if latin else i + 1)
+        for ln in lines:
+            per_line[ln] = per_line.get(ln, 0.0) + w
+    return min(1.0, max(per_line.values()) / total) if per_line else 0.0
+
+
+def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Callable[[list[int]], dict],
+           query_tokens: Callable[[str], list[str]],
+           doc_freqs: Callable[[list[str]], dict[str, int]], n_rows: int) -> None:
+    """Second stage on ``fused`` ({chunk id: details with ``score``}, after the field rules). Mutates ``fused``:
+    the best ``cfg.rerank_depth`` candidates not marked ``collapsed`` gain ``coverage`` / ``neighbour`` shares
+    (recorded in the details as ``rerank_coverage`` / ``rerank_neighbour``, absolute score units), then, with
+    ``rerank_spread``, their scores are rewritten so that :func:`rank_key` gives the diversified order (each keeps
+    a score between its neighbours', so the relative floor still applies to comparable numbers).
+
+    ``texts(ids) -> {id: (file id, ordinal, text)}`` (:func:`chunk_texts`); ``query_tokens``: the index's
+    tokenizer's; ``doc_freqs(terms) -> {term: chunks containing it}``; ``n_rows``: chunks in the index.
+    Candidates beyond the depth are left as they are (they stay below: shares only raise scores, and the spread
+    keeps the reordered block's lowest score). No-op when :func:`enabled` is false.
+    """
+    if not fused or not enabled(cfg):
+        return
+    order = [cid for cid in sorted(fused, key=lambda i: rank_key(i, fused[i])) if not fused[cid].get("collapsed")]
+    head = order[:cfg.rerank_depth]
+    if len(head) < 2:
+        return
+    top = fused[head[0]]["score"]
+    if top <= 0:
+        return
+    info = texts(head)
+    base = {cid: fused[cid]["score"] for cid in head}
+    if cfg.rerank_coverage > 0:
+        toks = query_tokens(query)
+        df = doc_freqs(toks) if toks else {}
+        weights = {t: bm25_idf(df[t], n_rows) for t in toks if t in df}  # absent terms match no chunk
+        if len(weights) >= 2:  # one term: coverage is 0 or 1 for every chunk the keyword leg found anyway
+            for cid in head:
+                if cid in info:
+                    gain = cfg.rerank_coverage * top * line_coverage(info[cid][2], weights)
+                    fused[cid]["score"] += gain
+                    fused[cid]["rerank_coverage"] = gain
+    if cfg.rerank_neighbour > 0:
+        by_pos = {(v[0], v[1]): cid for cid, v in info.items()}
+        for cid in head:
+            if cid not in info:
+                continue
+            f, o = info[cid][0], info[cid][1]
+            near = [base[n] for n in (by_pos.get((f, o - 1)), by_pos.get((f, o + 1))) if n is not None]
+            if near:
+                gain = cfg.rerank_neighbour * max(near)
+                fused[cid]["score"] += gain
+                fused[cid]["rerank_neighbour"] = gain
+    if cfg.rerank_spread > 0:
+        pool = sorted(head, key=lambda i: rank_key(i, fused[i]))
+        placed: dict[int, int] = {}
+        keep = 1.0 - cfg.rerank_spread
+        prev = None
+        while pool:
+            # greedy MMR: the best score after discounting files already placed; ties keep the first-stage order
+            j = max(range(len(pool)), key=lambda k: (fused[pool[k]]["score"]
+                                                     * keep ** placed.get(info.get(pool[k], (pool[k],))[0], 0), -k))
+            cid = pool.pop(j)
+            f = info.get(cid, (cid,))[0]
+            placed[f] = placed.get(f, 0) + 1
+            s = fused[cid]["score"]
+            if prev is not None and s >= prev:  # keep the picked order under rank_key
+                fused[cid]["spread_from"] = s
+                s = prev * (1 - 1e-9)
+            fused[cid]["score"] = s
+            prev = s
+
+
+def rerank_for(searcher, fused: dict[int, dict], query: str, cfg: FusionConfig) -> None:
+    """:func:`rerank` wired to a :class:`reme_engine.search.hybrid.HybridSearch` (its store's connection, its
+    tokenizer and FTS5 vocabulary counts). The hook of ``HybridSearch.rank``, right after ``adjust``. Mutates
+    ``fused``; no-op when the second stage is off."""
+    if not fused or not enabled(cfg):
+        return
+    tok = searcher.tokenizer
+    rerank(fused, query, cfg, texts=lambda ids: chunk_texts(searcher.store.conn, ids),
+           query_tokens=tok.query_tokens, doc_freqs=searcher._doc_freqs, n_rows=searcher._chunk_count())

@@ -1,0 +1,135 @@
+"""Second-stage reranking (reme_engine.search.rerank) on real temp vaults and the real keyword index."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+
+from reme_engine.search.fusion import FusionConfig, fuse, rank_key
+from reme_engine.search.rerank import enabled, line_coverage, rerank_for
+
+FILLER = ["Groceries: rice, beans and coffee for the week.", "The printer on the second floor jams again.",
+          "Read two chapters of the history book tonight.", "Dentist appointment moved to Thursday morning.",
+          "Garden: the tomatoes need more water in July.", "Budget review with the team after lunch.",
+          "Bike tyre fixed, the chain still squeaks.", "Watched a documentary about deep sea fish."]
+
+
+def _write(vault, rel, text):
+    p = vault / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, encoding="utf-8")
+
+
+def _ranked(eng, query, cfg, *, rerank=True):
+    """Paths (one per chunk, best first) of a keyword-mode ranking of ``query``, the second stage applied."""
+    s = eng.searcher
+    run = s.run_legs(query, 50, mode="keyword")
+    fused = fuse(run["legs"], cfg, idf_sum=run["idf_sum"], mode="keyword")
+    if rerank:
+        rerank_for(s, fused, query, cfg)
+    order = sorted(fused, key=lambda i: rank_key(i, fused[i]))
+    rows = s._rows(order)
+    return [rows[i][0] for i in order], fused
+
+
+@pytest.fixture
+def coverage_vault(tmp_path):
+    v = tmp_path / "v"
+    for i, line in enumerate(FILLER):
+        _write(v, f"misc/n{i}.md", f"# Note {i}\n\n{line}\n")
+    # every query term in one sentence, once each
+    _write(v, "trip.md", "# Spring\n\nMaria booked violin lessons in Berlin for the spring term.\n\n"
+           "The flights are cheap in March.\n")
+    # each term once too, never two of them in one line, in a shorter note: BM25 puts it first
+    _write(v, "scattered.md", "# Misc\n\nviolin case\n\nBerlin flights\n\nlessons soon\n")
+    return v
+
+
+def test_one_line_holding_every_query_term_outranks_scattered_matches(open_engine, coverage_vault):
+    eng = open_engine(coverage_vault)
+    eng.index()
+    q = "violin lessons Berlin"
+    off = FusionConfig()
+    before, _ = _ranked(eng, q, off)
+    assert before[:2] == ["scattered.md", "trip.md"]  # the first stage prefers term frequency
+    after, fused = _ranked(eng, q, dataclasses.replace(off, rerank_coverage=0.5))
+    assert after[:2] == ["trip.md", "scattered.md"]
+    gains = sorted(d["rerank_coverage"] for d in fused.values() if "rerank_coverage" in d)
+    assert gains[-1] == pytest.approx(3 * gains[0])  # all three terms in one line vs one of three
+
+
+def test_second_stage_off_by_default_leaves_the_ranking_alone(open_engine, coverage_vault):
+    eng = open_engine(coverage_vault)
+    eng.index()
+    cfg = FusionConfig()
+    assert not enabled(cfg)
+    s = eng.searcher
+    run = s.run_legs("violin lessons Berlin", 50, mode="keyword")
+    fused = fuse(run["legs"], cfg, idf_sum=run["idf_sum"], mode="keyword")
+    snapshot = copy.deepcopy(fused)
+    rerank_for(s, fused, "violin lessons Berlin", cfg)
+    assert fused == snapshot
+    # depth 0 or 1 switches it off whatever the weights
+    rerank_for(s, fused, "violin lessons Berlin", dataclasses.replace(cfg, rerank_coverage=0.5, rerank_depth=1))
+    assert fused == snapshot
+
+
+def test_spread_keeps_a_second_session_in_the_top_k(open_engine, tmp_path):
+    v = tmp_path / "v"
+    for i, line in enumerate(FILLER):
+        _write(v, f"misc/n{i}.md", f"# Note {i}\n\n{line}\n")
+    # session one: four chunks (chunk_bytes 200), each about kayaks on the river
+    paras = [f"Day {i}: the kayak trip on the river was long, kayak and river again, paddling the kayak down "
+             f"the river past the old mill number {i}." for i in range(4)]
+    _write(v, "daily/2026-11-02/s1.md", "# Session one\n\n" + "\n\n".join(paras) + "\n")
+    _write(v, "daily/2026-11-09/s2.md", "# Session two\n\nWe talked about the kayak we might rent near the river "
+           "next summer, among many other plans for the holidays and the family visit.\n")
+    eng = open_engine(v, chunk_bytes=200)
+    eng.index()
+    q = "kayak river"
+    off = FusionConfig()
+    before, _ = _ranked(eng, q, off)
+    assert before[:3] == ["daily/2026-11-02/s1.md"] * 3  # one session takes every slot
+    after, _ = _ranked(eng, q, dataclasses.replace(off, rerank_spread=0.5))
+    assert "daily/2026-11-09/s2.md" in after[:3] and "daily/2026-11-02/s1.md" in after[:3]
+    assert sorted(after) == sorted(before)  # reordered, nothing dropped
+
+
+def test_neighbouring_candidate_chunks_lift_each_other(open_engine, tmp_path):
+    v = tmp_path / "v"
+    for i, line in enumerate(FILLER):
+        _write(v, f"misc/n{i}.md", f"# Note {i}\n\n{line}\n")
+    # the answer spans two adjacent chunks of one card; a lone chunk elsewhere matches a little better
+    _write(v, "card.md", "# Card\n\nWe planned the glacier hike in detail for the whole group that week, with maps, "
+           "ropes, food and a list of who carries what on the way up.\n\n"
+           "The glacier hike starts at dawn, before the ice softens under the sun, said the guide, and we "
+           "must be back at the hut by noon at the latest.\n")
+    _write(v, "lone.md", "# Lone\n\nglacier hike glacier hike photos from the glacier hike.\n")
+    eng = open_engine(v, chunk_bytes=200)
+    eng.index()
+    q = "glacier hike"
+    off = FusionConfig()
+    before, _ = _ranked(eng, q, off)
+    assert before[0] == "lone.md"
+    after, fused = _ranked(eng, q, dataclasses.replace(off, rerank_neighbour=1.0))
+    assert after[0] == "card.md"
+    assert sum(1 for d in fused.values() if d.get("rerank_neighbour")) == 2  # both card chunks, not the lone one
+
+
+def test_line_coverage_matches_words_and_cjk_terms():
+    w = {"camping": 2.0, "光伏": 1.0, "caroline": 0.5}
+    text = "Mel: I went Camping\nCaroline: 我喜欢光伏产业\n\n"
+    assert line_coverage(text, w) == pytest.approx(2.0 / 3.5)
+    assert line_coverage("campings and carolines", w) == 0.0  # whole words only, as the tokenizer cuts them
+    assert line_coverage("", w) == 0.0 and line_coverage("x", {}) == 0.0
+
+
+def test_invalid_second_stage_settings_are_refused():
+    with pytest.raises(ValueError):
+        FusionConfig(rerank_spread=1.0)
+    with pytest.raises(ValueError):
+        FusionConfig(rerank_coverage=-0.1)
+    with pytest.raises(ValueError):
+        FusionConfig(rerank_depth=-1)
