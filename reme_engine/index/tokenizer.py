@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import unicodedata
+from functools import lru_cache
 from typing import Callable, Protocol
 
 #: Bump when the rules below change: it is part of the fingerprint.
@@ -23,6 +24,18 @@ RULES_VERSION = 3
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 _RUN_RE = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+", re.UNICODE)
 _CJK_RUN_RE = re.compile(rf"[{_CJK}]+")
+#: :data:`_RUN_RE` in two steps: CJK runs split the text, Latin runs are found in the stretches between them.
+_CJK_SPLIT_RE = re.compile(rf"([{_CJK}]+)")
+_LATIN_RUN_RE = re.compile(rf"[^\W_{_CJK}]+")
+#: UTF-8 bytes → ASCII letters lower-cased, other ASCII non-alphanumerics → space, bytes ≥ 0x80 kept.
+_ASCII_WORD_TABLE = bytes(
+    (c | 0x20 if 65 <= c <= 90 else c) if (c >= 128 or chr(c).isalnum()) else 32 for c in range(256)
+)
+#: CJK runs whose jieba words are remembered per tokenizer (titles, headings and breadcrumbs recur in every chunk
+#: of a note; 55 % of the runs of both real vaults are repeats). Cleared when full: bounded memory.
+_WORDS_CACHE_MAX = 50_000
+#: Only runs up to this many characters are cached (a pathological 1 MB run must not be kept).
+_CACHED_RUN_CHARS = 64
 
 #: A small English stop-word list (the frequent function words; from the classic SMART/Lucene lists).
 EN_STOPWORDS = frozenset(
@@ -37,6 +50,28 @@ ZH_STOPWORDS = frozenset("的 了 和 是 在 也 就 都 而 及 与 或 一个
 
 #: Longest Latin token kept; longer runs (hashes, base64) are noise for BM25.
 MAX_LATIN_LEN = 40
+
+
+def _latin_words(part: str) -> list[str]:
+    """Lower-cased Latin/digit runs (``[^\\W_]+``, each run lower-cased on its own) of text holding no CJK, in order.
+
+    Every ASCII non-alphanumeric character ends a run, so one C-level pass (translate + split) over the UTF-8
+    bytes finds them; only pieces holding non-ASCII characters (``café``, ``word。next``) go through the regex."""
+    if part.isascii():
+        return part.encode("ascii").translate(_ASCII_WORD_TABLE).decode("ascii").split()
+    out: list[str] = []
+    for piece in part.encode("utf-8", "surrogatepass").translate(_ASCII_WORD_TABLE).split():
+        if piece.isascii():
+            out.append(piece.decode("ascii"))
+        else:
+            out.extend(map(str.lower, _LATIN_RUN_RE.findall(piece.decode("utf-8", "surrogatepass"))))
+    return out
+
+
+@lru_cache(maxsize=_CACHED_RUN_CHARS + 1)
+def _bigram_slices(n: int) -> tuple[slice, ...]:
+    """The n-1 two-character slices of a run of n characters (runs are short: clauses between punctuation)."""
+    return tuple(slice(i, i + 2) for i in range(n - 1))
 
 
 class Tokenizer(Protocol):
@@ -95,35 +130,45 @@ class MixedTokenizer:
         if segmenter is None:
             segmenter, backend = _load_segmenter()
         self._cut = segmenter  # None: rjieba, imported by the first tokenize()
+        self._words: dict[str, list[str]] = {}  # CJK run -> its jieba words minus stop-words (see tokenize)
         self.backend = backend or "custom"
         self.fingerprint = f"mixed-v{RULES_VERSION}-{self.backend}"
 
     def tokenize(self, text: str) -> list[str]:
         """Tokens of ``text`` (see class doc). Linear in ``len(text)``."""
+        if text.isascii():  # NFKC-stable and no CJK: Latin words only
+            stop, cap = EN_STOPWORDS, MAX_LATIN_LEN
+            return [w for w in _latin_words(text) if len(w) <= cap and w not in stop]
         out: list[str] = []
-        append = out.append
+        append, extend = out.append, out.extend
         cut = self._cut
         if cut is None:
             cut = self._cut = _rjieba_cut()
-        text = unicodedata.normalize("NFKC", text)
-        for m in _RUN_RE.finditer(text):
-            run = m.group()
-            first = run[0]
-            if _CJK_RUN_RE.match(first):
-                if len(run) == 1:
-                    append(run)
-                    continue
-                for w in cut(run):
-                    if len(w) > 1 and w not in ZH_STOPWORDS:
-                        append(w)
-                for i in range(len(run) - 1):
-                    bg = run[i : i + 2]
-                    if bg not in ZH_STOPWORDS:
-                        append(bg)
-            else:
-                w = run.lower()
-                if len(w) <= MAX_LATIN_LEN and w not in EN_STOPWORDS:
-                    append(w)
+        words = self._words
+        zh_stop, en_stop, cap = ZH_STOPWORDS, EN_STOPWORDS, MAX_LATIN_LEN
+        if not unicodedata.is_normalized("NFKC", text):  # 25x cheaper than normalize() on normalised text
+            text = unicodedata.normalize("NFKC", text)
+        # split() alternates text without CJK (even items) and CJK runs (odd items), in text order: Latin runs
+        # are found per stretch in C, only CJK runs are handled one by one.
+        for k, part in enumerate(_CJK_SPLIT_RE.split(text)):
+            if not k & 1:
+                if part:
+                    extend([w for w in _latin_words(part) if len(w) <= cap and w not in en_stop])
+                continue
+            n = len(part)
+            if n == 1:
+                append(part)
+                continue
+            ws = words.get(part)
+            if ws is None:
+                ws = [w for w in cut(part) if len(w) > 1 and w not in zh_stop]
+                if n <= _CACHED_RUN_CHARS:
+                    if len(words) >= _WORDS_CACHE_MAX:
+                        words.clear()
+                    words[part] = ws
+            extend(ws)
+            slices = _bigram_slices(n) if n <= _CACHED_RUN_CHARS else [slice(i, i + 2) for i in range(n - 1)]
+            extend([bg for bg in map(part.__getitem__, slices) if bg not in zh_stop])
         return out
 
     def query_tokens(self, query: str) -> list[str]:
