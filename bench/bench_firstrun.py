@@ -2,8 +2,9 @@
 """First run on a fresh state dir (issue 12): the real ``reme-tui --serve`` over a temp copy of knowledge-garden-zh
 plus generated pathological notes, probed from outside with the real one-shot ``reme-tui job search``.
 
-    python bench/bench_firstrun.py [--parts serve,keys,throughput] [--child both|on|off] [--key-seconds 150]
-                                   [--no-pathological] [--searches 5] [--timeout 900] [--keep]
+    python bench/bench_firstrun.py [--parts serve,keys,keys-idle,throughput] [--child both|on|off]
+                                   [--key-seconds 150] [--no-pathological] [--searches 5] [--timeout 900] [--keep]
+                                   [--other-checkout DIR] [--rounds 2]
 
 Prints one JSON object. Part ``keys`` (key press to paint in the real app, issue 12): the real ``reme-tui`` binary
 in tmux (160×48) on a fresh state dir over a copy of knowledge-garden-zh plus the pathological notes; from its
@@ -16,7 +17,11 @@ and by the phase the status line showed (``indexing``, ``embedding``); ``first_k
 ``rss_mb`` and ``cpu_s`` of the app and its encode child. ``--child both`` runs the app with
 ``embedder.background_process`` off ("before": encoding in the app's process) then on, in one sitting. Part
 ``throughput``: the vector pass's encode of the same texts in-process vs through the child (interleaved,
-wall and CPU of both processes, RSS of both: the model is loaded twice). Part ``serve`` (below):
+wall and CPU of both processes, RSS of both: the model is loaded twice). Part ``keys-idle``: the same key cycle
+with the index and vectors already built (one ``job reindex`` of a copy of knowledge-garden-zh, no pathological
+notes), so it times the app's own work (~2 min for ``--key-seconds 40``); with ``--other-checkout DIR`` (e.g. a
+``git worktree`` of an older commit) the app of that checkout (``PYTHONPATH``) runs too, the two interleaved for
+``--rounds`` rounds on the same index, so the before/after ratio is measured side by side. Part ``serve`` (below):
 
 - ``sync_started_s``: from starting ``--serve`` until its first sync holds the index lock (probes start then);
 - ``small_note_searchable_s``: from starting ``--serve`` until ``job search mode=keyword`` finds a small new note
@@ -132,6 +137,8 @@ def main() -> None:
     ap.add_argument("--texts", type=int, default=256, help="throughput part: texts per round")
     ap.add_argument("--hybrid-wait", type=float, default=240.0,
                     help="keys part: seconds to go on searching for the first hybrid hit after the key window")
+    ap.add_argument("--other-checkout", type=Path, help="keys-idle: another checkout's app, interleaved")
+    ap.add_argument("--rounds", type=int, default=2, help="keys-idle: rounds (each side once per round)")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     result: dict = {"bench": "firstrun", "machine": machine(), "args": vars(args)}
@@ -144,6 +151,8 @@ def main() -> None:
                 log(f"keys: {name}")
                 result["keys"][name] = keys_run(tmp, child, args.key_seconds, not args.no_pathological,
                                                 args.hybrid_wait)
+    if "keys-idle" in parts:
+        result["keys_idle"] = keys_idle_part(args)
     if "throughput" in parts:
         with bench_tmpdir("firstrun-tp", keep=args.keep) as tmp:
             result["throughput"] = throughput_part(args.texts)
@@ -319,19 +328,60 @@ def _phase(lines: list[str]) -> str:
     return "idle"
 
 
-def keys_run(tmp: Path, child: bool, seconds: float, patho: bool, hybrid_wait: float = 240.0) -> dict:
-    """One first run of the real app with the encode child on or off; see the module docstring (part keys)."""
+def keys_idle_part(args) -> dict:
+    """Part keys-idle: the key cycle on an already indexed copy (see the module docstring); returns per side
+    (``this`` and, with ``--other-checkout``, ``other``) the runs and the pooled per-key p50/p95/max."""
+    sides = {"this": None}
+    if args.other_checkout:
+        sides["other"] = str(args.other_checkout.resolve())
+    out: dict = {"sides": {k: v or str(Path(__file__).resolve().parents[1]) for k, v in sides.items()}, "runs": []}
+    with bench_tmpdir("firstrun-idle", keep=args.keep) as tmp:
+        vault = copy_tree(VAULT_ZH, tmp / "vault")
+        state = tmp / "state"
+        t = time.perf_counter()
+        subprocess.run([*cli("--vault", str(vault), "--state-dir", str(state), "--no-server", "job", "reindex")],
+                       check=True, capture_output=True)
+        out["reindex_s"] = round(time.perf_counter() - t, 1)
+        log(f"keys-idle: index built in {out['reindex_s']} s")
+        for r in range(args.rounds):
+            for side, root in sides.items():
+                log(f"keys-idle: round {r + 1} {side}")
+                run = keys_run(tmp / f"run-{r}-{side}", True, args.key_seconds, False, 0.0,
+                               prebuilt=(vault, state), pythonpath=root)
+                run["side"], run["round"] = side, r + 1
+                out["runs"].append(run)
+    for side in sides:
+        samples = [x for run in out["runs"] if run["side"] == side for x in run.pop("samples")]
+        out[side] = {"key_to_paint_ms": stats([x["ms"] for x in samples], 1),
+                     "by_key": {k: stats([x["ms"] for x in samples if x["key"] == k], 1)
+                                for k in dict.fromkeys(x["key"] for x in samples)}}
+    for run in out["runs"]:
+        run.pop("samples", None)
+    return out
+
+
+def keys_run(tmp: Path, child: bool, seconds: float, patho: bool, hybrid_wait: float = 240.0,
+             prebuilt: tuple[Path, Path] | None = None, pythonpath: str | None = None) -> dict:
+    """One run of the real app with the encode child on or off; see the module docstring (part keys).
+    ``prebuilt``: (vault, state dir) already indexed (part keys-idle); ``pythonpath``: run that checkout's app."""
     import re
     from datetime import date
 
-    vault = copy_tree(VAULT_ZH, tmp / "vault")
-    if patho:
-        make_pathological(vault / "zz-pathological")
-    state = tmp / "state"
+    tmp.mkdir(parents=True, exist_ok=True)
+    if prebuilt:
+        vault, state = prebuilt
+    else:
+        vault = copy_tree(VAULT_ZH, tmp / "vault")
+        if patho:
+            make_pathological(vault / "zz-pathological")
+        state = tmp / "state"
     config = tmp / "config.yaml"
     config.write_text(f"embedder:\n  background_process: {'true' if child else 'false'}\n", encoding="utf-8")
-    exe = Path(sys.executable).parent / "reme-tui"
     env = {**os.environ, "TERM": "xterm-256color"}
+    if pythonpath:
+        exe = f"env PYTHONPATH={pythonpath} {sys.executable} -c 'from reme_tui.cli import main; main()'"
+    else:
+        exe = str(Path(sys.executable).parent / "reme-tui")
     cmd = f"env REME_CONFIG={config} {exe} --vault {vault} --state-dir {state}"
     today = date.today().isoformat()
     t0 = time.perf_counter()
@@ -465,6 +515,8 @@ def keys_run(tmp: Path, child: bool, seconds: float, patho: bool, hybrid_wait: f
     out["first_hybrid_hit_s"] = hits_seen.get("hybrid")
     out["peak_rss_mb"] = {k: round(v, 1) for k, v in peak.items()}
     out["loadavg_end"] = loadavg()
+    if prebuilt:
+        out["samples"] = samples
     out["targets"] = {"p95_ms": target(out["key_to_paint_ms"].get("p95"), 100.0),
                       "max_ms": target(out["key_to_paint_ms"].get("max"), 300.0)}
     return out

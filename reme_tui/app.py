@@ -12,12 +12,14 @@ import logging
 import sys
 from pathlib import Path
 
+from textual import events
 from textual.app import App
 from textual.await_complete import AwaitComplete
 from textual.binding import Binding
 
 from .cjk import enable_cjk_line_breaking
 from .commands import NoteCommands, ReMeCommands
+from .gc_idle import IdleCollector
 from .screens.help import HelpScreen, collect_rows
 from .screens.main import MainScreen
 from .type_ahead import TypeAhead
@@ -49,13 +51,26 @@ class ReMeApp(App[int]):
         self.persist_settings = background
         #: keys typed right after Ctrl+O wait for the quick switcher's input (see :mod:`reme_tui.type_ahead`)
         self.type_ahead = TypeAhead(self)
+        #: full garbage collections only while the user is idle (see :mod:`reme_tui.gc_idle`; the real app, tests
+        #: opt in): one walks the whole heap, 60–400 ms holding the GIL
+        self.idle_gc: IdleCollector | None = IdleCollector() if background else None
 
     async def on_event(self, event) -> None:
+        if self.idle_gc is not None and isinstance(event, (events.Key, events.MouseDown, events.MouseScrollDown,
+                                                           events.MouseScrollUp)):
+            self.idle_gc.input_seen()
         if self.type_ahead.hold(event):
             return
         await super().on_event(event)
 
+    def on_unmount(self) -> None:
+        if self.idle_gc is not None:
+            self.idle_gc.stop()
+
     def on_mount(self) -> None:
+        if self.idle_gc is not None:
+            self.idle_gc.start()
+            self.set_interval(self.idle_gc.check_s, self.idle_gc.tick, name="idle-gc")
         theme = getattr(self.settings, "theme", "") or DARK
         if theme in self.available_themes:
             self.theme = theme
@@ -232,10 +247,13 @@ def run_app(settings) -> int:
     from reme_engine.engine import Engine
 
     engine = Engine.open(settings)
+    app = None
     try:
         app = ReMeApp(settings, engine, background=True)
         with _stderr_logging_to(Path(engine.state_dir) / "tui.log"):
             result = app.run()
         return int(result or 0) if isinstance(result, int) else 0
     finally:
+        if app is not None and app.idle_gc is not None:
+            app.idle_gc.stop()
         engine.close()

@@ -1,0 +1,153 @@
+"""Key press to paint (issue 12): the keys of the first-run benchmark's cycle never run an engine call on the UI
+thread, ``t`` does not re-read what did not change, a burst of cursor moves loads one preview — pilot tests on temp
+copies of the demo vault (keyword-only engines)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_tui import settle, wait_for  # noqa: E402
+
+
+class ThreadRecorder:
+    """Wraps an Engine: every method call is recorded as ``(name, thread name, on the main thread)``."""
+
+    def __init__(self, engine) -> None:
+        self._engine = engine
+        self.calls: list[tuple[str, str, bool]] = []
+
+    def __getattr__(self, name):
+        value = getattr(self._engine, name)
+        if not callable(value) or name.startswith("_") or isinstance(value, type):
+            return value
+
+        def call(*a, **kw):
+            t = threading.current_thread()
+            self.calls.append((name, t.name, t is threading.main_thread()))
+            return value(*a, **kw)
+
+        return call
+
+    def on_main(self) -> list[str]:
+        return [name for name, _t, main in self.calls if main]
+
+
+def recorded_app(app_for, **kw):
+    app = app_for(**kw)
+    rec = ThreadRecorder(app.engine)
+    app.engine = rec
+    return app, rec
+
+
+async def started(pilot):
+    m = pilot.app.main_screen
+    await wait_for(pilot, lambda: m.keyword_ready and m.note.path is not None and m.note_index is not None,
+                   what="startup")
+    await settle(pilot)
+    return m
+
+
+async def test_the_benchmark_key_cycle_runs_no_engine_call_on_the_ui_thread(app_for):
+    from reme_tui.screens.search import SearchScreen
+    from reme_tui.screens.switcher import QuickSwitcherScreen
+
+    app, rec = recorded_app(app_for, today="2026-11-28")
+    async with app.run_test(size=(160, 48)) as pilot:
+        m = await started(pilot)
+        rec.calls.clear()
+        # `/`, a query, Escape
+        await pilot.press("slash")
+        await wait_for(pilot, lambda: isinstance(app.screen, SearchScreen), what="search")
+        await pilot.press(*"光伏")
+        await wait_for(pilot, lambda: app.screen.result is not None, what="results")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is m, what="search closed")
+        # Ctrl+O, a name, Down, Up, Enter
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuickSwitcherScreen), what="switcher")
+        await pilot.press(*"光伏", "down", "up", "enter")
+        await wait_for(pilot, lambda: app.screen is m and m.note.path == "digest/wiki/光伏产业链.md"
+                       and m.links.path == m.note.path, what="note opened")
+        # t (today), Down/Up in the dates
+        await pilot.press("t")
+        await wait_for(pilot, lambda: m.note.path == "daily/2026-11-28.md", what="today")
+        await pilot.press("down", "up")
+        await settle(pilot)
+        assert rec.calls, "the keys made no engine call at all: the recorder is not in the path"
+        assert rec.on_main() == []
+
+
+async def test_stat_of_a_missing_note_builds_no_suggestions(open_engine, monkeypatch):
+    """``t`` on a vault without today's page asked ``stat`` three times; each miss built a "did you mean" text over
+    every note (~250 ms on 3,000 notes) that stat then dropped."""
+    from reme_engine.vault import files
+
+    eng = open_engine()
+    (Path(eng.vault) / "notes").mkdir()
+    (Path(eng.vault) / "notes" / "Redis.md").write_text("# Redis\n", encoding="utf-8")
+    eng.index()
+
+    def boom(*a, **kw):
+        raise AssertionError("stat built a suggestion")
+
+    monkeypatch.setattr(files, "missing_note", boom)
+    assert eng.stat("daily/2026-11-28.md").exists is False
+    st = eng.stat("notes/Redis")  # `.md` left out still finds the note
+    assert st.exists and st.path == "notes/Redis.md"
+
+
+def test_full_collections_wait_for_the_user_to_pause():
+    """No full collection while keys come; one when they stop (only new objects walked: the rest is frozen);
+    a deep one after a long pause; one anyway when the user never pauses; stop() gives the interpreter its own
+    settings back."""
+    import gc
+
+    from reme_tui.gc_idle import NEVER, IdleCollector
+
+    saved = gc.get_threshold()
+    now = [1000.0]
+    c = IdleCollector(clock=lambda: now[0])
+    c.min_young = 0
+    try:
+        c.start()
+        assert gc.get_threshold()[2] == NEVER  # the interpreter never starts a full collection itself
+        for _ in range(5):  # typing: a key every 0.3 s
+            now[0] += 0.3
+            c.input_seen()
+            assert c.tick() is None
+        now[0] += c.idle_s
+        assert c.tick() == "idle"
+        assert gc.get_freeze_count() > 0  # the survivors are left out of the next collections
+        now[0] += c.deep_every_s
+        c.input_seen()
+        now[0] += c.deep_idle_s
+        assert c.tick() == "deep"
+        for _ in range(int(c.force_after_s / 0.3) + 1):  # never pausing: one collection in force_after_s
+            now[0] += 0.3
+            c.input_seen()
+            c.tick()
+        assert [k for k, _ms in c.collections] == ["idle", "deep", "forced"]
+    finally:
+        c.stop()
+    assert gc.get_threshold() == saved and gc.get_freeze_count() == 0
+
+
+async def test_the_app_collects_when_idle_and_restores_the_collector_when_it_exits(app_for):
+    import gc
+
+    from reme_tui.gc_idle import IdleCollector
+
+    saved = gc.get_threshold()
+    app = app_for()
+    app.idle_gc = IdleCollector()
+    app.idle_gc.min_young = 0
+    async with app.run_test(size=(100, 30)) as pilot:
+        await started(pilot)
+        assert gc.get_threshold()[2] != saved[2]
+        await pilot.press("down")
+        app.idle_gc.last_input -= app.idle_gc.idle_s  # as if the user paused since
+        await wait_for(pilot, lambda: app.idle_gc.collections, what="an idle collection")
+    assert gc.get_threshold() == saved and gc.get_freeze_count() == 0
