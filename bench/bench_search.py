@@ -179,6 +179,21 @@ def build_sqlite(src_db: Path, dst_db: Path, size: int) -> dict:
     fstride = con.execute("SELECT max(id) FROM src.files").fetchone()[0] + 1
     reps = math.ceil(size / n)
     fts_s = 0.0
+    import zlib
+
+    from reme_engine.index.store import _derived_title, _tokens_hash, body_tokens
+    from reme_engine.index.tokenizer import default_tokenizer
+
+    tok = default_tokenizer().tokenize
+    src = sqlite3.connect(src_db)  # its files rows give back the titles' tokens (store._derived_title)
+    titles_z = dict(con.execute("SELECT file_id, tokens FROM src.fts_titles"))
+    base_tokens = []
+    for fid, text, headings in con.execute("SELECT c.file_id, c.text, c.headings FROM temp.base b"
+                                           " JOIN src.chunks c ON c.id = b.id ORDER BY b.k").fetchall():
+        body = body_tokens(tok, text, headings)
+        z = titles_z.get(fid)
+        title = zlib.decompress(z).decode("utf-8") if z else (_derived_title(src, fid, default_tokenizer()) or "")
+        base_tokens.append((fid, body, title, _tokens_hash(body, title)))
     for r in range(reps):
         lim = min(n, size - r * n)
         pre = f"r{r:02d}/"
@@ -197,10 +212,14 @@ def build_sqlite(src_db: Path, dst_db: Path, size: int) -> dict:
             " ELSE ? || resolved END, CASE WHEN resolved IS NULL THEN virtual ELSE ? || virtual END, anchor, alias,"
             " predicate, embed, kind, line, ambiguous, original FROM src.links", (r * fstride, pre, pre))
         tf = time.perf_counter()
-        con.execute(
-            "INSERT INTO chunks_fts(rowid, body, title) SELECT ? + b.k, f.body, f.title"
-            " FROM temp.base b JOIN src.chunks_fts f ON f.rowid = b.id WHERE b.k < ? ORDER BY b.k",
-            (synth_id(r, 0), lim))
+        # the keyword index is contentless: the corpus rows' tokens, re-derived once, go in for each replica
+        con.executemany("INSERT INTO fts_rows(fts_id, chunk_id, file_id, body_hash) VALUES (?,?,?,?)",
+                        [(r * n + k + 1, synth_id(r, k), fid + r * fstride, hsh)
+                         for k, (fid, _b, _t, hsh) in enumerate(base_tokens[:lim])])
+        con.executemany("INSERT INTO chunks_fts(rowid, body, title) VALUES (?,?,?)",
+                        [(r * n + k + 1, b, t) for k, (_f, b, t, _h) in enumerate(base_tokens[:lim])])
+        con.executemany("INSERT OR REPLACE INTO fts_titles(file_id, tokens) VALUES (?,?)",
+                        [(fid + r * fstride, zt) for fid, zt in titles_z.items()])
         fts_s += time.perf_counter() - tf
         con.execute("COMMIT")
         if r % 5 == 4:

@@ -72,9 +72,10 @@ CREATE TABLE IF NOT EXISTS fts_rows (
     file_id INTEGER NOT NULL,
     body_hash INTEGER NOT NULL       -- 64 bits of blake2b of the body and title tokens inserted: proves a re-derivation
 );
--- The title-column tokens of a file's rows (zlib of UTF-8), once per file: what deleting its rows needs (the body
--- tokens are re-derived from chunks.text, the tokenizer being deterministic and in the fingerprint).
-CREATE TABLE IF NOT EXISTS fts_titles (file_id INTEGER PRIMARY KEY, tokens BLOB NOT NULL);
+-- The title-column tokens of a file's rows, once per file: what deleting its rows needs (the body tokens are
+-- re-derived from chunks.text, the tokenizer being deterministic and in the fingerprint). NULL when they are
+-- re-derived from the files row (path, name, frontmatter: checked when inserted), else zlib of UTF-8.
+CREATE TABLE IF NOT EXISTS fts_titles (file_id INTEGER PRIMARY KEY, tokens BLOB);
 CREATE TABLE IF NOT EXISTS links (
     id INTEGER PRIMARY KEY,
     src_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
@@ -127,7 +128,13 @@ def insert_file(c: sqlite3.Connection, row: tuple) -> int:
 
 
 def update_file(c: sqlite3.Connection, fid: int, row: tuple) -> None:
-    """Overwrite file ``fid``'s row (values in :data:`_FILE_COLS` order; the path may change: a rename)."""
+    """Overwrite file ``fid``'s row (values in :data:`_FILE_COLS` order; the path may change: a rename). Title
+    tokens its keyword rows re-derive from this row are kept first (deleting those rows needs them)."""
+    t = c.execute("SELECT tokens FROM fts_titles WHERE file_id = ?", (fid,)).fetchone()
+    if t is not None and t[0] is None:
+        title = _derived_title(c, fid, _postings_tokenizer(c))
+        if title is not None:
+            c.execute("UPDATE fts_titles SET tokens = ? WHERE file_id = ?", (_zip(title), fid))
     sets = ", ".join(f"{col.strip()}=?" for col in _FILE_COLS.split(","))
     c.execute(f"UPDATE files SET {sets} WHERE id=?", (*row, fid))
 
@@ -157,6 +164,29 @@ def body_tokens(tokenize, text: str, headings_json: str) -> str:
     from ..markdown.chunker import Chunk
 
     return " ".join(tokenize(Chunk(0, 0, text, tuple(json.loads(headings_json))).embed_text()))
+
+
+def _zip(text: str) -> bytes:
+    import zlib
+
+    return zlib.compress(text.encode("utf-8"), 6)
+
+
+def _derived_title(c: sqlite3.Connection, fid: int, tok) -> str | None:
+    """The title-column tokens of file ``fid`` made from its files row the way the parse step makes them (file stem,
+    name, frontmatter string values); None without a row."""
+    r = c.execute("SELECT path, name, frontmatter FROM files WHERE id = ?", (fid,)).fetchone()
+    if r is None:
+        return None
+    from ..markdown.frontmatter import frontmatter_text_values
+
+    stem = r[0].rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    try:
+        meta = json.loads(r[2])
+    except ValueError:
+        return None
+    text = " ".join([stem, r[1], *frontmatter_text_values(meta)]) if meta else f"{stem} {r[1]}"
+    return " ".join(tok.tokenize(text[:20000]))
 
 
 def _postings_tokenizer(c: sqlite3.Connection):
@@ -220,7 +250,12 @@ def delete_postings(c: sqlite3.Connection, ids: list[int]) -> None:
     for fts_id, fid, bhash, text, headings in rows:
         if fid not in titles:
             t = c.execute("SELECT tokens FROM fts_titles WHERE file_id = ?", (fid,)).fetchone()
-            titles[fid] = zlib.decompress(t[0]).decode("utf-8") if t else None
+            if t is None:
+                titles[fid] = None
+            elif t[0] is None:
+                titles[fid] = _derived_title(c, fid, tok)
+            else:
+                titles[fid] = zlib.decompress(t[0]).decode("utf-8")
         title = titles[fid]
         body = body_tokens(tok.tokenize, text, headings) if text is not None else None
         if body is None or title is None or _tokens_hash(body, title) != bhash:
@@ -271,9 +306,7 @@ def insert_postings(c: sqlite3.Connection, rows: list[tuple]) -> None:
     has a keyword row already gets a new one."""
     if not rows:
         return
-    import zlib
-
-    _postings_tokenizer(c)
+    tok = _postings_tokenizer(c)
     cids = [r[0] for r in rows]
     fids: dict[int, int] = {}
     for i in range(0, len(cids), 500):
@@ -293,8 +326,9 @@ def insert_postings(c: sqlite3.Connection, rows: list[tuple]) -> None:
             continue  # no chunk row: nothing a search could show
         if titles.get(fid) != title:
             titles[fid] = title
+            # stored only when the files row does not give them back (e.g. a date-typed frontmatter value)
             c.execute("INSERT OR REPLACE INTO fts_titles(file_id, tokens) VALUES (?, ?)",
-                      (fid, zlib.compress(title.encode("utf-8"), 6)))
+                      (fid, None if _derived_title(c, fid, tok) == title else _zip(title)))
         fts_id = c.execute("INSERT INTO fts_rows(chunk_id, file_id, body_hash) VALUES (?,?,?)",
                            (cid, fid, _tokens_hash(body, title))).lastrowid
         c.execute("INSERT INTO chunks_fts(rowid, body, title) VALUES (?,?,?)", (fts_id, body, title))
