@@ -115,6 +115,8 @@ class SearchSettings:
     of what nonsense reaches in this vault are hidden (0 = off). ``chat_context_bytes``: a chat-record hit comes
     with the same day's turns around it up to this many UTF-8 bytes (0 = the matching window only).
     ``title_vectors``: each note's title also gets a vector in the dense leg (off = chunk vectors only).
+    ``rerank_depth``, ``rerank_coverage``, ``rerank_neighbour``, ``rerank_spread``: the second ranking stage on the
+    best candidates (``reme_engine.search.rerank``; 0 = that signal off).
     """
 
     fusion: str = "convex"
@@ -127,6 +129,10 @@ class SearchSettings:
     null_floor_quantile: float = 0.5
     chat_context_bytes: int = 1500
     title_vectors: bool = True
+    rerank_depth: int = 30
+    rerank_coverage: float = 0.0
+    rerank_neighbour: float = 0.0
+    rerank_spread: float = 0.0
 
 
 @dataclass
@@ -359,6 +365,14 @@ def _validate(s: Settings) -> None:
         v = getattr(s.search, key)
         if not (math.isfinite(v) and 0 <= v <= 1):
             raise ConfigError(f"search.{key} must be between 0 and 1 (got {v})")
+    if s.search.rerank_depth < 0:
+        raise ConfigError(f"search.rerank_depth must be >= 0 (got {s.search.rerank_depth})")
+    for key in ("rerank_coverage", "rerank_neighbour"):
+        v = getattr(s.search, key)
+        if not (math.isfinite(v) and v >= 0):
+            raise ConfigError(f"search.{key} must be a finite number >= 0 (got {v})")
+    if not (math.isfinite(s.search.rerank_spread) and 0 <= s.search.rerank_spread < 1):
+        raise ConfigError(f"search.rerank_spread must be within 0..1, 1 excluded (got {s.search.rerank_spread})")
     if not (math.isfinite(s.search.title_boost) and s.search.title_boost >= 0):
         raise ConfigError(f"search.title_boost must be a finite number >= 0 (got {s.search.title_boost})")
     if not (math.isfinite(s.search.cosine_lo) and math.isfinite(s.search.cosine_hi)

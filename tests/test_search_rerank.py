@@ -133,3 +133,15 @@ def test_invalid_second_stage_settings_are_refused():
         FusionConfig(rerank_coverage=-0.1)
     with pytest.raises(ValueError):
         FusionConfig(rerank_depth=-1)
+
+
+def test_second_stage_settings_reach_the_fusion_config(tmp_path):
+    from reme_engine.config import ConfigError, load_settings
+    from reme_engine.search.fusion import fusion_from_settings
+
+    base = {"vault": str(tmp_path), "state_dir": str(tmp_path / "s")}
+    cfg = fusion_from_settings(load_settings({**base, "search": {"rerank_coverage": 0.2, "rerank_neighbour": 0.1,
+                                                                   "rerank_depth": 20}}, env={}))
+    assert (cfg.rerank_coverage, cfg.rerank_neighbour, cfg.rerank_depth, cfg.rerank_spread) == (0.2, 0.1, 20, 0.0)
+    with pytest.raises(ConfigError):
+        load_settings({**base, "search": {"rerank_spread": 1.0}}, env={})
