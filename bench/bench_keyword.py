@@ -12,6 +12,10 @@ without an embedder (keyword + graph pass only):
 - ``warm``: wall ms p50/p95 of ``engine.search(q, limit=10, mode="keyword")`` with and without the neighbour
   directory, and of the keyword leg alone (``HybridSearcher.keyword_leg(q, 50)``); queries: the vault's zh/en
   queries from ``bench/queries.py`` plus 30 note titles (crc32 order); one warm-up pass, then ``--runs`` passes;
+- ``keyword leg through FTS5``: the same leg with the in-memory scorer off (``MATCH`` + ``bm25()``), interleaved,
+  and ``memory_scorer_same_scores_as_fts5``: queries whose 50 scores are identical rank by rank;
+- ``after_a_save``: a note edited and re-indexed (``index_paths``, the watcher's path), then the next search
+  (the scorer re-reads its row tables), and whether the new word is found;
 - ``rss_mb``: resident set after the warm passes (``VmRSS``) and peak (``VmHWM``).
 
 ReMe 0.4.1.8's figures on this host (issue 12, quiet): 7.6 / 20.0 MB on disk, warm keyword p50 0.90 / 1.09 ms.
@@ -76,7 +80,15 @@ def one(label: str, tmp: Path, runs: int) -> dict:
     for q in qs:  # warm-up: caches, the tokenizer's dictionary, SQLite pages
         eng.search(q, limit=10, mode="keyword")
     warm: dict[str, dict] = {}
-    samples: dict[str, list[float]] = {"search": [], "search (no neighbours)": [], "keyword leg": []}
+    samples: dict[str, list[float]] = {"search": [], "search (no neighbours)": [], "keyword leg": [],
+                                       "keyword leg through FTS5": []}
+    parity = 0
+    for q in qs:  # the in-memory scorer against FTS5's bm25(): the same scores, rank by rank
+        s.memory_bm25 = False
+        a = s.keyword_leg(q, 50, None)
+        s.memory_bm25 = True
+        b = s.keyword_leg(q, 50, None)
+        parity += [round(x[1], 9) for x in a] == [round(x[1], 9) for x in b]
     for _ in range(runs):  # interleaved, so load changes hit every figure alike
         for q in qs:
             t = time.perf_counter()
@@ -88,10 +100,32 @@ def one(label: str, tmp: Path, runs: int) -> dict:
             t = time.perf_counter()
             s.keyword_leg(q, 50, None)
             samples["keyword leg"].append((time.perf_counter() - t) * 1000)
+            s.memory_bm25 = False
+            t = time.perf_counter()
+            s.keyword_leg(q, 50, None)
+            samples["keyword leg through FTS5"].append((time.perf_counter() - t) * 1000)
+            s.memory_bm25 = True
+    # a note saved: the next query re-reads the row tables and its terms' postings
+    note = sorted(vault.rglob("*.md"))[7]
+    note.write_text(note.read_text(encoding="utf-8") + "\n\nzyzzyva 新词\n", encoding="utf-8")
+    t = time.perf_counter()
+    eng.index_paths([note.relative_to(vault).as_posix()], vectors=False)
+    t_save = (time.perf_counter() - t) * 1000
+    after = []
+    for q in qs[:10]:
+        note.write_text(note.read_text(encoding="utf-8") + "x\n", encoding="utf-8")
+        eng.index_paths([note.relative_to(vault).as_posix()], vectors=False)
+        t = time.perf_counter()
+        eng.search(q, limit=10, mode="keyword")
+        after.append((time.perf_counter() - t) * 1000)
+    found = any(h.path == note.relative_to(vault).as_posix() for h in eng.search("zyzzyva", mode="keyword").hits)
     for k, v in samples.items():
         warm[k] = stats(v)
     out = {"files": counts["files"], "chunks": counts["chunks"], "build": build, "size": size,
-           "queries": len(qs), "runs": runs, "warm_ms": warm, "rss_mb": rss_mb(), "peak_rss_mb": vmhwm_mb(),
+           "queries": len(qs), "runs": runs, "warm_ms": warm,
+           "memory_scorer_same_scores_as_fts5": f"{parity}/{len(qs)}",
+           "after_a_save": {"index_paths_ms": round(t_save, 1), "next_search_ms": stats(after),
+                            "new_word_found": found}, "rss_mb": rss_mb(), "peak_rss_mb": vmhwm_mb(),
            "reme_0_4_1_8 (issue 12)": REME[label],
            "ratio_disk_vs_reme": round(size["disk_mb"] / REME[label]["disk_mb"], 2),
            "ratio_p50_vs_reme": round(warm["search"]["p50"] / REME[label]["p50_ms"], 2)}

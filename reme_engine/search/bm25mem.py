@@ -143,6 +143,11 @@ class MemoryBM25:
             w = np.where(a[:, 1] == 1, self.weights[1], self.weights[0]) * a[:, 2]
             docs, inv = np.unique(a[:, 0], return_inverse=True)
             freq = np.bincount(inv, weights=w)
+            dl = self._dl
+            if dl is not None and len(docs) and docs[-1] >= len(dl):
+                # rows written after the row tables were read (the generation moved: the next query reloads)
+                keep = docs < len(dl)
+                docs, freq = docs[keep], freq[keep]
         else:
             docs, freq = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         with self._lock:
@@ -192,6 +197,14 @@ class MemoryBM25:
             return []
         if len(parts) == 1:
             docs, acc = parts[0], scores[0]
+        elif len(dl) <= 4_000_000:  # row ids are dense: sum straight into one slot per row (no sort)
+            alld = np.concatenate(parts)
+            total = np.bincount(alld, weights=np.concatenate(scores), minlength=len(dl))
+            if op == "AND":
+                docs = np.flatnonzero(np.bincount(alld, minlength=len(dl)) == len(parts))
+            else:
+                docs = np.unique(alld) if len(alld) * 16 < len(dl) else np.flatnonzero(total)
+            acc = total[docs]
         else:
             alld = np.concatenate(parts)
             docs, inv = np.unique(alld, return_inverse=True)

@@ -139,7 +139,8 @@ class HybridSearcher:
                      f" JOIN files f ON f.id = c.file_id WHERE {where})")
         # keyword rows have small ids of their own (store.fts_rows): the chunk id is joined in
         sql = (f"SELECT r.chunk_id, bm25(chunks_fts, {BM25_WEIGHTS[0]}, {BM25_WEIGHTS[1]}) AS s FROM chunks_fts"
-               f" JOIN fts_rows r ON r.fts_id = chunks_fts.rowid WHERE chunks_fts MATCH ? AND {where} ORDER BY s LIMIT ?")
+               f" CROSS JOIN fts_rows r ON r.fts_id = chunks_fts.rowid WHERE chunks_fts MATCH ? AND {where}"
+               " ORDER BY s LIMIT ?")  # CROSS JOIN: FTS5 is the outer loop (else one MATCH per fts_rows row)
         c = self.store.conn
         n_chunks = self._chunk_count()
         if self.memory_bm25 and (filters is None or filters.empty()):
@@ -559,7 +560,7 @@ class HybridSearcher:
         c = self.store.conn
         cache = None
         if self.memory_bm25:  # kept while the postings are unchanged (~0.5 ms of a warm query otherwise)
-            cache = self._memory().side_cache()
+            cache = self._memory().side_cache().setdefault("meta", {})
             missing = []
             for i in ids:
                 got = cache.get(i)
@@ -592,6 +593,17 @@ class HybridSearcher:
         chunks."""
         out: dict[int, tuple] = {}
         c = self.store.conn
+        cache = None
+        if self.memory_bm25:  # the shown hits' rows, kept while the postings are unchanged (as in _meta)
+            cache = self._memory().side_cache().setdefault("rows", {})
+            missing = []
+            for i in ids:
+                got = cache.get(i)
+                if got is None:
+                    missing.append(i)
+                else:
+                    out[i] = got
+            ids = missing
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
             for r in c.execute(
@@ -599,6 +611,10 @@ class HybridSearcher:
                     " f.description FROM chunks c JOIN files f ON f.id = c.file_id"
                     f" WHERE c.id IN ({','.join('?' * len(part))})", part):
                 out[r[0]] = (r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8])
+        if cache is not None and ids:
+            if len(cache) > 5_000:  # texts up to a few KB each
+                cache.clear()
+            cache.update((i, out[i]) for i in ids if i in out)
         return out
 
     @staticmethod
