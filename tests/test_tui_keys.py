@@ -151,3 +151,23 @@ async def test_the_app_collects_when_idle_and_restores_the_collector_when_it_exi
         app.idle_gc.last_input -= app.idle_gc.idle_s  # as if the user paused since
         await wait_for(pilot, lambda: app.idle_gc.collections, what="an idle collection")
     assert gc.get_threshold() == saved and gc.get_freeze_count() == 0
+
+
+async def test_focus_moves_keep_the_footer_and_a_keymap_change_rebuilds_it(app_for):
+    """A focus move (``t``, Escape, Tab between panes) used to rebuild the whole footer (a widget per key,
+    restyled, the screen laid out again) though it shows the same keys; a change of what it shows still does."""
+    from textual.widgets._footer import FooterKey
+
+    app = app_for(today="2026-11-28")
+    async with app.run_test(size=(160, 48)) as pilot:
+        m = await started(pilot)
+        keys_before = list(m.footer.query(FooterKey))
+        assert any(k.key == "slash" for k in keys_before)
+        for key in ("t", "escape", "ctrl+l", "d", "escape"):
+            await pilot.press(key)
+            await settle(pilot)
+        assert list(m.footer.query(FooterKey)) == keys_before  # the same widgets: no rebuild
+        app.set_keymap({"search": "ctrl+s"})
+        await wait_for(pilot, lambda: any(k.key == "ctrl+s" for k in m.footer.query(FooterKey)),
+                       what="the footer shows the new key")
+        assert not any(k.key == "slash" for k in m.footer.query(FooterKey))

@@ -31,7 +31,7 @@ from textual.message import Message
 from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.signal import Signal
-from textual.widgets import ContentSwitcher, Footer
+from textual.widgets import ContentSwitcher
 from textual.worker import Worker, get_current_worker
 
 from .. import editor, indexing, link_follow, loaders
@@ -59,6 +59,7 @@ from ..messages import (
 from ..widgets.agenda import AgendaPane
 from ..widgets.chat import ChatPane
 from ..widgets.daily import DailyPane
+from ..widgets.footer import KeyFooter
 from ..widgets.neighbours import NeighboursList
 from ..widgets.note_view import NoteView
 from ..widgets.status_line import StatusLine
@@ -143,7 +144,7 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
         self.agenda = AgendaPane(ctx, id="agenda")
         self.right = Vertical(id="right")
         self.status = StatusLine(engine, id="status")
-        self.footer = Footer(compact=True)
+        self.footer = KeyFooter(compact=True)
 
     @property
     def keyword_ready(self) -> bool:

@@ -21,11 +21,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from .modal import Dialog
 from textual.timer import Timer
-from textual.widgets import Footer, Input, OptionList, Select, Static
+from textual.widgets import Input, OptionList, Select, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from ..messages import SearchDone
+from ..widgets.footer import KeyFooter
 from ..render import fit_text, one_line, snippet, why_line
 
 #: Seconds of quiet typing before a query is sent.
@@ -144,7 +145,7 @@ class SearchScreen(Dialog):
                 yield self.date_to
             yield self.info
             yield self.results
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.input.focus()
