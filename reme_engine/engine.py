@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .background import Background
 from .config import ConfigError, Settings, finalize_state_dir
 from .embed_pass import EmbedCoordinator
-from .errors import EngineError
+from .errors import BadArgument, EngineError
 from .index.indexer import Indexer, IndexReport, Progress
 from .index.store import Store
 from .results import (HEALTH_FIRST_N, MAX_READ_CHARS, MAX_READ_LINES, DeleteResult, DreamLog, EngineStatus, FileProblems,
@@ -263,8 +263,8 @@ class Engine:
 
         try:
             return traverse(self.store, files.find_note(self, path).rel, depth, direction, max_nodes)
-        except ValueError as exc:
-            raise EngineError(str(exc)) from exc
+        except ValueError as exc:  # a bad direction or depth: bad usage (exit 2)
+            raise BadArgument(str(exc)) from exc
 
     def note_titles(self) -> list[NoteTitle]:
         """(Read-only.) Every indexed Markdown note's path, title and aliases, newest first (by mtime); one SQL

@@ -215,9 +215,28 @@ def test_read_rejects_reversed_ranges(eng):
     assert not r["success"] and "before start_line" in r["error"]
     # an out-of-range value is bad usage (exit 2), like a malformed one, not a failed job (exit 1)
     assert r["usage_error"] and exit_code(r) == 2
-    for bad in ({"start_line": "0"}, {"max_chars": "0"}):
+    for bad in ({"start_line": "0"}, {"max_chars": "0"}, {"start_line": "100000"}):
         r = run_job(eng, "read", {"path": "README.md", **bad})
         assert not r["success"] and exit_code(r) == 2, r
+    assert "past the end" in r["error"]
+    for bad in ({"direction": "sideways"}, {"depth": "-1"}):
+        r = run_job(eng, "traverse", {"path": "README.md", **bad})
+        assert not r["success"] and exit_code(r) == 2, r
+
+
+def test_notes_too_large_to_index_can_still_be_read_and_nul_is_never_written(eng):
+    big = eng.vault / "resource" / "huge-log.md"
+    line = "log line with enough words to be long, the pump was checked again\n"
+    big.write_text("# Huge log\n" + line * (eng.settings.max_file_bytes // len(line) + 10))
+    r = run_job(eng, "read", {"path": "resource/huge-log.md", "end_line": "2"})
+    assert r["success"], r
+    assert r["text"].startswith("# Huge log\nlog line") and r["end_line"] == 2
+    for job, args in (("write", {"path": "digest/wiki/nul.md", "content": "a\x00b"}),
+                      ("edit", {"path": "README.md", "old": "# ", "new": "#\x00 ", "count": "0"})):
+        r = run_job(eng, job, args)
+        assert not r["success"] and "NUL" in r["error"], r
+    assert not (eng.vault / "digest/wiki/nul.md").exists()
+    assert b"\x00" not in (eng.vault / "README.md").read_bytes()
 
 
 @pytest.mark.parametrize("dst, needle", [

@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("reme.engine")
 
+#: bytes a read job accepts: above the index's ``max_file_bytes`` (8 MB) so a note too large to index can still be
+#: read a range at a time (the person's own file must never be unreachable)
+MAX_READ_FILE_BYTES = 64 * 1024 * 1024
+
 
 # -- paths and notes ------------------------------------------------------------------------------------------
 def resolve_path(ctx: VaultContext, rel: str, *, allow_root: bool = False, for_write: bool = False) -> VaultPath:
@@ -130,7 +134,12 @@ def own_write(ctx: VaultContext, rel: str, sha: str | None) -> None:
 
 
 def check_encodable(text: str) -> None:
-    """EngineError when ``text`` cannot be written as UTF-8 (a lone surrogate from a bad paste or decoder)."""
+    """EngineError when ``text`` cannot be written as UTF-8 (a lone surrogate from a bad paste or decoder) or holds
+    a NUL character (the file would then read as binary: skipped by the index and refused by read and edit, as
+    Obsidian and git treat it)."""
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise EngineError(f"not written: text has a NUL character at {nul} (the note would become a binary file)")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -160,7 +169,7 @@ def read(ctx: VaultContext, path: str, start_line: int = 1, end_line: int | None
     if not vp.abs.is_file():
         raise EngineError(f"no such file: {vp.rel}")
     try:
-        tf = read_text(vp.abs, ctx.settings.max_file_bytes)
+        tf = read_text(vp.abs, max(ctx.settings.max_file_bytes, MAX_READ_FILE_BYTES))
     except SkipFile as exc:
         raise EngineError(f"cannot read {vp.rel}: {exc.reason}") from exc
     lines = tf.text.splitlines(keepends=True)
@@ -170,6 +179,8 @@ def read(ctx: VaultContext, path: str, start_line: int = 1, end_line: int | None
         raise BadArgument("start_line must be >= 1")
     if end_line is not None and int(end_line) < start:
         raise BadArgument(f"end_line ({end_line}) is before start_line ({start})")
+    if start > max(total, 1):
+        raise BadArgument(f"start_line ({start}) is past the end of {vp.rel} ({total} lines)")
     end = total if end_line is None else min(total, int(end_line))
     truncated = False
     if end - start + 1 > MAX_READ_LINES:
