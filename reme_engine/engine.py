@@ -91,7 +91,8 @@ class Engine:
         self.settings = settings
         self.vault = Path(settings.vault).resolve()
         if not self.vault.is_dir():
-            raise ConfigError(f"vault folder does not exist: {self.vault}")
+            raise ConfigError(f"vault is a file, not a folder: {self.vault}" if self.vault.exists()
+                              else f"vault folder does not exist: {self.vault}")
         #: the daily folder found in an existing Obsidian vault (no ``daily/`` and none configured), or None
         self.detected_daily_dir: str | None = None
         if settings.layers.daily_dir.strip("/") == "daily" and not (self.vault / "daily").exists():

@@ -32,6 +32,8 @@ import argparse
 import inspect
 import json
 import re
+import sys
+from pathlib import Path
 from typing import Annotated, Any, Callable
 
 from reme_tui.mcp_tools import ToolFailure, ToolSpec, VaultServer, _log, tool_specs
@@ -308,6 +310,13 @@ def main(args: argparse.Namespace, rest: list[str]) -> int:
     from reme_tui.cli import load
 
     settings = load(args)
+    # the engine opens after the handshake: a vault that is not there must fail here, not at every tool call
+    vault = Path(settings.vault).expanduser() if settings.vault else None
+    if vault is None or not vault.is_dir():
+        why = ("no vault configured (pass --vault or set REME_VAULT)" if vault is None else
+               f"vault is a file, not a folder: {vault}" if vault.exists() else f"vault folder does not exist: {vault}")
+        print(f"reme-tui mcp: {why}", file=sys.stderr, flush=True)
+        return 2
     vs = VaultServer(settings, read_only=ns.read_only, watch=not ns.no_watch, embed=not ns.no_embed)
     server = build_server(vs)  # the engine opens after the handshake (see build_server)
     import signal

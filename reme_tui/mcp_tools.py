@@ -162,7 +162,8 @@ class VaultServer:
             if res.degraded and "no vector yet" not in res.degraded:
                 _log(f"vector search unavailable: {res.degraded}")
         except Exception as exc:  # logged; the first hybrid search tries again
-            _log(f"loading the vector model failed: {exc}")
+            if not self._closing.is_set():  # the client left mid-load: nothing failed that anyone will use
+                _log(f"loading the vector model failed: {exc}")
         finally:
             self._work = ""
 

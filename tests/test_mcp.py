@@ -249,6 +249,17 @@ def test_help_lists_the_tools():
     assert " mcp_types" not in p.stderr and " textual" not in p.stderr  # the SDK loads only to serve
 
 
+def test_a_missing_vault_fails_at_start_with_one_line(tmp_path):
+    """Not a server that starts and then fails every tool call: exit 2 before the handshake, saying why."""
+    (tmp_path / "a-file").write_text("x")
+    for vault, why in ((tmp_path / "nope", "vault folder does not exist"),
+                       (tmp_path / "a-file", "vault is a file, not a folder")):
+        p = subprocess.run([sys.executable, "-m", "reme_tui.cli", "mcp", "--vault", str(vault), "--state-dir",
+                            str(tmp_path / "st")], capture_output=True, text=True, cwd=str(REPO), timeout=60,
+                           stdin=subprocess.DEVNULL, env={**os.environ, **_env()})
+        assert p.returncode == 2 and why in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
 async def test_read_only_exposes_no_writer(demo_vault, tmp_path):
     before = {p: p.read_bytes() for p in demo_vault.rglob("*") if p.is_file()}
     async with stdio_session(demo_vault, tmp_path / "state", "--read-only") as s:
