@@ -397,8 +397,9 @@ def candidates(FusionConfig) -> dict:
     before this harness) run without the field rules; every other fused candidate runs with them (title boost 0.5,
     day-index demotion) and without a floor, so the fusion is chosen on the pipeline it will run in; the floor is
     measured separately."""
-    plain = dict(title_boost=0.0, demote_day_index=False, relative_floor=0.0)
-    rules = dict(title_boost=0.5, demote_day_index=True, relative_floor=0.0)
+    off = dict(rerank_coverage=0.0, rerank_neighbour=0.0, rerank_spread=0.0)  # the first stage alone
+    plain = dict(title_boost=0.0, demote_day_index=False, relative_floor=0.0, **off)
+    rules = dict(title_boost=0.5, demote_day_index=True, relative_floor=0.0, **off)
     c = {
         "keyword": ("keyword", FusionConfig(**plain)),
         "vector": ("vector", FusionConfig(**plain)),
@@ -500,6 +501,50 @@ def experiments() -> dict:
 EXPERIMENTS = False
 
 
+def second_stage_variants(base) -> dict:
+    """The default without its second stage (:mod:`reme_engine.search.rerank`), and with the signals that are
+    settings, not defaults (measured: bench/RESULTS.md, "Issue 11, fourth round")."""
+    return {"default − second stage": replace(base, rerank_coverage=0.0, rerank_neighbour=0.0, rerank_spread=0.0),
+            "default + neighbour 0.1": replace(base, rerank_neighbour=0.1),
+            "default + spread 0.1": replace(base, rerank_spread=0.1)}
+
+
+STAGE_CPU_MS: list[float] = []  # CPU time of each second-stage call (process time, ms)
+
+
+class second_stage:
+    """``with second_stage(searcher):`` — the second ranking stage runs inside ``HybridSearch.rank`` right after
+    the field rules. When ``hybrid.py`` calls ``rerank_for`` itself this does nothing; otherwise it wraps the
+    ``adjust`` that ``rank`` calls (this process only) so the harness measures the stage as it would run there.
+    Records each call's CPU time in :data:`STAGE_CPU_MS`."""
+
+    def __init__(self, searcher):
+        self.s = searcher
+
+    def __enter__(self):
+        import reme_engine.search.hybrid as hy
+        from reme_engine.search.rerank import enabled, rerank_for
+
+        self.hy, self.orig = hy, hy.adjust
+        if hasattr(hy, "rerank_for"):
+            return self
+        orig, s = self.orig, self.s
+
+        def adjust(fused, rows, query, cfg):
+            orig(fused, rows, query, cfg)
+            if enabled(cfg):
+                t = time.process_time()
+                rerank_for(s, fused, query, cfg)
+                STAGE_CPU_MS.append((time.process_time() - t) * 1000)
+
+        hy.adjust = adjust
+        return self
+
+    def __exit__(self, *exc):
+        self.hy.adjust = self.orig
+        return False
+
+
 # ------------------------------------------------------------------------------------------------------- main
 def run_set(name: str, quick: bool, emb, cands: dict, extra: dict, lat_n: int) -> dict:
     from reme_engine.search.hybrid import FusionConfig
@@ -540,6 +585,7 @@ def run_set(name: str, quick: bool, emb, cands: dict, extra: dict, lat_n: int) -
         return engines[q["vault"]]
 
     exps = experiments() if EXPERIMENTS else {}
+    stage_from = len(STAGE_CPU_MS)
     per: dict[str, list[tuple[dict, dict]]] = {m: [] for m in list(cands) + list(extra) + list(exps)}
     for i, q in enumerate(queries):
         eng = engine_for(q)
@@ -547,11 +593,12 @@ def run_set(name: str, quick: bool, emb, cands: dict, extra: dict, lat_n: int) -
         if s.vectors is not None and not s.vectors.ready:
             s.vectors.open()
         run = s.run_legs(q["text"].strip(), 50, mode="hybrid")
-        for m, (mode, cfg) in list(cands.items()) + [(k, ("hybrid", v)) for k, v in extra.items()]:
-            hits, _hidden = s.rank(q["text"].strip(), run, limit=10, mode=mode, fusion=cfg)
-            per[m].append((q, score_hits(q, hits)))
-        for m, fn in exps.items():
-            per[m].append((q, score_hits(q, fn(s, q["text"].strip(), run))))
+        with second_stage(s):
+            for m, (mode, cfg) in list(cands.items()) + [(k, ("hybrid", v)) for k, v in extra.items()]:
+                hits, _hidden = s.rank(q["text"].strip(), run, limit=10, mode=mode, fusion=cfg)
+                per[m].append((q, score_hits(q, hits)))
+            for m, fn in exps.items():
+                per[m].append((q, score_hits(q, fn(s, q["text"].strip(), run))))
         if i % 100 == 0:
             log(f"{name}: {i}/{len(queries)}")
     # latency (warm, 3 rounds) of the engine's default settings and of the legacy fusion, per vault
@@ -562,16 +609,18 @@ def run_set(name: str, quick: bool, emb, cands: dict, extra: dict, lat_n: int) -
         for _round in range(3):
             for q in qv:
                 eng = engines[vault]
-                ts = time.perf_counter()
-                eng.search(q["text"], limit=10, neighbors=False)
-                t1 = time.perf_counter()
-                eng.searcher.search(q["text"], limit=10, neighbors=False, fusion=legacy)
-                t2 = time.perf_counter()
+                with second_stage(eng.searcher):  # the default's second stage, as rank() would run it
+                    ts = time.perf_counter()
+                    eng.search(q["text"], limit=10, neighbors=False)
+                    t1 = time.perf_counter()
+                    eng.searcher.search(q["text"], limit=10, neighbors=False, fusion=legacy)
+                    t2 = time.perf_counter()
                 d = lat.setdefault(vault, {"default": [], "legacy": []})
                 d["default"].append((t1 - ts) * 1000)
                 d["legacy"].append((t2 - t1) * 1000)
     all_default = [x for d in lat.values() for x in d["default"]]
     out = {"queries": len(queries), "index": index_info, "latency_ms_default": stats(all_default),
+           "second_stage_cpu_ms": stats(STAGE_CPU_MS[stage_from:]),
            "latency_ms": {v: {k: stats(x) for k, x in d.items()} for v, d in lat.items()}, "methods": {}}
     for m, rows in per.items():
         kinds = sorted({q["kind"] for q, _ in rows})
@@ -616,7 +665,9 @@ def write_results_md(out: dict, cmd: str) -> None:
     lines += [head, "|---|" + "---|" * len(sets)]
     shown = ["keyword", "vector", "legacy rrf 0.7/0.3 k60", "rrf 0.5/0.5 k10", "interleave", "tmm α0.5",
              "choose τ0.3", "convex α0.5 cos 0.1–0.6",
-             out["choice"]["chosen"], "default (chosen + field rules)", "default − day-index collapse"]
+             out["choice"]["chosen"], "default (chosen + field rules)", "default − day-index collapse",
+             "default − second stage"]
+    shown += sorted({m for r in out["sets"].values() for m in r["methods"] if m.startswith("default + ")})
     shown += sorted({m for r in out["sets"].values() for m in r["methods"] if m.startswith("exp:")})
     for meth in dict.fromkeys(shown):
         cells = []
@@ -652,6 +703,21 @@ def write_results_md(out: dict, cmd: str) -> None:
         lines += ["", f"{lset}: evidence recall within 2,000 characters returned: " + ", ".join(
             f"{x} {mm[x]['all'].get('r_budget', 0):.2f}" for x in ("keyword", "vector", "legacy rrf 0.7/0.3 k60",
                                                                    "default (chosen + field rules)")) + "."]
+    stage = sorted({m for r in out["sets"].values() for m in r["methods"]
+                    if m.startswith("default + ") or m == "default − second stage"})
+    if stage:
+        lines += ["", "Second ranking stage (`search/rerank.py`), R@5 / R@10 on the dev split | the held-out third, and the "
+                  "stage's CPU ms per call (p50):", "",
+                  "| set | " + " | ".join(["default"] + stage) + " | CPU ms |", "|---|" + "---|" * (len(stage) + 2)]
+        for sname in sets:
+            mm = out["sets"][sname]["methods"]
+            cells = []
+            for meth in ["default (chosen + field rules)"] + stage:
+                dv, ho = mm.get(meth, {}).get("dev", {}), mm.get(meth, {}).get("held_out", {})
+                cells.append(f"{dv.get('r5', 0):.3f} / {dv.get('r10', 0):.3f} \\| {ho.get('r5', 0):.3f} / "
+                             f"{ho.get('r10', 0):.3f}")
+            cpu = out["sets"][sname].get("second_stage_cpu_ms", {}).get("p50", float("nan"))
+            lines.append(f"| {sname} | " + " | ".join(cells) + f" | {cpu} |")
     lat_rows = [f"{s}/{v} {d['default'].get('p50')} (legacy {d['legacy'].get('p50')})"
                 for s in sets for v, d in out["sets"][s].get("latency_ms", {}).items()]
     lines += ["", "Warm search p50 ms, default fusion (legacy RRF), 3 rounds, `engine.search(q, limit=10, "
@@ -696,6 +762,7 @@ def main() -> None:
     default = FusionConfig()
     extra = {"default (chosen + field rules)": default}
     extra.update(rule_variants(default))
+    extra.update(second_stage_variants(default))
     for name in args.sets.split(","):
         out["sets"][name] = run_set(name, args.quick, emb, cands, extra, args.latency_queries)
         out["sets"][name]["loadavg"] = loadavg()

@@ -116,7 +116,7 @@ class SearchSettings:
     with the same day's turns around it up to this many UTF-8 bytes (0 = the matching window only).
     ``title_vectors``: each note's title also gets a vector in the dense leg (off = chunk vectors only).
     ``rerank_depth``, ``rerank_coverage``, ``rerank_neighbour``, ``rerank_spread``: the second ranking stage on the
-    best candidates (``reme_engine.search.rerank``; 0 = that signal off).
+    best candidates (``reme_engine.search.rerank``; 0 = that signal off; default: coverage 0.2 alone).
     """
 
     fusion: str = "convex"
@@ -130,7 +130,7 @@ class SearchSettings:
     chat_context_bytes: int = 1500
     title_vectors: bool = True
     rerank_depth: int = 30
-    rerank_coverage: float = 0.0
+    rerank_coverage: float = 0.2
     rerank_neighbour: float = 0.0
     rerank_spread: float = 0.0
 

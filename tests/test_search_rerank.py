@@ -51,7 +51,7 @@ def test_one_line_holding_every_query_term_outranks_scattered_matches(open_engin
     eng = open_engine(coverage_vault)
     eng.index()
     q = "violin lessons Berlin"
-    off = FusionConfig()
+    off = FusionConfig(rerank_coverage=0.0)
     before, _ = _ranked(eng, q, off)
     assert before[:2] == ["scattered.md", "trip.md"]  # the first stage prefers term frequency
     after, fused = _ranked(eng, q, dataclasses.replace(off, rerank_coverage=0.5))
@@ -60,10 +60,11 @@ def test_one_line_holding_every_query_term_outranks_scattered_matches(open_engin
     assert gains[-1] == pytest.approx(3 * gains[0])  # all three terms in one line vs one of three
 
 
-def test_second_stage_off_by_default_leaves_the_ranking_alone(open_engine, coverage_vault):
+def test_second_stage_off_switch_leaves_the_ranking_alone(open_engine, coverage_vault):
     eng = open_engine(coverage_vault)
     eng.index()
-    cfg = FusionConfig()
+    assert enabled(FusionConfig())  # on by default: line coverage
+    cfg = FusionConfig(rerank_coverage=0.0)
     assert not enabled(cfg)
     s = eng.searcher
     run = s.run_legs("violin lessons Berlin", 50, mode="keyword")
@@ -89,7 +90,7 @@ def test_spread_keeps_a_second_session_in_the_top_k(open_engine, tmp_path):
     eng = open_engine(v, chunk_bytes=200)
     eng.index()
     q = "kayak river"
-    off = FusionConfig()
+    off = FusionConfig(rerank_coverage=0.0)
     before, _ = _ranked(eng, q, off)
     assert before[:3] == ["daily/2026-11-02/s1.md"] * 3  # one session takes every slot
     after, _ = _ranked(eng, q, dataclasses.replace(off, rerank_spread=0.5))
@@ -110,7 +111,7 @@ def test_neighbouring_candidate_chunks_lift_each_other(open_engine, tmp_path):
     eng = open_engine(v, chunk_bytes=200)
     eng.index()
     q = "glacier hike"
-    off = FusionConfig()
+    off = FusionConfig(rerank_coverage=0.0)
     before, _ = _ranked(eng, q, off)
     assert before[0] == "lone.md"
     after, fused = _ranked(eng, q, dataclasses.replace(off, rerank_neighbour=1.0))
@@ -143,5 +144,6 @@ def test_second_stage_settings_reach_the_fusion_config(tmp_path):
     cfg = fusion_from_settings(load_settings({**base, "search": {"rerank_coverage": 0.2, "rerank_neighbour": 0.1,
                                                                    "rerank_depth": 20}}, env={}))
     assert (cfg.rerank_coverage, cfg.rerank_neighbour, cfg.rerank_depth, cfg.rerank_spread) == (0.2, 0.1, 20, 0.0)
+    assert fusion_from_settings(load_settings(base, env={})).rerank_coverage == 0.2  # the default
     with pytest.raises(ConfigError):
         load_settings({**base, "search": {"rerank_spread": 1.0}}, env={})

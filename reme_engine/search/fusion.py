@@ -79,7 +79,9 @@ class FusionConfig:
     ``rerank_depth``, ``rerank_coverage``, ``rerank_neighbour``, ``rerank_spread``: the second stage of
     :mod:`.rerank` on the best ``rerank_depth`` candidates — shares of the best score added for the query's
     IDF-weighted coverage by one line of the chunk and for a candidate neighbouring chunk, and the per-file
-    discount of the greedy diversification (0 = that signal off; all 0 = no second stage).
+    discount of the greedy diversification (0 = that signal off; all 0 = no second stage). Default: coverage 0.2
+    alone (bench/RESULTS.md, "Issue 11, fourth round": never below the first stage on any set; neighbour and
+    spread lost on other sets and stay settings).
     """
 
     method: str = "convex"
@@ -98,7 +100,7 @@ class FusionConfig:
     null_floor_quantile: float = 0.5
     chat_context_bytes: int = 1500
     rerank_depth: int = 30
-    rerank_coverage: float = 0.0
+    rerank_coverage: float = 0.2
     rerank_neighbour: float = 0.0
     rerank_spread: float = 0.0
 
