@@ -587,3 +587,16 @@ def test_an_explicit_null_parameter_is_a_parameter_not_given(eng):
     assert a["success"] and [h["path"] for h in a["hits"]] == [h["path"] for h in b["hits"]] and a["hits"]
     missing = run_job(eng, "read", {"path": None})
     assert missing["success"] is False and "missing parameter path" in missing["error"]
+
+
+def test_a_bare_note_name_reads_as_its_wikilink_opens(eng):
+    """`read path=新能源` and `traverse path=新能源` open digest/wiki/新能源.md, as [[新能源]] does; a write never
+    guesses (it needs the path), and a name no note has is still an error with suggestions."""
+    r = run_job(eng, "read", {"path": "新能源", "end_line": "1"})
+    assert r["success"] and r["path"] == "digest/wiki/新能源.md", r
+    t = run_job(eng, "traverse", {"path": "新能源", "depth": "1"})
+    assert t["success"] and t["start"] == "digest/wiki/新能源.md" and len(t["nodes"]) > 1, t
+    w = run_job(eng, "edit", {"path": "新能源", "old": "新能源", "new": "x"})
+    assert not w["success"] and "no such note" in w["error"]
+    m = run_job(eng, "read", {"path": "新能源X"})
+    assert not m["success"] and "no such note" in m["error"]

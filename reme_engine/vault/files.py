@@ -54,7 +54,8 @@ def has_suffix(rel: str) -> bool:
 
 
 def find_note(ctx: VaultContext, path: str, *, for_write: bool = False) -> VaultPath:
-    """The existing file ``path`` names, written with or without ``.md`` (as Obsidian links omit it).
+    """The existing file ``path`` names, written with or without ``.md`` (as Obsidian links omit it); for a read
+    (not ``for_write``) also a bare note name a wikilink would open, when exactly one note has it.
 
     A folder does not count (``foo`` finds ``foo.md`` beside a folder ``foo/``); a dangling symlink does (so
     it can be deleted). Raises EngineError ``no such note: X — did you mean Y?`` when nothing matches."""
@@ -69,6 +70,19 @@ def find_note(ctx: VaultContext, path: str, *, for_write: bool = False) -> Vault
         alt = resolve_path(ctx, vp.rel + ".md", for_write=for_write)
         if present(alt):
             return alt
+    if vp.rel and not for_write:
+        # a name as a wikilink gives it (``双链笔记``, ``folder/note``): the note ``[[name]]`` opens, when only one
+        # does; an ambiguous name stays an error that lists the candidates (writes always need the exact path)
+        try:
+            name = vp.rel[:-3] if vp.rel.lower().endswith(".md") else vp.rel
+            r = ctx.indexer.build_resolver().resolve(name, "")
+        except Exception:  # a damaged index: the plain error below
+            log.debug("no link resolution for %s", vp.rel, exc_info=True)
+        else:
+            if r.path and not r.candidates:
+                hit = resolve_path(ctx, r.path)
+                if present(hit):
+                    return hit
     raise EngineError(missing_note(ctx, vp.rel or path))
 
 
