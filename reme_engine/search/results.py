@@ -6,6 +6,8 @@ Plain data, no I/O apart from :meth:`SearchFilters.sql` building a WHERE fragmen
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -45,14 +47,43 @@ class SearchFilters:
                 conds.append(f"{day} <= ?")
                 params.append(self.date_to)
         for key, value in (self.frontmatter or {}).items():
-            jp = "$." + json.dumps(str(key), ensure_ascii=False)
-            conds.append(
-                "(json_extract(f.frontmatter, ?) = ? OR EXISTS (SELECT 1 FROM json_each(f.frontmatter, ?) j"
-                " WHERE j.value = ?))"
-            )
-            v = value if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
-            params += [jp, v, jp, v]
+            match, mparams = _fm_value_match(value)
+            # json_each yields the scalar itself, or each element of a list (object members are not values)
+            conds.append(f"EXISTS (SELECT 1 FROM json_each(f.frontmatter, ?) j"
+                         f" WHERE typeof(j.key) != 'text' AND ({match}))")
+            params += ["$." + json.dumps(str(key), ensure_ascii=False), *mparams]
         return (" AND ".join(conds) or "1"), params
+
+
+_NUMBER = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$")
+
+
+def _fm_value_match(value: Any) -> tuple[str, list]:
+    """SQL over one ``json_each`` row ``j`` matching a frontmatter filter ``value``, and its parameters.
+
+    Values from the command line are text (``fm.publish=true``) and from JSON typed (``{"publish": true}``), while
+    the note's value is as its YAML parsed (YAML 1.2 core: only true/false are booleans, ``yes`` is text). So a
+    value matches by its text and, when it reads as one, as a boolean (``true``/``True``) or a number (``5`` is
+    ``5``, ``5.0`` and ``"5"``); JSON null matches a key set to null. Dates are ISO text, matched as text."""
+    if value is None:
+        return "j.type = 'null'", []
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, (int, float)):
+        text = repr(value) if isinstance(value, float) else str(value)
+    else:
+        text = str(value)
+    conds, params = ["(j.type = 'text' AND j.atom = ?)"], [text]
+    word = text.strip().lower()
+    if word in ("true", "false"):
+        conds.append("j.type = ?")
+        params.append(word)
+    elif _NUMBER.match(text.strip()):
+        num = float(text)
+        if math.isfinite(num):
+            conds.append("(j.type IN ('integer', 'real') AND j.atom = ?)")
+            params.append(int(num) if num.is_integer() and abs(num) < 2**63 else num)
+    return " OR ".join(conds), params
 
 
 @dataclass
