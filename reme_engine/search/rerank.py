@@ -148,8 +148,8 @@ def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Call
 
 
 def rerank_for(searcher, fused: dict[int, dict], query: str, cfg: FusionConfig) -> None:
-    """:func:`rerank` wired to a :class:`reme_engine.search.hybrid.HybridSearch` (its store's connection, its
-    tokenizer and FTS5 vocabulary counts). The hook of ``HybridSearch.rank``, right after ``adjust``. Mutates
+    """:func:`rerank` wired to a :class:`reme_engine.search.hybrid.HybridSearcher` (its store's connection, its
+    tokenizer and FTS5 vocabulary counts). The hook of ``HybridSearcher.rank``, right after ``adjust``. Mutates
     ``fused``; no-op when the second stage is off."""
     if not fused or not enabled(cfg):
         return
