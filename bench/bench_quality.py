@@ -397,7 +397,7 @@ def candidates(FusionConfig) -> dict:
     before this harness) run without the field rules; every other fused candidate runs with them (title boost 0.5,
     day-index demotion) and without a floor, so the fusion is chosen on the pipeline it will run in; the floor is
     measured separately."""
-    off = dict(rerank_coverage=0.0, rerank_neighbour=0.0, rerank_spread=0.0)  # the first stage alone
+    off = {"rerank_coverage": 0.0, "rerank_neighbour": 0.0, "rerank_spread": 0.0}  # the first stage alone
     plain = dict(title_boost=0.0, demote_day_index=False, relative_floor=0.0, **off)
     rules = dict(title_boost=0.5, demote_day_index=True, relative_floor=0.0, **off)
     c = {
@@ -605,6 +605,8 @@ def run_set(name: str, quick: bool, emb, cands: dict, extra: dict, lat_n: int) -
             log(f"{name}: {i}/{len(queries)}")
     # latency (warm, 3 rounds) of the engine's default settings and of the legacy fusion, per vault
     legacy = cands["legacy rrf 0.7/0.3 k60"][1]
+    first_stage = replace(next(iter(engines.values())).searcher.fusion, rerank_coverage=0.0, rerank_neighbour=0.0,
+                          rerank_spread=0.0)
     lat: dict[str, dict[str, list[float]]] = {}
     for vault in engines:
         qv = [q for q in queries if q["vault"] == vault][:lat_n]
@@ -617,12 +619,17 @@ def run_set(name: str, quick: bool, emb, cands: dict, extra: dict, lat_n: int) -
                     t1 = time.perf_counter()
                     eng.searcher.search(q["text"], limit=10, neighbors=False, fusion=legacy)
                     t2 = time.perf_counter()
-                d = lat.setdefault(vault, {"default": [], "legacy": []})
+                    eng.searcher.search(q["text"], limit=10, neighbors=False, fusion=first_stage)
+                    t3 = time.perf_counter()
+                d = lat.setdefault(vault, {"default": [], "legacy": [], "first_stage": []})
                 d["default"].append((t1 - ts) * 1000)
                 d["legacy"].append((t2 - t1) * 1000)
+                d["first_stage"].append((t3 - t2) * 1000)
     all_default = [x for d in lat.values() for x in d["default"]]
+    all_first = [x for d in lat.values() for x in d["first_stage"]]
     out = {"queries": len(queries), "index": index_info, "latency_ms_default": stats(all_default),
            "second_stage_cpu_ms": stats(STAGE_CPU_MS[stage_from:]),
+           "latency_ms_first_stage": stats(all_first),  # the default without its second stage, same rounds
            "latency_ms": {v: {k: stats(x) for k, x in d.items()} for v, d in lat.items()}, "methods": {}}
     for m, rows in per.items():
         kinds = sorted({q["kind"] for q, _ in rows})
@@ -708,9 +715,9 @@ def write_results_md(out: dict, cmd: str) -> None:
     stage = sorted({m for r in out["sets"].values() for m in r["methods"]
                     if m.startswith("default + ") or m == "default − second stage"})
     if stage:
-        lines += ["", "Second ranking stage (`search/rerank.py`), R@5 / R@10 on the dev split | the held-out third, and the "
-                  "stage's CPU ms per call (p50):", "",
-                  "| set | " + " | ".join(["default"] + stage) + " | CPU ms |", "|---|" + "---|" * (len(stage) + 2)]
+        lines += ["", ("Second ranking stage (`search/rerank.py`), R@5 / R@10 on the dev split | the held-out third; "
+                       "the stage's CPU ms per call (p50), and warm search p50 with it vs without it (same rounds):"),
+                  "", "| set | " + " | ".join(["default", *stage]) + " | CPU ms |", "|---|" + "---|" * (len(stage) + 2)]
         for sname in sets:
             mm = out["sets"][sname]["methods"]
             cells = []
@@ -719,7 +726,9 @@ def write_results_md(out: dict, cmd: str) -> None:
                 cells.append(f"{dv.get('r5', 0):.3f} / {dv.get('r10', 0):.3f} \\| {ho.get('r5', 0):.3f} / "
                              f"{ho.get('r10', 0):.3f}")
             cpu = out["sets"][sname].get("second_stage_cpu_ms", {}).get("p50", float("nan"))
-            lines.append(f"| {sname} | " + " | ".join(cells) + f" | {cpu} |")
+            w1 = out["sets"][sname].get("latency_ms_first_stage", {}).get("p50", float("nan"))
+            w2 = out["sets"][sname].get("latency_ms_default", {}).get("p50", float("nan"))
+            lines.append(f"| {sname} | " + " | ".join(cells) + f" | {cpu} (warm p50 {w2} vs {w1} ms without) |")
     lat_rows = [f"{s}/{v} {d['default'].get('p50')} (legacy {d['legacy'].get('p50')})"
                 for s in sets for v, d in out["sets"][s].get("latency_ms", {}).items()]
     lines += ["", "Warm search p50 ms, default fusion (legacy RRF), 3 rounds, `engine.search(q, limit=10, "

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Callable
+from collections.abc import Callable
 
 from .fusion import FusionConfig, bm25_idf, rank_key
 
