@@ -216,6 +216,13 @@ def _fence_close(s: str, i: int, c: str, length: int) -> bool:
     return j - i >= length and not s[j:].strip()
 
 
+#: A line :func:`_block_exclusions` may act on: after quote markers, blanks and list markers, a fence, ``<`` or
+#: ``%%`` (a superset of what it recognises; every other line is skipped). Line starts only (``pos`` always is one).
+_EXCLUSION_LINE = re.compile(r"^[ \t>*+\-.)0-9]*(?:```|~~~|<|%%)", re.MULTILINE)
+#: A line that may close a fence of that character (after quote markers and blanks).
+_FENCE_CLOSE_LINE = {c: re.compile(rf"^[ \t>]*{re.escape(c * 3)}", re.MULTILINE) for c in "`~"}
+
+
 def _block_exclusions(text: str) -> list[tuple[int, int]]:
     """Sorted, disjoint ``(start, end)`` ranges of ``text`` that hold no links."""
     out: list[tuple[int, int]] = []
@@ -223,6 +230,12 @@ def _block_exclusions(text: str) -> list[tuple[int, int]]:
     no_more_pct = False  # no "%%" after some point: later unclosed openers need no new search
     pos = 0
     while pos < n:
+        if not _EXCLUSION_LINE.match(text, pos):
+            # Lines that cannot open a fence, a comment or a raw element are skipped in C, not one by one.
+            m = _EXCLUSION_LINE.search(text, pos)
+            if m is None:
+                break
+            pos = m.start()
         eol = text.find("\n", pos)
         line_end = n if eol < 0 else eol
         nxt = n if eol < 0 else eol + 1
@@ -233,7 +246,13 @@ def _block_exclusions(text: str) -> list[tuple[int, int]]:
             c, length = fence
             end = n
             q = nxt
+            close_line = _FENCE_CLOSE_LINE[c]
             while q < n:  # find the closing fence; a shallower blockquote also ends the block
+                if depth == 0:  # no shallower quote can end it: jump to the next line that may close it
+                    m = close_line.search(text, q)
+                    if m is None:
+                        break
+                    q = m.start()
                 e2 = text.find("\n", q)
                 le = n if e2 < 0 else e2
                 ln = text[q:le].rstrip("\r")
@@ -606,6 +625,8 @@ def parse_links(text: str, *, start_line: int = 1, start_offset: int = 0, limit:
     the body that follows it). ``limit``: return only the first ``limit`` links (the scan stops there, so the work
     is bounded by the links kept, not the links written). Never raises; linear time.
     """
+    if "[[" not in text and "](" not in text:
+        return []  # every link kind needs one of them (the scans below would find nothing)
     raw: list[tuple] = []
     pos = 0
     cap = -1 if limit is None else max(0, limit)
