@@ -143,8 +143,10 @@ def test_a_missing_note_is_an_error_with_a_suggestion(open_engine, tmp_path):
     _write(v, "b/Plan.md", "y\n")
     e = open_engine(v)
     e.index()
+    # a read takes the name a link would use, when one note has it; a write never guesses: it names the note
+    assert e.read("Roadmap 2026").path == "projects/Roadmap 2026.md"
     with pytest.raises(EngineError) as exc:
-        e.read("Roadmap 2026")  # the name a link would use: the message names the note it means
+        e.edit("Roadmap 2026", "a", "b")
     assert str(exc.value) == "no such note: Roadmap 2026 — did you mean projects/Roadmap 2026.md?"
     with pytest.raises(EngineError, match=r"no such note: projects/Roadmap 2062 — did you mean projects/Roadmap 2026\.md\?"):
         e.edit("projects/Roadmap 2062", "a", "b")

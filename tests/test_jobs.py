@@ -600,3 +600,29 @@ def test_a_bare_note_name_reads_as_its_wikilink_opens(eng):
     assert not w["success"] and "no such note" in w["error"]
     m = run_job(eng, "read", {"path": "新能源X"})
     assert not m["success"] and "no such note" in m["error"]
+
+
+@pytest.mark.parametrize("name, needle", [
+    ("digest/wiki/a:b?.md", "does not allow"),
+    ("digest/wiki/CON.md", "reserves for a device"),
+    ("digest/wiki/trailing space .md", "a space at the end"), ("digest/wiki/dot./x.md", "ends with a space or a dot"),
+    ("digest/wiki/新能源.MD", "another case"),
+    ("digest/wiki/Hybrid-Retrieval.md", "another case"),
+])
+def test_new_notes_get_names_obsidian_and_other_systems_accept(eng, name, needle):
+    r = run_job(eng, "write", {"path": name, "content": "# x\n"})
+    assert not r["success"] and needle in r["error"], r
+    assert not (eng.vault / name).exists()
+    src = "digest/wiki/通威股份.md"
+    m = run_job(eng, "move", {"src": src, "dst": name})
+    assert not m["success"] and needle in m["error"], m
+    assert (eng.vault / src).exists()
+
+
+def test_existing_odd_names_stay_usable_and_case_only_renames_work(eng):
+    odd = eng.vault / "digest/wiki/old: name?.md"
+    odd.write_text("# Old\n")
+    assert run_job(eng, "write", {"path": "digest/wiki/old: name?.md", "content": "# Old\n\nmore\n",
+                                  "expected_sha": run_job(eng, "read", {"path": "digest/wiki/old: name?.md"})["sha"]})["success"]
+    m = run_job(eng, "move", {"src": "digest/wiki/hybrid-retrieval.md", "dst": "digest/wiki/Hybrid-Retrieval.md"})
+    assert m["success"], m

@@ -21,7 +21,7 @@ from ..errors import BadArgument, EngineError, os_error_message
 from ..results import (MAX_READ_CHARS, MAX_READ_LINES, DeleteResult, FrontmatterRead, FrontmatterUpdate, ListEntry, ListResult,
                        NoteTitle, ReadResult, StatResult, WriteResult)
 from .io import SkipFile, WriteConflict, atomic_write, read_text, remove_if_unchanged
-from .paths import VaultPath, VaultPathError, resolve
+from .paths import VaultPath, VaultPathError, new_name_problem, resolve
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -249,6 +249,10 @@ def _write(ctx: VaultContext, vp: VaultPath, content: str, overwrite: bool,
         exists = vp.abs.exists()
         if exists and not overwrite:
             raise EngineError(f"{vp.rel} already exists (pass overwrite=true to replace it)")
+        if not exists:
+            problem = new_name_problem(ctx.vault, vp.rel)
+            if problem:
+                raise EngineError(f"not created: {problem}")
         expect: Any = False
         if expected_sha:
             expect = expected_sha

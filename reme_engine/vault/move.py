@@ -17,6 +17,7 @@ from ..errors import EngineError, os_error_message
 from ..results import MoveResult
 from .files import find_note, has_suffix, is_protected, own_write, resolve_path
 from .intent import MoveIntent
+from .paths import new_name_problem
 from .io import SkipFile, WriteConflict, atomic_write, read_text
 from .paths import VaultPathError, resolve
 
@@ -52,6 +53,9 @@ def move(ctx: VaultContext, src: str, dst: str, *, on_rewrite=None) -> MoveResul
     bad = [ch for ch in ("[[", "]]", "|", "#", "^") if ch in d.rel]
     if bad:
         raise EngineError(f"a note named with {' '.join(bad)} cannot be linked to; choose another name")
+    problem = new_name_problem(ctx.vault, d.rel) if not os.path.lexists(d.abs) else None
+    if problem and not (d.rel.casefold() == s.rel.casefold() and "another case" in problem):
+        raise EngineError(f"not moved: {problem}")  # (a rename that only changes the case is fine)
     if s.rel.lower().endswith(".md") and not d.rel.lower().endswith(".md"):
         raise EngineError("moving a note to a non-.md name would break the links to it; keep the .md")
     try:

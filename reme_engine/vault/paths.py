@@ -34,6 +34,45 @@ def is_valid_name(name: str) -> bool:
     return "\n" not in name and "\r" not in name
 
 
+#: characters Obsidian refuses in a file name ("File name cannot contain any of the following characters"), which
+#: Windows and most sync services refuse too; ``/`` is the separator
+FORBIDDEN_NAME_CHARS = '*"\\<>:|?'
+#: names Windows reserves for devices, with any extension (``CON.md`` cannot be created or synced there)
+RESERVED_NAMES = frozenset({"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)),
+                            *(f"lpt{i}" for i in range(1, 10))})
+
+
+def new_name_problem(vault: Path, rel: str) -> str | None:
+    """Why a *new* file at the vault-relative ``rel`` would cause trouble in Obsidian or on another OS, or None.
+
+    Checked for every path segment: a character Obsidian refuses (:data:`FORBIDDEN_NAME_CHARS`), a Windows device
+    name (:data:`RESERVED_NAMES`), a trailing space or dot; and for the file name: a space around its stem (a link
+    trims it), another entry of its folder with
+    the same name in another case (one file on macOS and Windows: a sync would overwrite one with the other).
+    Existing files are never judged (a vault keeps whatever names it has)."""
+    parts = rel.split("/")
+    for part in parts:
+        bad = sorted({ch for ch in part if ch in FORBIDDEN_NAME_CHARS})
+        if bad:
+            return f"{part!r} has {' '.join(bad)}, which Obsidian does not allow in a file name"
+        if part.split(".", 1)[0].strip().lower() in RESERVED_NAMES:
+            return f"{part!r} is a name Windows reserves for a device"
+        if part != part.rstrip(" ."):
+            return f"{part!r} ends with a space or a dot, which Windows and sync services drop"
+    stem = parts[-1].rsplit(".", 1)[0] if "." in parts[-1].lstrip(".") else parts[-1]
+    if stem != stem.strip():
+        return f"{parts[-1]!r} has a space at the end or start of its name, which a [[link]] to it loses"
+    folder = vault.joinpath(*parts[:-1])
+    want = parts[-1].casefold()
+    try:
+        clash = next((n for n in os.listdir(folder) if n.casefold() == want and n != parts[-1]), None)
+    except OSError:  # the folder does not exist yet: nothing can clash
+        return None
+    if clash is not None:
+        return f"{clash!r} already exists with another case (the same file on macOS and Windows)"
+    return None
+
+
 def normalize_rel(rel: str) -> str:
     """NFC-normalise and convert separators; does not check safety (use :func:`resolve`)."""
     return unicodedata.normalize("NFC", rel.replace("\\", "/")).strip("/")
