@@ -160,3 +160,116 @@ def test_revert_never_writes_a_before_text_that_does_not_match_its_hash(tmp_path
     res = journal.revert(v, run.run_id)
     assert res.restored == [] and "does not match" in res.refused[0]["reason"]
     assert (v / "n.md").read_text() == "app text\n"  # not emptied
+
+
+def _run_of(journal, run_id):
+    return next(r for r in journal.runs(limit=100) if r["run_id"] == run_id)
+
+
+def test_a_revert_that_restores_nothing_fails_and_leaves_the_run_revertible(tmp_path, journal):
+    v = tmp_path / "v"
+    v.mkdir()
+    run = journal.start_run(v, "mcp:write_note")
+    run.write("n.md", "agent text\n", step="s", expected_sha=None)
+    run.finish("ok")
+    (v / "n.md").write_text("agent text\nthe person's line\n")
+    res = journal.revert(v, run.run_id)
+    assert not res.success and res.outcome == "refused" and res.restored == []
+    assert res.error.startswith("revert restored nothing: n.md (changed since the run wrote it)")
+    assert "\n" not in res.error and res.to_dict()["error"] == res.error
+    row = _run_of(journal, run.run_id)
+    assert row["reverted_at"] is None and row["revert_state"] is None
+    assert (v / "n.md").read_text() == "agent text\nthe person's line\n"
+    # the person puts it back; the retry now restores it and only then is the run reverted
+    (v / "n.md").write_text("agent text\n")
+    res = journal.revert(v, run.run_id)
+    assert res.success and res.outcome == "reverted" and res.restored == ["n.md"] and not (v / "n.md").exists()
+    assert _run_of(journal, run.run_id)["revert_state"] == "reverted"
+
+
+def test_a_partial_revert_succeeds_marks_the_run_partly_reverted_and_can_finish_later(tmp_path, journal):
+    v = tmp_path / "v"
+    v.mkdir()
+    (v / "a.md").write_text("mine a\n")
+    (v / "b.md").write_text("mine b\n")
+    run = journal.start_run(v, "auto_memory")
+    run.write("a.md", "app a\n", step="s", expected_sha=content_hash(b"mine a\n"))
+    run.write("b.md", "app b\n", step="s", expected_sha=content_hash(b"mine b\n"))
+    run.finish("ok")
+    (v / "b.md").write_text("app b\nedited by hand\n")
+    res = journal.revert(v, run.run_id)
+    assert res.success and res.partial and res.outcome == "partial"
+    assert res.restored == ["a.md"] and [r["path"] for r in res.refused] == ["b.md"]
+    assert (v / "a.md").read_text() == "mine a\n" and (v / "b.md").read_text() == "app b\nedited by hand\n"
+    row = _run_of(journal, run.run_id)
+    assert row["reverted_at"] is None and row["partly_reverted_at"] and row["revert_state"] == "partial"
+    # still refused: a failure now (nothing left that it could restore), the mark stays partial
+    again = journal.revert(v, run.run_id)
+    assert not again.success and "b.md" in again.error and "a.md" not in again.error
+    assert _run_of(journal, run.run_id)["revert_state"] == "partial"
+    # once b.md is as the run left it, the rest is reverted and the run is reverted
+    (v / "b.md").write_text("app b\n")
+    last = journal.revert(v, run.run_id)
+    assert last.success and last.outcome == "reverted" and last.restored == ["b.md"]
+    assert [r["reason"] for r in last.refused] == [last.refused[0]["reason"]] and "a.md" == last.refused[0]["path"]
+    assert last.refused[0]["reason"].startswith("already reverted at ")
+    assert (v / "b.md").read_text() == "mine b\n" and _run_of(journal, run.run_id)["revert_state"] == "reverted"
+
+
+def test_an_old_journal_gains_the_partial_revert_column(tmp_path):
+    import sqlite3
+
+    state = tmp_path / "state"
+    state.mkdir()
+    db = sqlite3.connect(state / "journal.sqlite")
+    db.execute("CREATE TABLE runs (run_id TEXT PRIMARY KEY, kind TEXT NOT NULL, params TEXT NOT NULL,"
+               " started_at REAL NOT NULL, finished_at REAL, status TEXT NOT NULL, summary TEXT, tally TEXT,"
+               " reverted_at REAL)")
+    db.execute("INSERT INTO runs VALUES ('r1', 'auto_memory', '{}', 1.0, 2.0, 'ok', NULL, NULL, 3.0)")
+    db.commit()
+    db.close()
+    j = ChangeJournal(state)
+    try:
+        (row,) = j.runs()
+        assert row["revert_state"] == "reverted" and row["partly_reverted_at"] is None
+    finally:
+        j.close()
+    ChangeJournal(state).close()  # opening again does not try to add it twice
+
+
+def test_revert_job_fails_with_rc_1_when_nothing_is_restored(make_engine, tmp_path, capsys, monkeypatch):
+    """Through `run_job` and the real command line: success false, exit status 1, one line naming the file."""
+    import json
+
+    from reme_engine.index import indexer
+    from reme_engine.jobs import exit_code, run_job
+    from reme_tui.cli import main
+
+    v = tmp_path / "v"
+    v.mkdir()
+    (v / "a.md").write_text("mine a\n")
+    eng = make_engine(v, embed=False)
+    eng.index()
+    run = eng.journal.start_run(v, "auto_memory")
+    run.write("a.md", "app a\n", step="s", expected_sha=content_hash(b"mine a\n"))
+    run.write("b.md", "app b\n", step="s", expected_sha=None)
+    run.finish("ok")
+    (v / "a.md").write_text("app a\nby hand\n")
+    (v / "b.md").write_text("app b\nby hand\n")
+    res = run_job(eng, "revert", {"run_id": run.run_id})
+    assert res["success"] is False and exit_code(res) == 1 and not res.get("usage_error")
+    assert res["error"].startswith("revert restored nothing: ") and "a.md" in res["error"] and "b.md" in res["error"]
+    assert run_job(eng, "dream_log", {"run_id": run.run_id})["run"]["reverted_at"] is None
+    state = eng.settings.state_dir
+    eng.close()
+    monkeypatch.setattr(indexer, "PARALLEL_ENABLED", indexer.PARALLEL_ENABLED)  # main() switches it on
+    rc = main(["--vault", str(v), "--state-dir", str(state), "--embedder", "none", "job", "revert",
+               f"run_id={run.run_id}"])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert rc == 1 and out["success"] is False and out["outcome"] == "refused" and len(out["refused"]) == 2
+    (v / "b.md").write_text("app b\n")  # b.md back as the run left it: a partial revert, which succeeds
+    rc = main(["--vault", str(v), "--state-dir", str(state), "--embedder", "none", "job", "revert",
+               f"run_id={run.run_id}"])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert rc == 0 and out["success"] and out["partial"] and out["restored"] == ["b.md"]
+    assert not (v / "b.md").exists() and (v / "a.md").read_text() == "app a\nby hand\n"

@@ -8,7 +8,9 @@ hashes and texts, and the sources (vault paths) it was derived from.
 Writes go through :meth:`Run.write`: it reads the current file, refuses to clobber a change the user made after
 the pipeline read it (``expected_sha``), writes atomically and journals the change. :meth:`ChangeJournal.revert`
 restores a run's before-states, refusing files changed again since (their current hash is not the run's
-after-hash).
+after-hash). A revert that restores nothing while refusing something fails and leaves the run as it was; one that
+restores some files and refuses others is *partial*: the run is marked partly reverted (``partly_reverted_at``,
+``revert_state`` "partial"), not reverted, so the refused files can be reverted later once the person decides.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ MAX_READ_WARNINGS = 100
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY, kind TEXT NOT NULL, params TEXT NOT NULL, started_at REAL NOT NULL,
-    finished_at REAL, status TEXT NOT NULL, summary TEXT, tally TEXT, reverted_at REAL
+    finished_at REAL, status TEXT NOT NULL, summary TEXT, tally TEXT, reverted_at REAL, partly_reverted_at REAL
 );
 CREATE TABLE IF NOT EXISTS changes (
     id INTEGER PRIMARY KEY, run_id TEXT NOT NULL REFERENCES runs(run_id), step TEXT NOT NULL, path TEXT NOT NULL,
@@ -72,16 +74,40 @@ class Change:
 
 @dataclass
 class RevertResult:
-    """``restored``: paths put back to their before-state; ``refused``: ``{path, reason}`` left untouched;
-    ``warnings``: damaged journal rows met (those changes are refused, never guessed)."""
+    """``restored``: paths put back to their before-state; ``refused``: ``{path, reason}`` left untouched (a file
+    already as it was before the run is listed too, its reason ending "nothing to do"); ``warnings``: damaged
+    journal rows met (those changes are refused, never guessed).
+
+    ``outcome``: "reverted" (nothing left to restore), "partial" (some restored, some refused: the run is marked
+    partly reverted and stays revertible), "refused" (nothing restored, something refused: the run is left as it
+    was) or "nothing to do" (no files). ``success`` is False only for "refused", with ``error`` one line naming the
+    refused files and why."""
 
     run_id: str
     restored: list[str] = field(default_factory=list)
     refused: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    outcome: str = "reverted"
+    partial: bool = False
+    success: bool = True
+    error: str | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if d["error"] is None:
+            d.pop("error")
+        return d
+
+
+#: The end of a refusal's reason when the file is already as it was before the run (not a real refusal).
+NOTHING_TO_DO = "nothing to do"
+
+
+def _refusal_line(refused: list[dict], limit: int = 3) -> str:
+    """``a.md (changed since the run wrote it), b.md (…) and 2 more``: the refused files and why, one line."""
+    parts = [f"{r.get('path', '?')} ({str(r.get('reason', 'refused')).split(';')[0]})" for r in refused[:limit]]
+    more = f" and {len(refused) - limit} more" if len(refused) > limit else ""
+    return ", ".join(parts) + more
 
 
 def _text(v: Any) -> str | None:
@@ -143,6 +169,13 @@ class ChangeJournal:
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
+        cols = {r[1] for r in self._db.execute("PRAGMA table_info(runs)")}
+        if "partly_reverted_at" not in cols:  # a journal made before partial reverts were told apart
+            try:
+                self._db.execute("ALTER TABLE runs ADD COLUMN partly_reverted_at REAL")
+            except sqlite3.OperationalError as exc:  # another process added it first
+                if "duplicate column" not in str(exc):
+                    raise
         self.read_warnings: list[str] = []
 
     def close(self) -> None:
@@ -180,13 +213,15 @@ class ChangeJournal:
                     json.dumps(tally or {}), run_id))
 
     def runs(self, limit: int = 20, kind: str | None = None, warnings: list[str] | None = None) -> list[dict]:
-        """Recent runs, newest first, each with its change count.
+        """Recent runs, newest first, each with its change count, ``reverted_at``/``partly_reverted_at`` (epoch
+        seconds or None) and ``revert_state`` ("reverted", "partial" or None).
 
         A damaged row (hand-edited, written by a broken build, a disk error) never fails the read: a row without a
         usable run id is skipped, a field that does not decode is read as None (``params`` as ``{}``); each such
         row gives one line in ``warnings`` (when given), in :attr:`read_warnings` and in the log."""
         q = ("SELECT r.run_id, r.kind, r.params, r.started_at, r.finished_at, r.status, r.summary, r.tally,"
-             " r.reverted_at, (SELECT count(*) FROM changes c WHERE c.run_id = r.run_id) FROM runs r")
+             " r.reverted_at, (SELECT count(*) FROM changes c WHERE c.run_id = r.run_id), r.partly_reverted_at"
+             " FROM runs r")
         args: list[Any] = []
         if kind:
             q += " WHERE r.kind = ?"
@@ -205,7 +240,9 @@ class ChangeJournal:
                    "started_at": _num(r[3], "started_at", bad), "finished_at": _num(r[4], "finished_at", bad),
                    "status": _text(r[5]) or "unknown", "summary": _json_field(r[6], "summary", bad),
                    "tally": _json_field(r[7], "tally", bad), "reverted_at": _num(r[8], "reverted_at", bad),
-                   "changes": r[9]}
+                   "changes": r[9], "partly_reverted_at": _num(r[10], "partly_reverted_at", bad)}
+            row["revert_state"] = ("reverted" if row["reverted_at"] is not None
+                                   else "partial" if row["partly_reverted_at"] is not None else None)
             if _text(r[1]) is None or _text(r[5]) is None:
                 bad.append("kind/status")
             if bad:
@@ -261,12 +298,14 @@ class ChangeJournal:
         A file whose current hash is not the run's last after-hash was changed again since: it is refused with a
         reason and left as it is. A damaged journal row is never guessed at: a change whose row cannot be read,
         or whose before-text does not match its before-hash, is refused (``path`` "?" when unreadable) and
-        named in ``warnings``. Raises KeyError for an unknown run.
+        named in ``warnings``. The outcome (see :class:`RevertResult`) decides the run's mark: "reverted" sets
+        ``reverted_at``, "partial" sets ``partly_reverted_at`` (the run stays revertible), "refused" changes
+        nothing. Raises KeyError for an unknown run.
         """
-        row = self._exec("SELECT reverted_at FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        row = self._exec("SELECT reverted_at, partly_reverted_at FROM runs WHERE run_id=?", (run_id,)).fetchone()
         if not row:
             raise KeyError(f"unknown run {run_id!r}")
-        reverted_at = _num(row[0], "reverted_at", [])
+        reverted_at = _num(row[0], "reverted_at", []) or _num(row[1], "partly_reverted_at", [])
         res = RevertResult(run_id)
         changes = self.changes(run_id, with_text=True, warnings=res.warnings)
         for w in res.warnings:
@@ -289,7 +328,7 @@ class ChangeJournal:
                 if current == before.before_sha:  # None == None: a file the run created is gone again
                     when = time.strftime(" at %H:%M", time.localtime(reverted_at)) if reverted_at else ""
                     why = f"already reverted{when}" if reverted_at else "already as it was before the run"
-                    res.refused.append({"path": path, "reason": f"{why}; nothing to do"})
+                    res.refused.append({"path": path, "reason": f"{why}; {NOTHING_TO_DO}"})
                 else:
                     res.refused.append({"path": path, "reason": "changed since the run wrote it; left as it is"})
                 continue
@@ -307,7 +346,18 @@ class ChangeJournal:
                 res.refused.append({"path": path, "reason": str(exc)})
                 continue
             res.restored.append(path)
-        self._exec("UPDATE runs SET reverted_at=? WHERE run_id=?", (time.time(), run_id))
+        blocked = [r for r in res.refused if not str(r.get("reason", "")).endswith(NOTHING_TO_DO)]
+        if blocked and not res.restored:
+            # Nothing was undone: a failure, and the run keeps its mark so it can be retried once the person decides.
+            res.outcome, res.success = "refused", False
+            res.error = f"revert restored nothing: {_refusal_line(blocked)}; the run is left revertible"
+        elif blocked:
+            res.outcome, res.partial = "partial", True
+            self._exec("UPDATE runs SET partly_reverted_at=? WHERE run_id=?", (time.time(), run_id))
+        else:
+            res.outcome = "reverted" if res.restored or reverted_at else NOTHING_TO_DO
+            self._exec("UPDATE runs SET reverted_at=coalesce(reverted_at, ?), partly_reverted_at=NULL"
+                       " WHERE run_id=?", (time.time(), run_id))
         return res
 
 
