@@ -119,13 +119,22 @@ def one(label: str, tmp: Path, runs: int) -> dict:
         eng.search(q, limit=10, mode="keyword")
         after.append((time.perf_counter() - t) * 1000)
     found = any(h.path == note.relative_to(vault).as_posix() for h in eng.search("zyzzyva", mode="keyword").hits)
+    parity_after = 0
+    for q in qs:  # after the saves (rows applied in place): still FTS5's scores
+        s.memory_bm25 = False
+        a = s.keyword_leg(q, 50, None)
+        s.memory_bm25 = True
+        b = s.keyword_leg(q, 50, None)
+        parity_after += [round(x[1], 9) for x in a] == [round(x[1], 9) for x in b]
+    mem = s._memory()
     for k, v in samples.items():
         warm[k] = stats(v)
     out = {"files": counts["files"], "chunks": counts["chunks"], "build": build, "size": size,
            "queries": len(qs), "runs": runs, "warm_ms": warm,
            "memory_scorer_same_scores_as_fts5": f"{parity}/{len(qs)}",
            "after_a_save": {"index_paths_ms": round(t_save, 1), "next_search_ms": stats(after),
-                            "new_word_found": found}, "rss_mb": rss_mb(), "peak_rss_mb": vmhwm_mb(),
+                            "new_word_found": found, "same_scores_as_fts5": f"{parity_after}/{len(qs)}",
+                            "scorer_full_reads": mem.loads, "scorer_in_place_updates": mem.updates}, "rss_mb": rss_mb(), "peak_rss_mb": vmhwm_mb(),
            "reme_0_4_1_8 (issue 12)": REME[label],
            "ratio_disk_vs_reme": round(size["disk_mb"] / REME[label]["disk_mb"], 2),
            "ratio_p50_vs_reme": round(warm["search"]["p50"] / REME[label]["p50_ms"], 2)}

@@ -150,7 +150,17 @@ def test_memory_scorer_ranks_as_fts5_on_a_real_vault(open_engine, tmp_path):
     e.index_paths([rel], vectors=False)
     assert rel in _paths(e, "xylophonic")
     check()
-    assert e.searcher._mem.loads == 2
+    mem = e.searcher._mem
+    assert (mem.loads, mem.updates) == (1, 1)  # applied in place: cached terms ("priority", "done") caught up
+    # more edits, a new note and a deletion, each followed at once, still FTS5's ranking
+    others = sorted(vault.rglob("*.md"))
+    others[5].write_text("# replaced\n\npriority only now\n", encoding="utf-8")
+    (vault / "brand-new.md").write_text("# New\n\ndone done priority query block\n", encoding="utf-8")
+    others[9].unlink()
+    e.index_paths([p.relative_to(vault).as_posix() for p in (others[5], vault / "brand-new.md", others[9])],
+                  vectors=False)
+    check()
+    assert "brand-new.md" in _paths(e, "done") and (mem.loads, mem.updates) == (1, 2)
 
 
 def test_filters_go_through_fts5_and_agree(open_engine):

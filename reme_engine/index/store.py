@@ -27,8 +27,9 @@ from typing import Iterable, Iterator
 
 from ..vault.io import fsync_path
 
-#: 4: contentless keyword table over small dense row ids (``fts_rows``), titles' tokens once per file (issue 12)
-SCHEMA_VERSION = 4
+#: 4: contentless keyword table over small dense row ids (``fts_rows``), titles' tokens once per file (issue 12);
+#: 5: those title tokens NULL when re-derived from the files row
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);

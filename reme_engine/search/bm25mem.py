@@ -12,9 +12,12 @@ FTS5's averages record, ``idf = ln((N − n + 0.5)/(n + 0.5))`` floored at 1e-6,
 match FTS5's up to ties (ties: lower row id first).
 
 Freshness: every write of postings bumps ``postings_gen`` in the index's meta table in the same transaction
-(:func:`reme_engine.index.store.delete_postings` / ``insert_postings``); each query compares it (one indexed read)
-and drops what it holds when it moved, so a word of a note saved a moment ago (the watcher's ``index_paths``, another
-process's sync) is found by the next query. Memory: the row tables (~16 bytes per keyword row) plus at most
+(:func:`reme_engine.index.store.delete_postings` / ``insert_postings``); each query compares it (one indexed read).
+When it moved, the rows written since are applied in place (deleted rows leave; new rows — ids are never reused, so
+they are the ids above the old maximum — come in with term counts re-derived from their chunk text, checked
+against the stored hash and FTS5's per-column sizes), and cached terms catch up lazily; a bigger change (> 2,000
+rows) or a failed check reads everything again. So a word of a note saved a moment ago (the watcher's
+``index_paths``, another process's sync) is found by the next query, without re-reading every term. Memory: the row tables (~16 bytes per keyword row) plus at most
 :data:`MAX_CACHED_POSTINGS` cached postings (~12 bytes each), least recently used terms evicted first.
 """
 
@@ -30,6 +33,10 @@ K1 = 1.2
 B = 0.75
 #: Postings entries (row, term) kept in memory at most (~12 bytes each).
 MAX_CACHED_POSTINGS = 2_000_000
+#: A change of more keyword rows than this is read again in full rather than applied in place.
+MAX_DELTA_ROWS = 2_000
+#: Changes kept for cached terms to catch up with; a term older than that is read again.
+MAX_DELTAS = 64
 
 
 def _varints(blob: bytes) -> list[int]:
@@ -62,17 +69,117 @@ class MemoryBM25:
         self._terms: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._cached = 0
         self._side: dict = {}
-        #: loads of the row tables (tests, benchmarks)
+        self._epoch = 0  # bumped by each load or update; cached terms remember the one they are current at
+        self._deltas: list[tuple[int, tuple]] = []  # (epoch, (deleted row ids, {term: (new rows, freq)}))
+        #: full reads / in-place updates of the row tables (tests, benchmarks)
         self.loads = 0
+        self.updates = 0
 
     # -- freshness ---------------------------------------------------------------------------------------------
     def _current(self, c) -> None:
-        """Drop everything when the postings changed since it was read."""
+        """Follow the postings when they changed since they were read: the rows written since, applied in place
+        (:meth:`_update`), else everything read again."""
         from ..index.store import postings_gen
 
         key = (self.store._inode, postings_gen(c))
-        if key != self._key:
-            self._load_rows(c, key)
+        if key == self._key:
+            return
+        if self._key is not None and self._key[0] == key[0] and self._chunk is not None:
+            try:
+                if self._update(c):
+                    return
+            except Exception:  # noqa: BLE001 - anything unexpected: read everything again
+                pass
+        self._load_rows(c, key)
+
+    def _update(self, c) -> bool:
+        """Apply the keyword rows written since the tables were read: deleted rows leave, rows with ids above the
+        old maximum (ids are never reused) come in with their term counts re-derived from their chunk text, the
+        way the store re-derives them to delete (checked against the stored hash and FTS5's own per-column
+        sizes). Cached terms catch up lazily (:meth:`_postings`). False when it cannot (too many new rows, a check
+        failed, another tokenizer): the caller reads everything again."""
+        import zlib
+
+        from ..index import store as db
+        from ..index.tokenizer import default_tokenizer
+
+        tok = default_tokenizer()
+        old_chunk, old_dl = self._chunk, self._dl
+        old_max = len(old_chunk) - 1
+        own = not c.in_transaction
+        if own:
+            c.execute("BEGIN")
+        try:
+            key = (self.store._inode, db.postings_gen(c))
+            fp = c.execute("SELECT value FROM meta WHERE key = 'fts_tokenizer'").fetchone()
+            if fp is None or fp[0] != tok.fingerprint:
+                return False
+            # every live row id in one string: parsed in C (a Python list of 20k rows cost ~10 ms)
+            joined = c.execute("SELECT group_concat(fts_id) FROM fts_rows").fetchone()[0] or ""
+            ids = np.array(joined.split(","), dtype=np.int64) if joined else np.zeros(0, dtype=np.int64)
+            if int((ids > old_max).sum()) > MAX_DELTA_ROWS:
+                return False
+            rows = c.execute("SELECT r.fts_id, r.chunk_id, r.file_id, r.body_hash, k.text, k.headings, d.sz"
+                             " FROM fts_rows r LEFT JOIN chunks k ON k.id = r.chunk_id"
+                             " LEFT JOIN chunks_fts_docsize d ON d.id = r.fts_id WHERE r.fts_id > ? ORDER BY r.fts_id",
+                             (old_max,)).fetchall()
+            titles: dict[int, str | None] = {}
+            for r in rows:
+                fid = r[2]
+                if fid not in titles:
+                    t = c.execute("SELECT tokens FROM fts_titles WHERE file_id = ?", (fid,)).fetchone()
+                    titles[fid] = None if t is None else (
+                        db._derived_title(c, fid, tok) if t[0] is None else zlib.decompress(t[0]).decode("utf-8"))
+            avg = c.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
+        finally:
+            if own:
+                c.execute("COMMIT")
+        added: dict[str, dict[int, float]] = {}
+        top = max([old_max, *(r[0] for r in rows)])
+        chunk = np.zeros(top + 1, dtype=np.int64)
+        dl = np.zeros(top + 1, dtype=np.float64)
+        still = ids[ids <= old_max]
+        chunk[still] = old_chunk[still]
+        dl[still] = old_dl[still]
+        present = np.zeros(old_max + 1, dtype=bool)
+        present[still] = True
+        deleted = np.flatnonzero((old_chunk != 0) & ~present)
+        wb, wt = self.weights
+        for fts_id, cid, _fid, bhash, text, headings, sz in rows:
+            title = titles.get(_fid)
+            if text is None or title is None or sz is None:
+                return False
+            body = db.body_tokens(tok.tokenize, text, headings)
+            if db._tokens_hash(body, title) != bhash:
+                return False
+            btoks, ttoks = body.split(), title.split()
+            if _varints(sz)[:2] != [len(btoks), len(ttoks)]:
+                return False  # FTS5 split them otherwise: its own postings are the truth
+            for w, toks in ((wb, btoks), (wt, ttoks)):
+                for t in toks:
+                    d = added.setdefault(t, {})
+                    d[fts_id] = d.get(fts_id, 0.0) + w
+            chunk[fts_id] = cid
+            dl[fts_id] = len(btoks) + len(ttoks)
+        vals = _varints(avg[0]) if avg is not None else []
+        n_rows, total = (vals[0], sum(vals[1:])) if vals else (0, 0)
+        delta = (deleted, {t: (np.fromiter(d.keys(), np.int64, len(d)), np.fromiter(d.values(), np.float64, len(d)))
+                           for t, d in added.items()})
+        gone_chunks = set(old_chunk[deleted].tolist())
+        with self._lock:
+            self._dl, self._chunk = dl, chunk
+            self._n_rows = n_rows
+            self._avgdl = total / n_rows if n_rows else 1.0
+            self._epoch += 1
+            self._deltas.append((self._epoch, delta))
+            if len(self._deltas) > MAX_DELTAS:
+                del self._deltas[0]
+            for part in self._side.values():  # rows of the files written: their chunk ids are the deleted rows'
+                for cid in gone_chunks:
+                    part.pop(cid, None)
+            self._key = key
+            self.updates += 1
+        return True
 
     def _load_rows(self, c, key: tuple) -> None:
         """Row lengths, row → chunk ids, row count and mean length, read in one snapshot."""
@@ -112,6 +219,8 @@ class MemoryBM25:
             self._terms = OrderedDict()
             self._cached = 0
             self._side = {}
+            self._epoch += 1
+            self._deltas = []
             self._key = key
             self.loads += 1
 
@@ -126,10 +235,20 @@ class MemoryBM25:
         """``(row ids, weighted frequency)`` of ``term`` (empty arrays when absent)."""
         got = self._terms.get(term)
         if got is not None:
-            with self._lock:
-                if term in self._terms:
-                    self._terms.move_to_end(term)
-            return got
+            docs, freq, epoch = got
+            if epoch != self._epoch:
+                caught = self._catch_up(term, docs, freq, epoch)
+                if caught is None:
+                    got = None  # older than the deltas kept: read again
+                else:
+                    docs, freq = caught
+                    with self._lock:
+                        self._terms[term] = (docs, freq, self._epoch)
+            if got is not None:
+                with self._lock:
+                    if term in self._terms:
+                        self._terms.move_to_end(term)
+                return docs, freq
         try:
             rows = c.execute("SELECT doc, col = 'title', count(*) FROM temp.reme_bm25_vocab WHERE term = ?"
                              " GROUP BY doc, col", (term,)).fetchall()
@@ -151,11 +270,27 @@ class MemoryBM25:
         else:
             docs, freq = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         with self._lock:
-            self._terms[term] = (docs, freq)
+            self._terms[term] = (docs, freq, self._epoch)
             self._cached += len(docs)
             while self._cached > MAX_CACHED_POSTINGS and len(self._terms) > 1:
-                _, (d, _f) = self._terms.popitem(last=False)
+                _, (d, _f, _e) = self._terms.popitem(last=False)
                 self._cached -= len(d)
+        return docs, freq
+
+    def _catch_up(self, term: str, docs: np.ndarray, freq: np.ndarray, epoch: int):
+        """``term``'s cached postings brought from ``epoch`` to now through the kept deltas (None: too old)."""
+        deltas = self._deltas
+        if not deltas or deltas[0][0] > epoch + 1:
+            return None
+        for e, (deleted, added) in deltas:
+            if e <= epoch:
+                continue
+            if len(deleted) and len(docs):
+                keep = ~np.isin(docs, deleted)
+                docs, freq = docs[keep], freq[keep]
+            new = added.get(term)
+            if new is not None:  # new row ids are above every old one: the arrays stay sorted
+                docs, freq = np.concatenate([docs, new[0]]), np.concatenate([freq, new[1]])
         return docs, freq
 
     def doc_freqs(self, terms: list[str]) -> dict[str, int]:
