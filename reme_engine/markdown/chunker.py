@@ -137,9 +137,11 @@ def _single_chunk(doc: _Doc, line_offset: int) -> Chunk | None:
 
     When everything fits, the full path packs every unit into one chunk spanning the first to the last non-blank
     line, filed under the innermost section holding all of it: the first line's section when that line is an ATX
-    heading and no later top-level heading has its level or a shallower one, else none. Any later line that could
-    be such a heading (ATX ``#``…, or a setext underline of ``=``/``-``, at any indent: nested ones are not told
-    apart here) sends the body to the full path, so the answer is always the parser's."""
+    heading and no later top-level heading has its level or a shallower one; none when the body opens with
+    anything but a heading (text before the first heading belongs to no section). Any line that could break those
+    conditions (an ATX ``#``… of that level or shallower, the first line looking like a heading, a setext underline
+    of ``=``/``-`` right under a non-blank line; at any indent: nested ones are not told apart here) sends the
+    body to the full path, so the answer is always the parser's."""
     lines = doc.lines
     a, b = 0, len(lines) - 1
     while _blank(lines[a]):
@@ -155,9 +157,9 @@ def _single_chunk(doc: _Doc, line_offset: int) -> Chunk | None:
         c = s[0]
         if c == "#":
             h = len(s) - len(s.lstrip("#"))
-            if h <= 6 and s[h : h + 1] in ("", " ", "\t") and (not m or h <= level):
-                return None  # may be a top-level heading of the same or a shallower level
-        elif c == "=" or c == "-":
+            if h <= 6 and s[h : h + 1] in ("", " ", "\t") and (i == a or h <= level):
+                return None  # may open the body with a heading, or end the first line's section
+        elif (c == "=" or c == "-") and i > a and not _blank(lines[i - 1]):  # an underline needs text above
             r = s.rstrip(" \t")
             if r.count(c) == len(r) and (c == "=" or level != 1):
                 return None
