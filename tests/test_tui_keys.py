@@ -171,3 +171,39 @@ async def test_focus_moves_keep_the_footer_and_a_keymap_change_rebuilds_it(app_f
         await wait_for(pilot, lambda: any(k.key == "ctrl+s" for k in m.footer.query(FooterKey)),
                        what="the footer shows the new key")
         assert not any(k.key == "slash" for k in m.footer.query(FooterKey))
+
+
+async def test_search_reopens_as_new_and_does_not_search_while_closed(app_for):
+    """``/`` reuses one search screen (composing ~25 widgets was most of its time to paint): a reopened search
+    shows nothing of the last one (text, results, mode, filters), and a vault change while it is closed runs no
+    search."""
+    from reme_tui.context import VaultChange
+    from reme_tui.screens.search import SearchScreen
+
+    app, rec = recorded_app(app_for, today="2026-11-28")
+    async with app.run_test(size=(160, 48)) as pilot:
+        m = await started(pilot)
+        await pilot.press("slash")
+        await wait_for(pilot, lambda: isinstance(app.screen, SearchScreen), what="search")
+        first = app.screen
+        await pilot.press(*"光伏")
+        await wait_for(pilot, lambda: first.result is not None and first.result.hits, what="results")
+        await pilot.press("ctrl+t")  # keyword mode
+        first.date_from.value = "2026-11-01"
+        await settle(pilot)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is m, what="closed")
+        rec.calls.clear()
+        m.publish_change(VaultChange(["digest/wiki/光伏产业链.md"], None))
+        await settle(pilot)
+        assert "search" not in [name for name, _t, _main in rec.calls], rec.calls
+        await pilot.press("slash")
+        await wait_for(pilot, lambda: isinstance(app.screen, SearchScreen), what="search again")
+        s = app.screen
+        assert s is first
+        assert (s.input.value, s.result, s.results.option_count, s.mode, s.date_from.value, s.filters()) == \
+            ("", None, 0, "hybrid", "", None)
+        assert app.focused is s.input
+        await pilot.press(*"光伏", "enter")
+        await wait_for(pilot, lambda: app.screen is m and m.note.path == "digest/wiki/光伏产业链.md",
+                       what="the hit opened")

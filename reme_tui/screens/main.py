@@ -130,6 +130,7 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
         self._note_index_gen = 0
         self._note_index_timer = None
         self.switcher = None  # the one quick switcher screen, installed on first use and reused
+        self.search_screen = None  # the one search screen, likewise
         self._announce = False  # say what a re-index did (only when the user asked for it)
         self._init_layout()
         # Kept as attributes (not queried): handlers may run before nested children are mounted.

@@ -72,9 +72,18 @@ class ScreenOpeners:
             if hit is not None:
                 self.post_message(OpenNote(hit.path, hit.start_line, end_line=hit.end_line, focus=True))
 
-        self.app.push_screen(SearchScreen(self.engine, initial=initial, layers=self.settings.layers,
-                                          vault_changed=self.vault_changed, folders=self.vault_tree.top_dirs),
-                             done)
+        s = self.search_screen
+        if s is not None and s in self.app.screen_stack:
+            return  # already open (the one instance cannot be pushed twice)
+        if s is None:
+            s = self.search_screen = SearchScreen(self.engine, initial=initial, layers=self.settings.layers,
+                                                  vault_changed=self.vault_changed,
+                                                  folders=self.vault_tree.top_dirs)
+            # installed: closing keeps it mounted, so later openings skip composing and styling it
+            self.app.install_screen(s, name=f"search-{id(self)}")
+        else:
+            s.reopen(initial, self.vault_tree.top_dirs)
+        self.app.push_screen(s, done)
 
     def recent_paths(self) -> list[str]:
         """Notes opened in this session, most recent first (the switcher lists them first)."""

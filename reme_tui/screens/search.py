@@ -8,6 +8,9 @@ Filters: a layer (daily / digest / resource / session, i.e. a path prefix) and a
 a change searches again.
 
 Dismisses with the chosen ``reme_engine.search.results.Hit`` (Enter) or ``None`` (Escape).
+
+One instance serves every opening (the main screen installs it; :meth:`SearchScreen.reopen` resets it before the
+next push): composing and styling its ~25 widgets was most of the time ``/`` took to paint.
 """
 
 from __future__ import annotations
@@ -113,7 +116,8 @@ class SearchScreen(Dialog):
         self.folders = folders
         self.vault_changed = vault_changed
         self.initial = initial
-        self.mode = mode if mode in MODES else "hybrid"
+        self.mode = self._start_mode = mode if mode in MODES else "hybrid"
+        self._opened = False  # this push's opening has started (see on_screen_resume)
         self.seq = 0  # number of the newest request
         self.shown_seq = 0  # number of the request whose results are on screen
         self.result = None  # the SearchResult on screen
@@ -148,11 +152,58 @@ class SearchScreen(Dialog):
         yield KeyFooter()
 
     def on_mount(self) -> None:
-        self.input.focus()
         if self.vault_changed is not None:
-            self.vault_changed.subscribe(self, lambda _change: self.refresh_results())
+            self.vault_changed.subscribe(self, self._vault_changed)
+
+    def _vault_changed(self, _change) -> None:
+        if self.app.screen is self:  # closed (kept for the next opening): nothing on screen to follow
+            self.refresh_results()
+
+    def on_screen_resume(self) -> None:
+        # each push (the first one included) starts an opening; a reopened screen is already mounted
+        if self._opened:
+            return
+        self._opened = True
+        self.input.focus()
         if self.initial.strip():
             self.call_after_refresh(self._schedule, 0)
+
+    def on_screen_suspend(self) -> None:
+        if self.app.screen is not self and self not in self.app.screen_stack and self._debounce is not None:
+            self._debounce.stop()  # closed: a query typed just before must not run while it is kept
+            self._debounce = None
+
+    def reopen(self, initial: str = "", folders: list[str] | None = None) -> None:
+        """Make a closed search ready to be pushed again, as a new one would be: the input holds ``initial``, no
+        results, no filters, the first mode; ``folders``: the vault's top-level folders now (the layer filter)."""
+        self._dismissed = False
+        self._opened = False
+        self.initial = initial
+        if self._debounce is not None:
+            self._debounce.stop()
+            self._debounce = None
+        self.seq += 1  # an answer still on its way for the last opening is stale
+        self.shown_seq = self.seq
+        self.result = None
+        self._open_when_ready = False
+        self._keep_highlight = None
+        self._width = 0
+        self.mode = self._start_mode
+        self._show_mode()
+        self._info("Type to search · ↑↓ choose · Enter opens · Esc closes")
+        self.results.clear_options()
+        with self.input.prevent(Input.Changed):
+            self.input.value = initial
+            self.input.cursor_position = len(initial)
+        for field in (self.date_from, self.date_to):
+            with field.prevent(Input.Changed):
+                field.value = ""
+        if folders != self.folders:
+            self.folders = folders
+            with self.layer_select.prevent(Select.Changed):
+                self.layer_select.set_options([(f"in {name}/", name) for name in self._layer_dirs()])
+        with self.layer_select.prevent(Select.Changed):
+            self.layer_select.clear()
 
     # -- filters --------------------------------------------------------------------------------------------
     def _layer_dirs(self) -> list[str]:
