@@ -2,18 +2,29 @@
 
 The app's capture card is stamped and appended to; once the user edits it (or if they made it), the captures
 continue in reme's block at its end, on the same page and in time order, rather than in a second card.
+
+A card another program keeps writing (a sync tool, a script appending to it) is waited for a few seconds
+(:data:`CAPTURE_WAIT_S`); if it never settles the messages are kept pending in ``<state dir>/`` :data:`PENDING_FILE`
+(written atomically; the words are in the chat record anyway) and appended, in time order, at the next capture or
+by a retry thread every :data:`PENDING_RETRY_S` seconds. The capture catalog (ids already captured) makes every
+retry idempotent: an entry is never appended twice, and the other program's lines are never written over (every
+write is compare-and-swap against the bytes just read).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import threading
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
 from ..markdown.frontmatter import render_frontmatter
 from ..markdown.links import format_link
 from ..vault import provenance as P
-from ..vault.io import SkipFile, WriteConflict
+from ..errors import EngineError
+from ..vault.io import FileBusy, SkipFile, WriteConflict, atomic_write
 from .cards import _day_folder, _read_card
 from .merge import _checked_block_write
 from .session import ChatMessage, session_rel, valid_session_id
@@ -23,13 +34,22 @@ CAPTURE_KIND = "capture"
 CAPTURE_CATALOG = "capture"
 CAPTURE_IDS_KEPT = 2000
 CAPTURE_STEM = "capture"
+#: Seconds a capture waits for a busy card (one another program keeps writing) before keeping the words pending.
+CAPTURE_WAIT_S = 3.0
+#: Seconds between the retry thread's attempts at pending captures.
+PENDING_RETRY_S = 5.0
+#: Pending captures, in the state dir: ``{"entries": [{"session_id", "message": {id, role, content, created_at}}]}``.
+PENDING_FILE = "capture-pending.json"
+
+log = logging.getLogger("reme.capture")
 
 
 @dataclass
 class CaptureResult:
     """Outcome of :func:`append_user_messages_verbatim`: ``paths`` written (capture cards), ``created`` among them,
     ``appended`` messages, ``skipped`` messages (not from the user, empty, or captured before), ``run_id`` of the
-    journal run (None when nothing was written)."""
+    journal run (None when nothing was written), ``pending`` messages of this session kept for later (the card was
+    busy; see the module doc)."""
 
     session_id: str
     paths: list[str] = field(default_factory=list)
@@ -37,6 +57,7 @@ class CaptureResult:
     appended: int = 0
     skipped: int = 0
     run_id: str | None = None
+    pending: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -58,6 +79,27 @@ def _capture_block(m: ChatMessage, tz, srel: str) -> str:
     return f"\n**{m.time(tz):%H:%M}** · {format_link(srel, alias='chat')}\n\n{m.content.rstrip()}\n"
 
 
+class CardBusy(EngineError):
+    """A capture card kept changing (another program writing it) while it was read or appended to; nothing was
+    written. ``rel``: the card's vault path."""
+
+    def __init__(self, rel: str, why: str) -> None:
+        super().__init__(f"cannot append to {rel}: {why}")
+        self.rel = rel
+
+
+class CapturePending(EngineError):
+    """Raised by :func:`append_user_messages_verbatim` when the card stayed busy: the messages were kept pending
+    (nothing lost; they are in the chat record too) and will be appended when the card is free. ``result``: the
+    :class:`CaptureResult` (``pending`` > 0; ``paths`` written meanwhile, e.g. older pending captures)."""
+
+    def __init__(self, rel: str, result: CaptureResult) -> None:
+        super().__init__(f"{rel} is busy (another program keeps writing it): kept in the chat record; added to "
+                         f"the capture card when it is free")
+        self.rel = rel
+        self.result = result
+
+
 def _append_block(engine, run, rel: str, head: str, block: str, srel: str) -> bool:
     """Append ``block`` (text starting with a newline) to card ``rel`` (created with ``head`` when absent, stamped
     as the app's); True when created.
@@ -65,13 +107,14 @@ def _append_block(engine, run, rel: str, head: str, block: str, srel: str) -> bo
     A card the app owns gets ``block`` appended and is re-stamped; a card the user owns keeps every byte and
     ``block`` goes at the end of reme's block (a new one when there is no intact block). Conflict-checked
     against the text just read and retried on a concurrent edit, so a user's edit made meanwhile is kept (and,
-    having made the card theirs, is appended to in the block) rather than overwritten. Raises EngineError.
+    having made the card theirs, is appended to in the block) rather than overwritten. Raises :class:`CardBusy`
+    (an EngineError) when the card kept changing, EngineError when it cannot be read or appended to.
     """
-    from ..errors import EngineError
-
     for _ in range(5):
         try:
             cur = _read_card(engine, rel)
+        except FileBusy as exc:
+            raise CardBusy(rel, exc.reason) from exc
         except SkipFile as exc:
             raise EngineError(f"cannot append to {rel}: {exc.reason}") from exc
         if cur is None:
@@ -96,32 +139,36 @@ def _append_block(engine, run, rel: str, head: str, block: str, srel: str) -> bo
         except WriteConflict:
             continue
         return cur is None
-    raise EngineError(f"{rel} kept changing while appending; try again")
+    raise CardBusy(rel, "it kept changing while appending")
 
 
-def append_user_messages_verbatim(engine, session_id: str, messages: Iterable[ChatMessage | dict]) -> CaptureResult:
-    """The no-LLM quick-capture journal: append the user's ``messages`` verbatim to ``daily/<date>/capture.md``.
+class _LazyRun:
+    """A journal run started at its first write, so an attempt that writes nothing (a busy card) leaves no run."""
 
-    ``date`` is each message's day in the app timezone. A new capture card gets frontmatter ``name: Capture
-    <date>`` and a description; each message is appended as a ``**HH:MM** · [[<session record>|chat]]`` line
-    followed by its text unchanged (inside reme's block at the end once the user owns the card: see the module
-    doc). Only ``role == "user"`` messages with text are captured, each id once (catalog
-    ``capture``), so calling this again with the whole transcript is harmless. Writes are journaled (run kind
-    ``capture``), atomic and conflict-checked (a concurrent edit of the card is kept). The day index is refreshed
-    when a card is created, and written cards are re-indexed. Raises EngineError (bad session id, unreadable card)
-    and ValueError for malformed messages. Needs no writer lock: the append is optimistic and retried.
-    """
-    from ..errors import EngineError
+    def __init__(self, engine, params: dict) -> None:
+        self.engine, self.params, self.run = engine, params, None
 
-    try:
-        sid = valid_session_id(session_id)
-    except ValueError as exc:
-        raise EngineError(str(exc)) from exc
+    @property
+    def run_id(self) -> str | None:
+        return self.run.run_id if self.run is not None else None
+
+    def write(self, *args, **kw):
+        if self.run is None:
+            self.run = self.engine.journal.start_run(self.engine.vault, CAPTURE_KIND, self.params)
+        return self.run.write(*args, **kw)
+
+    def finish(self, status: str, summary: dict) -> None:
+        if self.run is not None:
+            self.run.finish(status, summary)
+
+
+def _capture_once(engine, sid: str, batch: list[ChatMessage], res: CaptureResult) -> None:
+    """One attempt at appending ``batch`` (session ``sid``) under the write lock, adding to ``res``. Messages
+    captured before (the catalog) are skipped, so a retry after a partial attempt appends only the rest. Raises
+    :class:`CardBusy` (the cards written so far are in ``res``) or EngineError."""
     settings = engine.settings
     tz = settings.tzinfo()
     srel = session_rel(settings.layers, sid, engine.vault)
-    res = CaptureResult(sid)
-    batch = [_as_message(m) for m in messages]
     with engine.write_lock:
         raw = engine.store.catalog_get(CAPTURE_CATALOG).get(srel)
         try:
@@ -137,29 +184,216 @@ def append_user_messages_verbatim(engine, session_id: str, messages: Iterable[Ch
             seen.add(m.id)
             by_date.setdefault(m.time(tz).date().isoformat(), []).append(m)
         if not by_date:
-            return res
-        run = engine.journal.start_run(engine.vault, CAPTURE_KIND,
-                                       {"session_id": sid, "messages": sum(map(len, by_date.values()))})
-        res.run_id = run.run_id
+            return
+        run = _LazyRun(engine, {"session_id": sid, "messages": sum(map(len, by_date.values()))})
+        written: list[str] = []
+        created: list[str] = []
         try:
             for date, ms in by_date.items():
                 rel = f"{_day_folder(engine, date)}/{CAPTURE_STEM}.md"
-                created = _append_block(engine, run, rel, _capture_head(date),
-                                        "".join(_capture_block(m, tz, srel) for m in ms), srel)
-                res.paths.append(rel)
-                if created:
-                    res.created.append(rel)
+                is_new = _append_block(engine, run, rel, _capture_head(date),
+                                       "".join(_capture_block(m, tz, srel) for m in ms), srel)
+                written.append(rel)
+                if is_new:
+                    created.append(rel)
                 res.appended += len(ms)
                 done.extend(m.id for m in ms)
                 engine.store.catalog_set(CAPTURE_CATALOG, {srel: json.dumps(done[-CAPTURE_IDS_KEPT:])})
         except BaseException:
-            run.finish("failed", {"paths": res.paths, "appended": res.appended})
+            run.finish("failed", {"paths": written, "appended": res.appended})
             raise
-        run.finish("ok", {"paths": res.paths, "appended": res.appended, "created": res.created})
-        for rel in res.created:
+        finally:
+            res.paths += [p for p in written if p not in res.paths]
+            res.created += [p for p in created if p not in res.created]
+            res.run_id = run.run_id or res.run_id
+            for rel in created:
+                try:
+                    engine.daily_reindex(rel.split("/")[-2])
+                except EngineError:
+                    pass  # the day page is the user's to fix; the capture itself is saved
+            if written:
+                engine.index_paths(written)
+        run.finish("ok", {"paths": written, "appended": res.appended, "created": created})
+
+
+def _capture_waiting(engine, sid: str, batch: list[ChatMessage], res: CaptureResult, wait_s: float) -> None:
+    """:func:`_capture_once`, retried while the card is busy for up to ``wait_s`` seconds (the write lock is let go
+    between attempts, so other writes are not held up). Raises the last :class:`CardBusy` when it never settled."""
+    deadline = time.monotonic() + wait_s
+    delay = 0.05
+    while True:
+        try:
+            return _capture_once(engine, sid, batch, res)
+        except CardBusy:
+            if time.monotonic() + delay > deadline:
+                raise
+        time.sleep(delay)  # the card's writer is between two writes; each read already waited for it to settle
+        delay = min(delay * 2, 0.4)
+
+
+# -- pending captures -------------------------------------------------------------------------------------------
+
+_PENDING_LOCK = threading.Lock()  # guards the retry-thread bookkeeping below
+
+
+def _pending_path(engine):
+    return engine.settings.state_dir / PENDING_FILE
+
+
+def load_pending(engine) -> list[tuple[str, ChatMessage]]:
+    """``(session_id, message)`` of the captures kept pending, oldest first; [] when none. A damaged file or entry
+    is logged and skipped (its words are still in the chat record)."""
+    try:
+        data = json.loads(_pending_path(engine).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        log.warning("pending captures unreadable (%s); the messages are in their chat records", exc)
+        return []
+    out = []
+    for e in data.get("entries", []) if isinstance(data, dict) else []:
+        try:
+            out.append((valid_session_id(e["session_id"]), ChatMessage.from_dict(e["message"])))
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("pending capture skipped (%s)", exc)
+    return out
+
+
+def _save_pending(engine, entries: list[tuple[str, ChatMessage]]) -> None:
+    """Replace the pending file with ``entries`` (atomic; removed when empty). Called under the write lock."""
+    path = _pending_path(engine)
+    if not entries:
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"entries": [{"session_id": sid, "message": m.to_dict()} for sid, m in entries]}
+    atomic_write(path, json.dumps(data, ensure_ascii=False, indent=1) + "\n")
+
+
+def _captured_ids(engine, sid: str) -> set[str]:
+    srel = session_rel(engine.settings.layers, sid, engine.vault)
+    raw = engine.store.catalog_get(CAPTURE_CATALOG).get(srel)
+    try:
+        return set(json.loads(raw)) if raw else set()
+    except (ValueError, TypeError):
+        return set()
+
+
+def flush_pending(engine, *, wait_s: float = 0.0, results: dict[str, CaptureResult] | None = None,
+                  busy: list[str] | None = None) -> int:
+    """Append the pending captures, oldest first (each run of one session's entries in one attempt, waiting up to
+    ``wait_s`` seconds for a busy card); stops at the first card still busy, its path added to ``busy`` (later
+    entries wait behind it, keeping time order). Entries appended (or captured before) leave the file. Returns
+    how many are still pending. ``results``: per session id, a :class:`CaptureResult` added to (created for
+    sessions not in it). Raises EngineError for a card that cannot be written at all (entries stay pending)."""
+    entries = load_pending(engine)
+    if not entries:
+        return 0
+    results = {} if results is None else results
+    runs: list[tuple[str, list[ChatMessage]]] = []
+    for sid, m in entries:
+        if runs and runs[-1][0] == sid:
+            runs[-1][1].append(m)
+        else:
+            runs.append((sid, [m]))
+    try:
+        for sid, msgs in runs:
+            _capture_waiting(engine, sid, msgs, results.setdefault(sid, CaptureResult(sid)), wait_s)
+    except CardBusy as exc:
+        if busy is not None:
+            busy.append(exc.rel)
+    finally:
+        with engine.write_lock:
+            # re-read: another thread may have added entries meanwhile
+            current = load_pending(engine)
+            done = {sid: _captured_ids(engine, sid) for sid in {s for s, _ in current}}
+            left = [(sid, m) for sid, m in current if m.id not in done[sid]]
+            if len(left) != len(current):
+                _save_pending(engine, left)
+    return len(left)
+
+
+def _retry_loop(engine) -> None:
+    """The retry thread: every :data:`PENDING_RETRY_S` seconds, try the pending captures until none is left or
+    the engine closes (checked four times a second, so closing is never held up)."""
+    try:
+        while not engine.closed:
+            end = time.monotonic() + PENDING_RETRY_S
+            while not engine.closed and time.monotonic() < end:
+                time.sleep(min(0.25, max(0.0, end - time.monotonic())))
+            if engine.closed:
+                break
             try:
-                engine.daily_reindex(rel.split("/")[-2])
-            except EngineError:
-                pass  # the day page is the user's to fix; the capture itself is saved
-        engine.index_paths(res.paths)
+                if flush_pending(engine, wait_s=1.0) == 0:
+                    break
+            except Exception:  # noqa: BLE001 - e.g. a card that cannot be written now: keep the words, keep trying
+                log.warning("pending captures not appended yet", exc_info=True)
+    finally:
+        with _PENDING_LOCK:
+            engine._capture_retry_thread = None
+
+
+def _start_retry(engine) -> None:
+    """Start the retry thread for ``engine`` unless it runs already (a daemon: the pending file outlives it)."""
+    with _PENDING_LOCK:
+        if getattr(engine, "_capture_retry_thread", None) is not None or engine.closed:
+            return
+        t = threading.Thread(target=_retry_loop, args=(engine,), name="reme-capture-retry", daemon=True)
+        engine._capture_retry_thread = t
+        t.start()
+
+
+def append_user_messages_verbatim(engine, session_id: str, messages: Iterable[ChatMessage | dict]) -> CaptureResult:
+    """The no-LLM quick-capture journal: append the user's ``messages`` verbatim to ``daily/<date>/capture.md``.
+
+    ``date`` is each message's day in the app timezone. A new capture card gets frontmatter ``name: Capture
+    <date>`` and a description; each message is appended as a ``**HH:MM** · [[<session record>|chat]]`` line
+    followed by its text unchanged (inside reme's block at the end once the user owns the card: see the module
+    doc). Only ``role == "user"`` messages with text are captured, each id once (catalog
+    ``capture``), so calling this again with the whole transcript is harmless. Writes are journaled (run kind
+    ``capture``), atomic and conflict-checked (a concurrent edit of the card is kept). The day index is refreshed
+    when a card is created, and written cards are re-indexed. Needs no writer lock: the append is optimistic and
+    retried.
+
+    Captures kept pending earlier go first (time order). A card that stays busy for :data:`CAPTURE_WAIT_S`
+    seconds keeps the messages pending and raises :class:`CapturePending` (an EngineError whose text says where
+    the words are); a retry thread appends them once the card is free. Raises EngineError (bad session id,
+    unreadable card) and ValueError for malformed messages.
+    """
+    try:
+        sid = valid_session_id(session_id)
+    except ValueError as exc:
+        raise EngineError(str(exc)) from exc
+    batch = [_as_message(m) for m in messages]
+    wanted = [m for m in batch if m.role == "user" and m.content.strip()]
+    results = {sid: CaptureResult(sid)}
+    with engine.write_lock:
+        pending = load_pending(engine)
+        if pending and wanted:
+            # Older words are waiting: the new ones queue behind them so the card stays in time order.
+            queued = {(s, m.id) for s, m in pending}
+            _save_pending(engine, pending + [(sid, m) for m in wanted if (sid, m.id) not in queued])
+    busy: list[str] = []
+    try:
+        if pending:
+            flush_pending(engine, wait_s=CAPTURE_WAIT_S, results=results, busy=busy)
+        if not pending or not wanted:
+            _capture_waiting(engine, sid, batch, results[sid], CAPTURE_WAIT_S)
+    except CardBusy as exc:  # (only without pending entries: flush_pending keeps its own CardBusy)
+        busy.append(exc.rel)
+        with engine.write_lock:
+            done = _captured_ids(engine, sid)
+            current = load_pending(engine)
+            queued = {(s, m.id) for s, m in current}
+            _save_pending(engine, current + [(sid, m) for m in wanted
+                                             if m.id not in done and (sid, m.id) not in queued])
+    res = results[sid]
+    for other in results.values():  # cards written for other sessions' pending captures: the caller reloads them
+        res.paths += [p for p in other.paths if p not in res.paths]
+    still = {m.id for s, m in load_pending(engine) if s == sid}
+    res.pending = sum(1 for m in wanted if m.id in still)
+    if still or load_pending(engine):
+        _start_retry(engine)
+    if res.pending:
+        raise CapturePending(busy[0] if busy else "the capture card", res)
     return res
