@@ -1,4 +1,4 @@
-"""Type-ahead for dialogs opened by a key: what the user types right after Ctrl+O goes into the dialog.
+"""Type-ahead for dialogs opened by a key: what the user types right after Ctrl+O or ``/`` goes into the dialog.
 
 Textual forwards each key to the widget focused *when the app processes it*. A key that opens a dialog (the quick
 switcher, search) is handled later, by the focused widget's own message queue, so on a busy machine the keys typed
@@ -15,7 +15,7 @@ import time
 from textual import events
 
 #: Actions whose key opens a dialog that calls :meth:`TypeAhead.release` once its input has focus.
-DIALOG_ACTIONS = frozenset({"quick_switch"})
+DIALOG_ACTIONS = frozenset({"quick_switch", "search"})
 #: Longest hold (seconds): past it the held keys go where they would have gone.
 HOLD_S = 2.0
 

@@ -285,6 +285,30 @@ async def test_keys_typed_right_after_ctrl_o_go_into_the_switcher(app_for):
         await wait_for(pilot, lambda: acted == ["reindex"], what="R after the switcher")
 
 
+async def test_keys_typed_right_after_slash_go_into_search(app_for):
+    """The same for `/`: a burst `/` + a query reaches the search input whole, none of it acts on the main screen."""
+    from reme_tui.screens.search import SearchScreen
+
+    app = app_for()
+    async with app.run_test(size=(100, 30)) as pilot:
+        m = await started(pilot)
+        acted: list[str] = []
+        m.action_reindex = lambda: acted.append("reindex")
+        driver = pilot.app._driver
+        for key, ch in (("slash", "/"), *((c, c) for c in "Rag光伏")):
+            ev = events.Key(key, ch)
+            ev.set_sender(pilot.app)
+            driver.send_message(ev)
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, SearchScreen), what="search")
+        s = pilot.app.screen
+        await wait_for(pilot, lambda: s.input.value == "Rag光伏", what="typed ahead")
+        assert acted == []
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: pilot.app.screen is m, what="closed")
+        await pilot.press("R")
+        await wait_for(pilot, lambda: acted == ["reindex"], what="R after search")
+
+
 async def test_palette_finds_notes_by_title(app_for):
     from textual.command import CommandPalette
 

@@ -165,6 +165,9 @@ class SearchScreen(Dialog):
             return
         self._opened = True
         self.input.focus()
+        type_ahead = getattr(self.app, "type_ahead", None)
+        if type_ahead is not None:  # keys typed right after `/`, held until now, go to the input (after the focus)
+            type_ahead.release()
         if self.initial.strip():
             self.call_after_refresh(self._schedule, 0)
 
