@@ -207,3 +207,19 @@ async def test_search_reopens_as_new_and_does_not_search_while_closed(app_for):
         await pilot.press(*"光伏", "enter")
         await wait_for(pilot, lambda: app.screen is m and m.note.path == "digest/wiki/光伏产业链.md",
                        what="the hit opened")
+
+
+async def test_progress_on_the_status_line_lays_out_nothing(app_for):
+    """A pass reports progress many times a second; each step relaid the whole screen (Static's default)."""
+    app = app_for()
+    async with app.run_test(size=(160, 48)) as pilot:
+        m = await started(pilot)
+        layouts = []
+        real = m._refresh_layout
+        m._refresh_layout = lambda *a, **kw: (layouts.append(a), real(*a, **kw))[1]
+        for i in range(20):
+            m.status.show_progress("indexing", i, 20)
+            await pilot.pause()
+        await settle(pilot)
+        assert "19/20" in str(m.status.render())  # what the widget paints
+        assert layouts == []

@@ -155,7 +155,9 @@ class StatusLine(Static):
         self._refresh_text()
 
     def _refresh_text(self) -> None:
-        self.update(self.render_text())
+        # one row of fixed height and full width (app.tcss): new text never changes its size, so no layout of
+        # the whole screen (Static's default) for each progress step of a pass
+        self.update(self.render_text(), layout=False)
 
     def watch_vault(self) -> None:
         self._refresh_text()
