@@ -184,6 +184,11 @@ async def test_every_tool_on_the_demo_vault(demo_vault, tmp_path):
         assert msg == f"{w['path']} already exists: pass expected_sha (from read_note) to replace it"
         assert "wombat" in note.read_text()
         assert "not found" in await fail(s, "edit_note", path=w["path"], old="absent text", new="x")
+        # frontmatter filters take real JSON booleans and numbers (YAML `true`, `5`)
+        await call(s, "write_note", path="digest/wiki/mcp-flags", content="---\npublish: true\nrating: 5\n---\nokapi\n")
+        for fm, hits in (({"publish": True}, 1), ({"publish": True, "rating": 5}, 1), ({"publish": False}, 0)):
+            found = (await call(s, "search", query="okapi", mode="keyword", frontmatter=fm))["hits"]
+            assert [h["path"] for h in found] == ["digest/wiki/mcp-flags.md"] * hits, fm
 
         # -- move_note rewrites inbound links --------------------------------------------------------------
         m = await call(s, "move_note", src="digest/wiki/通威股份", dst="digest/wiki/通威")
