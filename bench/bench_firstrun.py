@@ -388,7 +388,8 @@ def keys_run(tmp: Path, child: bool, seconds: float, patho: bool, hybrid_wait: f
     config.write_text(f"embedder:\n  background_process: {'true' if child else 'false'}\n", encoding="utf-8")
     env = {**os.environ, "TERM": "xterm-256color"}
     if pythonpath:
-        exe = f"env PYTHONPATH={pythonpath} {sys.executable} -c 'from reme_tui.cli import main; main()'"
+        # -P: no current directory on sys.path (it would put this checkout ahead of PYTHONPATH)
+        exe = f"env PYTHONPATH={pythonpath} {sys.executable} -P -c 'from reme_tui.cli import main; main()'"
     else:
         exe = str(Path(sys.executable).parent / "reme-tui")
     cmd = f"env REME_CONFIG={config} {exe} --vault {vault} --state-dir {state}"

@@ -281,7 +281,7 @@ class SearchScreen(Dialog):
         return Text(text, style="dim", no_wrap=True, overflow="ellipsis")
 
     def _info(self, text: str) -> None:
-        self.info.update(self._info_text(text))
+        self.info.update(self._info_text(text), layout=False)  # one row (app.tcss): its size never changes
 
     def _mode_text(self) -> Text:
         return Text(f" {self.mode} ", style="bold reverse")

@@ -218,13 +218,14 @@ class QuickSwitcherScreen(Dialog[tuple[str, str] | None]):
         self.filter_ms.append((time.perf_counter() - t0) * 1000)
         self.call_after_refresh(self._painted, t0)
         n = len(self.matcher)
+        # the info line is one row (app.tcss): new text never changes its size, no layout for it
         if not query.strip():
-            self.info.update(Text(f"{n} notes · recent first", style="dim"))
+            self.info.update(Text(f"{n} notes · recent first", style="dim"), layout=False)
         elif self.matches:
             more = "+" if len(self.matches) == LIMIT else ""
-            self.info.update(Text(f"{len(self.matches)}{more} of {n} notes", style="dim"))
+            self.info.update(Text(f"{len(self.matches)}{more} of {n} notes", style="dim"), layout=False)
         else:
-            self.info.update(Text(f"no note matches {query.strip()!r}", style="dim"))
+            self.info.update(Text(f"no note matches {query.strip()!r}", style="dim"), layout=False)
 
     def _painted(self, t0: float) -> None:
         now = time.perf_counter()
