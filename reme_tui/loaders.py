@@ -201,8 +201,9 @@ def open_day(engine, daily_dir: str, date: str, create: bool) -> tuple[str | Non
     engine's day page with its index section, and the day folder) on a vault the app laid out
     (:func:`app_layout`); on another vault nothing is written and the page's path comes back as unwritten."""
     page = f"{daily_dir}/{date}.md"
-    if engine.stat(page).exists or not create:
-        return (page if engine.stat(page).exists else None), [], None
+    exists = engine.stat(page).exists
+    if exists or not create:
+        return (page if exists else None), [], None
     if not app_layout(engine, daily_dir):
         return None, [], page
     res = engine.daily_create(date)
