@@ -231,11 +231,11 @@ def test_notes_too_large_to_index_can_still_be_read_and_nul_is_never_written(eng
     r = run_job(eng, "read", {"path": "resource/huge-log.md", "end_line": "2"})
     assert r["success"], r
     assert r["text"].startswith("# Huge log\nlog line") and r["end_line"] == 2
-    for job, args in (("write", {"path": "digest/wiki/nul.md", "content": "a\x00b"}),
+    for job, args in (("write", {"path": "digest/wiki/zero-byte.md", "content": "a\x00b"}),
                       ("edit", {"path": "README.md", "old": "# ", "new": "#\x00 ", "count": "0"})):
         r = run_job(eng, job, args)
         assert not r["success"] and "NUL" in r["error"], r
-    assert not (eng.vault / "digest/wiki/nul.md").exists()
+    assert not (eng.vault / "digest/wiki/zero-byte.md").exists()
     assert b"\x00" not in (eng.vault / "README.md").read_bytes()
 
 
