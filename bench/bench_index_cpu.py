@@ -1,0 +1,133 @@
+#!/usr/bin/env python
+"""CPU time of the cold keyword + graph pass on both real vaults, optionally side by side with older parse code.
+
+    python bench/bench_index_cpu.py [--runs 3] [--baseline REV] [--vaults kg,doocs]
+
+Each run is a fresh process on a fresh state dir over a temp copy of the vault (knowledge-garden-zh and the 33 MB
+doocs corpus), timing ``engine.indexer.sync()`` (sequential parse, the API default) as user+sys CPU of that
+process (``sync_cpu_s``) and, in a second fresh process, parsing alone (``Indexer._parse_safe`` of every file:
+read, frontmatter, chunks, links, tokens; ``parse_cpu_s``), which leaves out the store's writes.
+
+``--baseline REV``: the same runs on a copy of today's engine whose cold-pass parse files (``index/parse.py``,
+``indexer.py``, ``tokenizer.py``, ``scan.py``, ``links_step.py``, ``apply.py``, ``markdown/*``) are taken from git
+revision ``REV``, interleaved run by run with the current code, so both see the same load; ratios are of medians.
+Prints one JSON object (medians, samples, load averages, CPU model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import CORPUS, REPO, VAULT_ZH, bench_tmpdir, copy_tree, loadavg, log, machine  # noqa: E402
+
+HERE = Path(__file__).resolve()
+PARSE_FILES = ("index/parse.py", "index/indexer.py", "index/tokenizer.py", "index/scan.py", "index/links_step.py",
+               "index/apply.py")
+VAULTS = {"kg": VAULT_ZH, "doocs": CORPUS}
+
+
+def worker(args) -> None:
+    """One measured step in this fresh process (``--src`` first on sys.path: the engine under test)."""
+    sys.path.insert(0, args.src)
+    import reme_engine
+
+    assert reme_engine.__file__.startswith(args.src), reme_engine.__file__
+    from _common import cpu_seconds, open_engine
+
+    eng = open_engine(Path(args.vault), Path(args.state), embed=False)
+    ix = eng.indexer
+    if args.what == "sync":
+        c0 = cpu_seconds()
+        rep = ix.sync()
+        out = {"cpu_s": round(cpu_seconds() - c0, 3), "chunks": rep.chunks_total, "links": rep.links_total}
+    else:
+        entries, _ = ix.scan()
+        c0 = time.process_time()
+        ok = sum(ix._parse_safe(entries[r])[0] is not None for r in sorted(entries))
+        out = {"cpu_s": round(time.process_time() - c0, 3), "files": ok}
+    eng.close()
+    out["load"] = loadavg()[0]
+    print(json.dumps(out))
+
+
+def baseline_tree(rev: str, dst: Path) -> Path:
+    """Today's engine with the cold-pass parse files of ``rev`` (files missing at ``rev`` keep today's text)."""
+    shutil.copytree(REPO / "reme_engine", dst / "reme_engine", ignore=shutil.ignore_patterns("__pycache__"))
+    names = [f"reme_engine/{p}" for p in PARSE_FILES]
+    names += [f"reme_engine/markdown/{p.name}" for p in (REPO / "reme_engine" / "markdown").glob("*.py")]
+    for rel in names:
+        r = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:{rel}"], capture_output=True)
+        if r.returncode == 0:
+            (dst / rel).write_bytes(r.stdout)
+    return dst
+
+
+def run(src: Path, vault: Path, state: Path, what: str) -> dict:
+    cmd = [sys.executable, str(HERE), "--worker", "--src", str(src), "--vault", str(vault), "--state", str(state),
+           "--what", what]
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=str(src))
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr[-3000:])
+    shutil.rmtree(state, ignore_errors=True)
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--baseline", help="git revision whose parse files are measured side by side")
+    ap.add_argument("--vaults", default="kg,doocs")
+    ap.add_argument("--steps", default="sync,parse", help="sync, parse or both")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--src", help=argparse.SUPPRESS)
+    ap.add_argument("--vault", help=argparse.SUPPRESS)
+    ap.add_argument("--state", help=argparse.SUPPRESS)
+    ap.add_argument("--what", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args)
+        return 0
+    out: dict = {"bench": "index_cpu", "machine": machine(), "runs": args.runs, "baseline": args.baseline,
+                 "git_head": subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                                            capture_output=True, text=True).stdout.strip()}
+    with bench_tmpdir("index_cpu") as tmp:
+        srcs = {"current": REPO}
+        if args.baseline:
+            srcs["baseline"] = baseline_tree(args.baseline, tmp / "baseline")
+        res: dict = {}
+        for name in args.vaults.split(","):
+            vault = copy_tree(VAULTS[name], tmp / f"vault-{name}")
+            for i in range(args.runs):
+                for what in args.steps.split(","):
+                    order = list(srcs) if i % 2 == 0 else list(reversed(srcs))  # alternate who goes first
+                    for label in order:
+                        log(f"{name} {what} run {i + 1}/{args.runs}: {label}")
+                        r = run(srcs[label], vault, Path(tempfile.mkdtemp(dir=tmp)), what)
+                        res.setdefault(name, {}).setdefault(what, {}).setdefault(label, []).append(r)
+        summary: dict = {}
+        for name, by_what in res.items():
+            for what, by_label in by_what.items():
+                s = {label: {"median_cpu_s": statistics.median(r["cpu_s"] for r in rs),
+                             "samples_cpu_s": [r["cpu_s"] for r in rs], "load": [r["load"] for r in rs]}
+                     for label, rs in by_label.items()}
+                if "baseline" in s:
+                    s["baseline_over_current"] = round(s["baseline"]["median_cpu_s"] / s["current"]["median_cpu_s"], 2)
+                summary[f"{name}.{what}"] = s
+        out["results"] = summary
+        out["loadavg_end"] = loadavg()
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
