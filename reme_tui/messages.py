@@ -410,16 +410,18 @@ class ChatSubmitted(Message):
 class ChatSaved(Message):
     """Progress of saving chat message ``message_id``. ``stage`` ``session``: appended to ``session_path`` (the
     session record); ``capture``: without an LLM, also appended to today's capture card ``capture_path``.
-    ``error`` when that stage failed."""
+    ``error`` when that stage failed; ``pending`` (the engine's one line) when the capture card was busy and the
+    message waits to be appended (its words are safe in the session record and the pending queue)."""
 
     def __init__(self, message_id: str, stage: str, session_path: str | None, capture_path: str | None = None,
-                 error: str | None = None) -> None:
+                 error: str | None = None, pending: str | None = None) -> None:
         super().__init__()
         self.message_id = message_id
         self.stage = stage
         self.session_path = session_path
         self.capture_path = capture_path
         self.error = error
+        self.pending = pending
 
 
 # -- editing, new notes ---------------------------------------------------------------------------------------

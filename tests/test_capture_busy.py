@@ -171,7 +171,9 @@ async def test_the_chat_pane_says_where_the_words_are_and_the_card_gets_them_lat
             await wait_for(pilot, lambda: any(isinstance(x, ChatSaved) and x.stage == "capture" for x in posted),
                            what="capture answered")
             (bubble,) = [b for b in m.chat.bubbles.values() if b.text == "tapir words"]
-            assert "kept in the chat record; added to the capture card when it is free" in bubble.status
+            assert bubble.status == "saved · capture card busy, added when free"  # saved, not "⚠ not saved"
+            saved = [x for x in posted if isinstance(x, ChatSaved) and x.stage == "capture"][0]
+            assert not saved.error and "kept in the chat record" in saved.pending
         finally:
             w.stop()
         await wait_for(pilot, lambda: "tapir words" in card.read_text(encoding="utf-8"), what="appended later")

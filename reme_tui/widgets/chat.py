@@ -180,8 +180,13 @@ class ChatPane(Vertical):
         self.post_message(ChatSaved(msg_id, "session", srel))
         if not capture:
             return
+        from reme_engine.memory.capture import CapturePending
+
         try:
             path = self.session.capture(msg)
+        except CapturePending as exc:  # the words are safe (chat record + pending queue): a note, not an error
+            self.post_message(ChatSaved(msg_id, "capture", srel, pending=str(exc)))
+            return
         except Exception as exc:
             self.post_message(ChatSaved(msg_id, "capture", srel, error=error_text(exc)))
             return
@@ -194,6 +199,10 @@ class ChatPane(Vertical):
             what = "session record" if message.stage == "session" else "capture card"
             self.mark_failed(message.message_id, f"{what}: {message.error}")
             self.notify(message.error, title=f"Chat not saved to the {what}", severity="error", timeout=8)
+            return
+        if message.pending:
+            self.mark_saved(message.message_id, "saved · capture card busy, added when free")
+            self.notify(message.pending, title="Chat saved", severity="warning", timeout=6)
             return
         if message.stage == "session":
             self.mark_saved(message.message_id, "saved" if self.llm else "saved · capturing…")
