@@ -546,6 +546,9 @@ class Engine:
         stops everything.
         """
         self._background.start(on_event=on_event, on_indexed=on_indexed, watch=watch, schedule=schedule)
+        from .memory.capture import resume_pending
+
+        resume_pending(self)  # chat messages an earlier run left waiting for a busy capture card
 
     def start_local_server(self) -> LocalServer | None:
         """Answer read-only one-shot jobs (``reme-tui job search`` …) over ``<state dir>/jobs.sock``, mode 0600,

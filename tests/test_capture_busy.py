@@ -179,3 +179,26 @@ async def test_the_chat_pane_says_where_the_words_are_and_the_card_gets_them_lat
         await wait_for(pilot, lambda: "tapir words" in card.read_text(encoding="utf-8"), what="appended later")
         text = card.read_text(encoding="utf-8")
         assert text.count("tapir words") == 1 and shell_lines(text) == w.lines()
+
+
+def test_words_left_pending_are_appended_when_the_next_run_starts(setup, make_engine, monkeypatch):
+    """The app quit while the card was busy: its next start appends them without waiting for a new message."""
+    eng, sid, card = setup
+    monkeypatch.setattr(C, "CAPTURE_WAIT_S", 0.3)
+    monkeypatch.setattr(C, "PENDING_RETRY_S", 600.0)  # this engine's own retry thread never gets to it
+    monkeypatch.setattr("reme_engine.vault.io.STABLE_READ_MAX_WAIT_S", 0.2)
+    w = Appender(card, every=0.005)
+    w.start()
+    wait_until(lambda: w.n >= 3, what="the writer started")
+    with pytest.raises(C.CapturePending):
+        eng.chat_capture(sid, [say(eng, sid, "left behind quokka words")])
+    w.stop()
+    state = eng.settings.state_dir
+    eng.close()
+    monkeypatch.setattr(C, "PENDING_RETRY_S", 0.1)
+    eng2 = make_engine(eng.settings.vault, embed=False, state_dir=str(state))
+    eng2.start_background(watch=False, schedule=False)
+    wait_until(lambda: "left behind quokka words" in card.read_text(encoding="utf-8"), what="appended at start")
+    wait_until(lambda: not (state / C.PENDING_FILE).exists(), what="pending file gone")
+    assert card.read_text(encoding="utf-8").count("left behind quokka words") == 1
+    assert shell_lines(card.read_text(encoding="utf-8")) == w.lines()

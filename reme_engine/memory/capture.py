@@ -397,3 +397,12 @@ def append_user_messages_verbatim(engine, session_id: str, messages: Iterable[Ch
     if res.pending:
         raise CapturePending(busy[0] if busy else "the capture card", res)
     return res
+
+
+def resume_pending(engine) -> bool:
+    """Start the retry thread when captures were left pending by an earlier run (the app quit while the card was
+    busy); True when there were some. Cheap otherwise (one missing-file check)."""
+    if not _pending_path(engine).exists():
+        return False
+    _start_retry(engine)
+    return True
