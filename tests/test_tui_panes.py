@@ -898,6 +898,17 @@ async def test_changes_view_lists_runs_shows_diffs_and_reverts(app_for, demo_vau
         await wait_for(pilot, lambda: any(r.get("reverted_at") for r in scr.runs), what="list reloaded")
         ol = scr.query_one("#changes-runs")
         assert scr.runs[ol.highlighted]["run_id"] == reverted_id
+        # the newer run's note was changed by hand since: nothing restored, said so, the run stays revertible
+        (demo_vault / other).write_text((demo_vault / other).read_text(encoding="utf-8") + "mine\n", encoding="utf-8")
+        ol.highlighted = [r["run_id"] for r in scr.runs].index(later.run_id)
+        await settle(pilot)
+        await pilot.press("u")
+        await wait_for(pilot, lambda: scr.confirm_run == later.run_id, what="revert question for the memo run")
+        await pilot.press("u")
+        await wait_for(pilot, lambda: any("Nothing restored" in str(n.message) for n in pilot.app._notifications),
+                       what="nothing restored, said so")
+        assert (demo_vault / other).read_text(encoding="utf-8").endswith("memo\nmine\n")
+        assert not next(r for r in scr.runs if r["run_id"] == later.run_id).get("reverted_at")
         await pilot.press("escape")
         await settle(pilot)
         assert not isinstance(pilot.app.screen, ChangesScreen)

@@ -113,7 +113,8 @@ class ChangesScreen(Dialog[list]):
                 return
             for r in self.runs:
                 when = time.strftime("%m-%d %H:%M", time.localtime(r["started_at"]))
-                mark = " (reverted)" if r.get("reverted_at") else ""
+                mark = (" (reverted)" if r.get("reverted_at") else
+                        " (partly reverted)" if r.get("revert_state") == "partial" else "")
                 ol.add_option(Option(f"{when} {r['kind']} · {r['changes']} change(s) · {r['status']}{mark}",
                                      id=r["run_id"]))
             ids = [r["run_id"] for r in self.runs]
@@ -131,9 +132,13 @@ class ChangesScreen(Dialog[list]):
             rv = message.reverted
             self.reverted_paths += rv.get("restored", [])
             refused = rv.get("refused", [])
-            text = f"Restored {len(rv.get('restored', []))} file(s)"
-            if refused:
-                text += "; left as they are (changed since): " + ", ".join(x["path"] for x in refused)
+            if not rv.get("restored") and refused:
+                text = "Nothing restored: every file changed since the run (the run stays revertible): "
+                text += ", ".join(x["path"] for x in refused)
+            else:
+                text = f"Restored {len(rv.get('restored', []))} file(s)"
+                if refused:
+                    text += "; left as they are (changed since): " + ", ".join(x["path"] for x in refused)
             self.notify(text, title="Revert", severity="warning" if refused else "information", timeout=8)
             self.load_runs()
 
