@@ -36,7 +36,10 @@ def remember(engine: VaultContext, text: str, *, agent: str, conversation: list 
     from datetime import datetime
 
     from .markdown.links import format_link
-    from .memory.auto_memory import CAPTURE_KIND, CAPTURE_STEM, _append_block, _capture_head
+    import time
+
+    from .memory.auto_memory import CAPTURE_STEM, _append_block, _capture_head
+    from .memory.capture import CAPTURE_WAIT_S, CardBusy, _LazyRun
     from .memory.session import ChatMessage, append_messages, new_session_id, session_rel
     from .vault.app_folder import cards_dir
 
@@ -62,15 +65,30 @@ def remember(engine: VaultContext, text: str, *, agent: str, conversation: list 
     rel = f"{cards_dir(settings.layers)}/{date}/{CAPTURE_STEM}.md"  # the app folder in an existing vault
     source = f" · {format_link(srel, alias='conversation')}" if srel else ""
     block = f"\n**{now:%H:%M}** · noted by {who}{source}\n\n{text.rstrip()}\n"
-    with engine.write_lock:
-        if msgs:
+    if msgs:
+        with engine.write_lock:
             append_messages(engine.vault, settings.layers, sid, msgs)
-        run = engine.journal.start_run(engine.vault, CAPTURE_KIND, {"agent": agent, "session_id": sid})
-        try:
-            created = _append_block(engine, run, rel, _capture_head(date), block, srel or rel)
-        except BaseException:
-            run.finish("failed", {"paths": []})
-            raise
+    # a card another program keeps writing: retried for up to CAPTURE_WAIT_S seconds, the write lock let go between
+    # attempts (as chat capture does), then a one-line refusal the agent can retry; nothing half-written
+    deadline = time.monotonic() + CAPTURE_WAIT_S
+    delay = 0.05
+    while True:
+        with engine.write_lock:
+            run = _LazyRun(engine, {"agent": agent, "session_id": sid})  # a busy attempt leaves no journal run
+            try:
+                created = _append_block(engine, run, rel, _capture_head(date), block, srel or rel)
+            except CardBusy:
+                run.finish("failed", {"paths": []})
+                if time.monotonic() + delay > deadline:
+                    raise
+            except BaseException:
+                run.finish("failed", {"paths": []})
+                raise
+            else:
+                break
+        time.sleep(delay)
+        delay = min(delay * 2, 0.4)
+    with engine.write_lock:
         run.finish("ok", {"paths": [rel], "created": [rel] if created else [], "agent": agent})
         if engine.watcher is not None:  # indexed here: the watcher need not process it again
             engine.watcher.suppress([rel])

@@ -202,3 +202,23 @@ def test_words_left_pending_are_appended_when_the_next_run_starts(setup, make_en
     wait_until(lambda: not (state / C.PENDING_FILE).exists(), what="pending file gone")
     assert card.read_text(encoding="utf-8").count("left behind quokka words") == 1
     assert shell_lines(card.read_text(encoding="utf-8")) == w.lines()
+
+
+def test_an_agents_remember_waits_for_a_card_busy_for_a_moment(setup, monkeypatch):
+    """MCP `remember` while another program appends to the card for a moment: the entry lands once, every line of
+    the other program is kept, and the busy attempts leave no failed runs in the journal."""
+    from reme_engine.agent_capture import remember
+
+    eng, _sid, card = setup
+    monkeypatch.setattr("reme_engine.vault.io.STABLE_READ_MAX_WAIT_S", 0.2)
+    w = Appender(card, every=0.005)
+    w.start()
+    wait_until(lambda: w.n >= 3, what="the writer started")
+    threading.Timer(0.6, w.halt.set).start()  # busy for a moment, then quiet
+    r = remember(eng, "Prefers the window seat.", agent="test-agent")
+    w.join()
+    text = card.read_text(encoding="utf-8")
+    assert r["path"] == card.relative_to(eng.vault).as_posix()
+    assert text.count("Prefers the window seat.") == 1 and shell_lines(text) == w.lines()
+    runs = [x for x in eng.journal.runs(limit=50) if x["kind"] == "capture"]
+    assert [x["status"] for x in runs] == ["ok"] and runs[0]["run_id"] == r["run_id"]
