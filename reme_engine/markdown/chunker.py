@@ -278,12 +278,11 @@ def _fast_state_block(md: MarkdownIt):
             shift = [n - len(x.lstrip(" \t")) for x, n in zip(lines, lens)]
             count = shift[:]
             if "\t" in src:
-                for i, (x, t) in enumerate(zip(lines, shift)):
-                    if t and "\t" in x[:t]:
-                        off = 0
-                        for ch in x[:t]:
-                            off += 4 - off % 4 if ch == "\t" else 1
-                        count[i] = off
+                for i in [i for i, (x, t) in enumerate(zip(lines, shift)) if t and "\t" in x[:t]]:
+                    off = 0
+                    for ch in lines[i][: shift[i]]:  # tabs expand to the next multiple of 4
+                        off += 4 - off % 4 if ch == "\t" else 1
+                    count[i] = off
             length = len(src)
             self.bMarks = starts + [length]
             self.eMarks = [a + n for a, n in zip(starts, lens)] + [length]
@@ -373,11 +372,11 @@ class _Doc:
         self.lines = lines
         self.empty = not any(not _blank(s) for s in lines)
         # prefix[i] = UTF-8 bytes of lines[:i], each counted with its "\n"; isascii() skips most encodes
-        self.prefix = list(
-            accumulate(
-                ((len(s) if s.isascii() else len(s.encode("utf-8", "surrogatepass"))) + 1 for s in lines), initial=0
-            )
-        )
+        if text.isascii():
+            sizes = [len(s) + 1 for s in lines]
+        else:
+            sizes = [(len(s) if s.isascii() else len(s.encode("utf-8", "surrogatepass"))) + 1 for s in lines]
+        self.prefix = list(accumulate(sizes, initial=0))
 
     def size(self, a: int, b: int) -> int:
         """UTF-8 bytes of lines a..b (inclusive) joined with "\\n"."""
