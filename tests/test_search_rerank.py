@@ -58,6 +58,8 @@ def test_one_line_holding_every_query_term_outranks_scattered_matches(open_engin
     assert after[:2] == ["trip.md", "scattered.md"]
     gains = sorted(d["rerank_coverage"] for d in fused.values() if "rerank_coverage" in d)
     assert gains[-1] == pytest.approx(3 * gains[0])  # all three terms in one line vs one of three
+    for d in fused.values():  # each hit still explains its score: the stage's share is in field_boost
+        assert d["score"] == pytest.approx(d.get("keyword_rrf", 0) + d.get("vector_rrf", 0) + d.get("field_boost", 0))
 
 
 def test_second_stage_off_switch_leaves_the_ranking_alone(open_engine, coverage_vault):

@@ -24,6 +24,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 
+from .fields import _day_targets
 from .fusion import FusionConfig, bm25_idf, rank_key
 
 # The index tokenizer's CJK range (reme_engine.index.tokenizer, RULES_VERSION 3: CJK ideographs, kana, hangul;
@@ -32,15 +33,15 @@ _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 _CJK_RUN_RE = re.compile(rf"[{_CJK}]+")
 
 
-def chunk_texts(conn, ids: list[int]) -> dict[int, tuple[int, int, str]]:
-    """``{chunk id: (file id, ordinal in the file, text)}`` of the live chunks among ``ids`` (one query per 500
-    ids). ``conn``: the index's sqlite3 connection (table ``chunks``)."""
-    out: dict[int, tuple[int, int, str]] = {}
+def chunk_texts(conn, ids: list[int]) -> dict[int, tuple[int, int, str, str]]:
+    """``{chunk id: (file id, ordinal in the file, text, vault-relative path)}`` of the live chunks among ``ids``
+    (one query per 500 ids). ``conn``: the index's sqlite3 connection (tables ``chunks``, ``files``)."""
+    out: dict[int, tuple[int, int, str, str]] = {}
     for i in range(0, len(ids), 500):
         part = ids[i:i + 500]
-        for r in conn.execute(f"SELECT id, file_id, ord, text FROM chunks WHERE id IN ({','.join('?' * len(part))})",
-                              part):
-            out[r[0]] = (r[1], r[2], r[3])
+        for r in conn.execute("SELECT c.id, c.file_id, c.ord, c.text, f.path FROM chunks c JOIN files f ON f.id ="
+                              f" c.file_id WHERE c.id IN ({','.join('?' * len(part))})", part):
+            out[r[0]] = (r[1], r[2], r[3], r[4])
     return out
 
 
@@ -106,14 +107,19 @@ def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Call
     ``rerank_spread``, their scores are rewritten so that :func:`rank_key` gives the diversified order (each keeps
     a score between its neighbours', so the relative floor still applies to comparable numbers).
 
-    ``texts(ids) -> {id: (file id, ordinal, text)}`` (:func:`chunk_texts`); ``query_tokens``: the index's
+    Everything the stage changes in a score is added to the details' ``field_boost`` too, so a hit's score stays
+    the sum of the shares it shows (``keyword_rrf + vector_rrf + field_boost``).
+
+    ``texts(ids) -> {id: (file id, ordinal, text, path)}`` (:func:`chunk_texts`); ``query_tokens``: the index's
     tokenizer's; ``doc_freqs(terms) -> {term: chunks containing it}``; ``n_rows``: chunks in the index.
     Candidates beyond the depth are left as they are (they stay below: shares only raise scores, and the spread
     keeps the reordered block's lowest score). No-op when :func:`enabled` is false.
     """
     if not fused or not enabled(cfg):
         return
-    order = [cid for cid in sorted(fused, key=lambda i: rank_key(i, fused[i])) if not fused[cid].get("collapsed")]
+    order = sorted(fused, key=lambda i: rank_key(i, fused[i]))
+    if cfg.collapse_day_index:  # collapsed day pages are dropped after this stage: no depth slot for them
+        order = [cid for cid in order if not fused[cid].get("collapsed")]
     head = order[:cfg.rerank_depth]
     if len(head) < 2:
         return
@@ -122,6 +128,10 @@ def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Call
         return
     info = texts(head)
     base = {cid: fused[cid]["score"] for cid in head}
+    # a day page kept among the hits (collapse off) gains what the best card it lists gains, not its own share:
+    # it stays just below that card, as the field rules placed it
+    pages = [cid for cid in head if fused[cid].get("collapsed")]
+    head = [cid for cid in head if not fused[cid].get("collapsed")]
     if cfg.rerank_coverage > 0:
         toks = query_tokens(query)
         df = doc_freqs(toks) if toks else {}
@@ -143,6 +153,19 @@ def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Call
                 gain = cfg.rerank_neighbour * max(near)
                 fused[cid]["score"] += gain
                 fused[cid]["rerank_neighbour"] = gain
+    if pages:
+        gained: dict[str, float] = {}  # by path and by file stem (day pages link either way)
+        for cid in head:
+            if cid in info:
+                g = fused[cid]["score"] - base[cid]
+                path = info[cid][3]
+                for key in (path, path.rsplit("/", 1)[-1].rsplit(".", 1)[0]):
+                    gained[key] = max(gained.get(key, 0.0), g)
+        for cid in pages:
+            if cid in info:
+                g = max((gained.get(t, 0.0) for t in _day_targets(info[cid][2])), default=0.0)
+                fused[cid]["score"] += g
+        head = sorted(head + pages, key=lambda i: rank_key(i, fused[i]))
     if cfg.rerank_spread > 0:
         pool = sorted(head, key=lambda i: rank_key(i, fused[i]))
         placed: dict[int, int] = {}
@@ -161,6 +184,10 @@ def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Call
                 s = prev * (1 - 1e-9)
             fused[cid]["score"] = s
             prev = s
+    for cid in base:  # what this stage changed is part of the field-aware share each hit shows
+        delta = fused[cid]["score"] - base[cid]
+        if delta:
+            fused[cid]["field_boost"] = fused[cid].get("field_boost", 0.0) + delta
 
 
 def rerank_for(searcher, fused: dict[int, dict], query: str, cfg: FusionConfig) -> None:

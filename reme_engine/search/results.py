@@ -113,7 +113,8 @@ class Hit:
     #: the chunk has no vector yet (saved, not embedded): ``vector_rrf`` was imputed from its keyword rank
     #: (see :func:`impute_missing_vectors`)
     vector_imputed: bool = False
-    #: score added by the field-aware rule (the note's name, file stem or alias is/contains the query)
+    #: score added by the field-aware rules (the note's name, file stem or alias is/contains the query) and by the
+    #: second ranking stage (:mod:`.rerank`: one line holding the query's terms, neighbouring candidates)
     field_boost: float = 0.0
     #: a generated day-index chunk placed just below a card it lists
     demoted: bool = False
