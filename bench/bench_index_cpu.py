@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -28,7 +27,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import CORPUS, REPO, VAULT_ZH, bench_tmpdir, copy_tree, loadavg, log, machine  # noqa: E402
+from _common import (
+    CORPUS,
+    REPO,
+    VAULT_ZH,
+    bench_tmpdir,
+    copy_tree,
+    loadavg,
+    log,
+    machine,
+)
 
 HERE = Path(__file__).resolve()
 PARSE_FILES = ("index/parse.py", "index/indexer.py", "index/tokenizer.py", "index/scan.py", "index/links_step.py",
@@ -66,7 +74,7 @@ def baseline_tree(rev: str, dst: Path) -> Path:
     names = [f"reme_engine/{p}" for p in PARSE_FILES]
     names += [f"reme_engine/markdown/{p.name}" for p in (REPO / "reme_engine" / "markdown").glob("*.py")]
     for rel in names:
-        r = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:{rel}"], capture_output=True)
+        r = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:{rel}"], capture_output=True, check=False)
         if r.returncode == 0:
             (dst / rel).write_bytes(r.stdout)
     return dst
@@ -75,7 +83,7 @@ def baseline_tree(rev: str, dst: Path) -> Path:
 def run(src: Path, vault: Path, state: Path, what: str) -> dict:
     cmd = [sys.executable, str(HERE), "--worker", "--src", str(src), "--vault", str(vault), "--state", str(state),
            "--what", what]
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=str(src))
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=str(src), check=False)
     if p.returncode != 0:
         raise RuntimeError(p.stderr[-3000:])
     shutil.rmtree(state, ignore_errors=True)
@@ -99,7 +107,7 @@ def main() -> int:
         return 0
     out: dict = {"bench": "index_cpu", "machine": machine(), "runs": args.runs, "baseline": args.baseline,
                  "git_head": subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                                            capture_output=True, text=True).stdout.strip()}
+                                            capture_output=True, text=True, check=False).stdout.strip()}
     with bench_tmpdir("index_cpu") as tmp:
         srcs = {"current": REPO}
         if args.baseline:
