@@ -10,9 +10,16 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-
 from conftest import shared
-from reme_engine.index.tokenizer import EN_STOPWORDS, MAX_LATIN_LEN, ZH_STOPWORDS, MixedTokenizer, _RUN_RE, _CJK_RUN_RE
+
+from reme_engine.index.tokenizer import (
+    _CJK_RUN_RE,
+    _RUN_RE,
+    EN_STOPWORDS,
+    MAX_LATIN_LEN,
+    ZH_STOPWORDS,
+    MixedTokenizer,
+)
 from reme_engine.markdown import chunker as C
 from reme_engine.markdown import links as L
 from reme_engine.markdown.frontmatter import parse_frontmatter
