@@ -11,6 +11,12 @@ class EngineError(Exception):
     """A job failed for a reason the user can act on (bad path, conflict, missing file). Message is user-facing."""
 
 
+class WritePending(EngineError):
+    """A write that could not happen now but is kept and retried (a capture card another program keeps writing):
+    nothing is lost, so front ends show it as saved-with-a-note, not as a failure. The message says where the
+    words are and when they will land."""
+
+
 class BadArgument(EngineError):
     """A parameter value the job itself found out of range (``end_line`` before ``start_line``, ``max_chars`` < 1):
     bad usage, so the CLI exits 2 as for a malformed parameter, not 1 as for a failed job."""

@@ -23,7 +23,7 @@ from typing import Iterable
 from ..markdown.frontmatter import render_frontmatter
 from ..markdown.links import format_link
 from ..vault import provenance as P
-from ..errors import EngineError
+from ..errors import EngineError, WritePending
 from ..vault.io import FileBusy, SkipFile, WriteConflict, atomic_write
 from .cards import _day_folder, _read_card
 from .merge import _checked_block_write
@@ -88,7 +88,7 @@ class CardBusy(EngineError):
         self.rel = rel
 
 
-class CapturePending(EngineError):
+class CapturePending(WritePending):
     """Raised by :func:`append_user_messages_verbatim` when the card stayed busy: the messages were kept pending
     (nothing lost; they are in the chat record too) and will be appended when the card is free. ``result``: the
     :class:`CaptureResult` (``pending`` > 0; ``paths`` written meanwhile, e.g. older pending captures)."""

@@ -180,11 +180,11 @@ class ChatPane(Vertical):
         self.post_message(ChatSaved(msg_id, "session", srel))
         if not capture:
             return
-        from reme_engine.memory.capture import CapturePending
+        from reme_engine.errors import WritePending
 
         try:
             path = self.session.capture(msg)
-        except CapturePending as exc:  # the words are safe (chat record + pending queue): a note, not an error
+        except WritePending as exc:  # the words are safe (chat record + pending queue): a note, not an error
             self.post_message(ChatSaved(msg_id, "capture", srel, pending=str(exc)))
             return
         except Exception as exc:
