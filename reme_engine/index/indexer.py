@@ -455,6 +455,10 @@ class Indexer(ScanStep, ParseStep, ApplyStep, LinksStep, EmbedStep):
                 self.store.conn.execute("DELETE FROM meta WHERE key = ?", (SYNC_MARKER,))
             crash_point("sync.after_links")
             txn.close()  # commit
+            if not single and not known and paths is None and interrupted is None:
+                # a first index (or reindex clear=true): its batch commits left half-filled pages and many FTS5
+                # segments; merged and rewritten once, ~7 % smaller (Store.compact)
+                report.compacted = self.store.compact()
             prog("links", 1, 1, "")
         if self.vectors is not None and self.vectors.ready and (
                 report.chunks_removed or removed

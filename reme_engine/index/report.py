@@ -31,6 +31,8 @@ class IndexReport:
     embed_error: str | None = None
     #: the vector pass was skipped: another process holds the vault's embed lock (one line), or None
     embed_busy: str | None = None
+    #: a first index's database was compacted at its end (FTS5 optimize + VACUUM, :meth:`Store.compact`)
+    compacted: bool = False
     seconds_keyword: float = 0.0
     seconds_vector: float = 0.0
     changed_paths: list[str] = field(default_factory=list)
