@@ -5,10 +5,6 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
-
-DATA = Path("/work/shared/data/vaults/obsidian-tasks-docs-en")
-
 
 def _db_bytes(state: Path) -> int:
     return sum(p.stat().st_size for p in state.iterdir() if p.name.startswith("index.sqlite"))
@@ -38,9 +34,10 @@ def test_first_index_is_compacted_and_searches_the_same(make_engine, tmp_path, m
     assert not any(h.path == "notes/n000.md" for h in eng.search("heron", mode="keyword", limit=200).hits)
 
 
-@pytest.mark.skipif(not DATA.is_dir(), reason="needs the shared data")
 def test_compaction_shrinks_a_real_vaults_index(make_engine, tmp_path):
-    v = shutil.copytree(DATA, tmp_path / "v")
+    from conftest import shared
+
+    v = shutil.copytree(shared("vaults/obsidian-tasks-docs-en"), tmp_path / "v")
     eng = make_engine(v, embed=False)
     eng.store.compact = lambda: False  # the same first index without compaction, for its size
     eng.indexer.sync()
