@@ -49,6 +49,7 @@ from .fusion import (  # noqa: F401
 )
 from .graph import neighborhoods
 from .results import Hit, SearchFilters, SearchResult
+from .rerank import rerank_for
 from .timeq import content_words, is_recall_only, parse_time_query
 from .titles import merge_title_hits
 
@@ -363,6 +364,7 @@ class HybridSearcher:
         rows = self._meta(list(fused))
         fused = {cid: d for cid, d in fused.items() if cid in rows}  # stale vector ids: chunk vanished
         adjust(fused, rows, query, cfg)
+        rerank_for(self, fused, query, cfg)  # the second stage (search/rerank.py); a no-op when it is off
         if cfg.collapse_day_index:
             # a day page listing a card that is a candidate too: the card is the answer, the page a repeat of its
             # summary (LoCoMo as daily cards: 18 % of the top-10 slots; R@5 0.81 → 0.83, bench/RESULTS.md)
