@@ -554,25 +554,30 @@ class HybridSearcher:
         hits = [self._hit(r[0], {"score": 1.0 / i}, r[1:]) for i, r in enumerate(rows, 1)]
         return hits, max(0, total - len(hits))
 
+    def _cached(self, name: str, ids: list[int]) -> tuple[dict | None, dict[int, tuple], list[int]]:
+        """``(cache, found, missing ids)`` for the per-chunk row cache ``name``, kept while the postings are unchanged
+        (the in-memory keyword scorer's side cache); ``(None, {}, ids)`` when that scorer is off."""
+        if not self.memory_bm25:
+            return None, {}, ids
+        cache = self._memory().side_cache().setdefault(name, {})
+        out: dict[int, tuple] = {}
+        missing = []
+        for i in ids:
+            got = cache.get(i)
+            if got is None:
+                missing.append(i)
+            else:
+                out[i] = got
+        return cache, out, missing
+
     def _meta(self, ids: list[int]) -> dict[int, tuple]:
         """{id: (path, name, aliases JSON, text or None)} of live chunks, for :func:`adjust`; the text only of
         day-page chunks (the rest is not needed to rank, and fetching it cost ~4 ms a query)."""
-        out: dict[int, tuple] = {}
         day: list[int] = []
         c = self.store.conn
-        cache = None
-        if self.memory_bm25:  # kept while the postings are unchanged (~0.5 ms of a warm query otherwise)
-            cache = self._memory().side_cache().setdefault("meta", {})
-            missing = []
-            for i in ids:
-                got = cache.get(i)
-                if got is None:
-                    missing.append(i)
-                else:
-                    out[i] = got
-            ids = missing
-            if not ids:
-                return out
+        cache, out, ids = self._cached("meta", ids)  # ~0.5 ms of a warm query otherwise
+        if not ids:
+            return out
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
             for r in c.execute("SELECT c.id, f.path, f.name, f.aliases FROM chunks c JOIN files f ON f.id = c.file_id"
@@ -593,19 +598,8 @@ class HybridSearcher:
     def _rows(self, ids: list[int]) -> dict[int, tuple]:
         """{id: (path, name, aliases JSON, text, start_line, end_line, headings JSON, description)} of live
         chunks."""
-        out: dict[int, tuple] = {}
         c = self.store.conn
-        cache = None
-        if self.memory_bm25:  # the shown hits' rows, kept while the postings are unchanged (as in _meta)
-            cache = self._memory().side_cache().setdefault("rows", {})
-            missing = []
-            for i in ids:
-                got = cache.get(i)
-                if got is None:
-                    missing.append(i)
-                else:
-                    out[i] = got
-            ids = missing
+        cache, out, ids = self._cached("rows", ids)  # the shown hits' rows
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
             for r in c.execute(
