@@ -32,3 +32,17 @@ class Dialog(ModalScreen[R], Generic[R]):
             return AwaitComplete()
         self._dismissed = True
         return super().dismiss(result)
+
+    def begin_opening(self, field) -> bool:
+        """For a dialog kept and pushed again (the quick switcher, search): on the first resume of each push, focus
+        ``field`` (its input) and release the keys typed ahead of it (:mod:`reme_tui.type_ahead`); True then,
+        False on a later resume of the same push (the dialog came back from a dialog above it). The dialog sets
+        ``_opened = False`` before each push."""
+        if getattr(self, "_opened", False):
+            return False
+        self._opened = True
+        field.focus()
+        type_ahead = getattr(self.app, "type_ahead", None)
+        if type_ahead is not None:  # after the focus: the held keys go to the input
+            type_ahead.release()
+        return True

@@ -161,13 +161,8 @@ class SearchScreen(Dialog):
 
     def on_screen_resume(self) -> None:
         # each push (the first one included) starts an opening; a reopened screen is already mounted
-        if self._opened:
+        if not self.begin_opening(self.input):
             return
-        self._opened = True
-        self.input.focus()
-        type_ahead = getattr(self.app, "type_ahead", None)
-        if type_ahead is not None:  # keys typed right after `/`, held until now, go to the input (after the focus)
-            type_ahead.release()
         if self.initial.strip():
             self.call_after_refresh(self._schedule, 0)
 

@@ -130,13 +130,8 @@ class QuickSwitcherScreen(Dialog[tuple[str, str] | None]):
 
     def on_screen_resume(self) -> None:
         # each push (the first one included) starts an opening; a reopened screen is already mounted
-        if self._opened:
+        if not self.begin_opening(self.input):
             return
-        self._opened = True
-        self.input.focus()
-        type_ahead = getattr(self.app, "type_ahead", None)
-        if type_ahead is not None:  # keys typed after Ctrl+O, held until now, go to the input (after the focus)
-            type_ahead.release()
         if self.cached_index is not None:
             if self.matcher is not None and self.matcher.index is self.cached_index:
                 self.matcher = NoteMatcher(self.cached_index, self.recent)  # same folded fields, new recency
