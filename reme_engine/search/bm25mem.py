@@ -321,8 +321,19 @@ class MemoryBM25:
                 if op == "AND":
                     return []
                 continue
+            if len(docs) and docs.max() >= len(dl):
+                # another thread applied newer rows after the snapshot above: score against that snapshot (the
+                # next search sees them)
+                keep = docs < len(dl)
+                docs, f = docs[keep], f[keep]
+                if not len(docs):
+                    if op == "AND":
+                        return []
+                    continue
             hit = len(docs)
-            idf = math.log((n_rows - hit + 0.5) / (hit + 0.5))
+            # N never below df: the row count of the snapshot may be older than these postings (a concurrent
+            # save), and FTS5's log((N - df + 0.5) / (df + 0.5)) is undefined below it
+            idf = math.log((max(n_rows, hit) - hit + 0.5) / (hit + 0.5))
             if idf <= 0.0:
                 idf = 1e-6
             norm = K1 * (1.0 - B + B * dl[docs] / avgdl)
