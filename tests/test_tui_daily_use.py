@@ -249,6 +249,16 @@ async def test_switcher_enter_enter_and_escape_escape_keep_the_main_screen(app_f
 
 
 
+def send_at_once(pilot, keys) -> None:
+    """A fast typist on a busy machine: every ``(key, character)`` of ``keys`` queued on the driver at once, before
+    the app has handled the first."""
+    driver = pilot.app._driver
+    for key, ch in keys:
+        ev = events.Key(key, ch)
+        ev.set_sender(pilot.app)
+        driver.send_message(ev)
+
+
 async def test_keys_typed_right_after_ctrl_o_go_into_the_switcher(app_for):
     """A fast typist on a busy machine: Ctrl+O and the next keys arrive before the switcher is up. Every key after
     Ctrl+O reaches the switcher's input, none acts on the main screen (R would re-index, a the agenda), and an
@@ -263,11 +273,7 @@ async def test_keys_typed_right_after_ctrl_o_go_into_the_switcher(app_for):
         m.action_agenda = lambda: acted.append("agenda")
 
         async def type_at_once(*keys: tuple[str, str | None]) -> None:
-            driver = pilot.app._driver
-            for key, ch in keys:
-                ev = events.Key(key, ch)
-                ev.set_sender(pilot.app)
-                driver.send_message(ev)
+            send_at_once(pilot, keys)
             await pilot.pause()
             await settle(pilot)
 
@@ -294,11 +300,7 @@ async def test_keys_typed_right_after_slash_go_into_search(app_for):
         m = await started(pilot)
         acted: list[str] = []
         m.action_reindex = lambda: acted.append("reindex")
-        driver = pilot.app._driver
-        for key, ch in (("slash", "/"), *((c, c) for c in "Rag光伏")):
-            ev = events.Key(key, ch)
-            ev.set_sender(pilot.app)
-            driver.send_message(ev)
+        send_at_once(pilot, (("slash", "/"), *((c, c) for c in "Rag光伏")))
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, SearchScreen), what="search")
         s = pilot.app.screen
         await wait_for(pilot, lambda: s.input.value == "Rag光伏", what="typed ahead")
