@@ -217,6 +217,47 @@ def _search(e: Engine, a: dict) -> dict:
     return out
 
 
+# The file jobs are journal runs of kind ``cli:<job>`` (see :mod:`reme_engine.agent_capture`): the Changes view
+# lists them and ``revert`` undoes them, as it does the app's and an agent's writes. They are the person's writes:
+# the journal never counts them as the app's (``memory.journal.PERSON_KIND_PREFIXES``).
+CLI_KIND = "cli:{}"
+
+
+def _write(e: Engine, a: dict) -> dict:
+    from .agent_capture import journaled_write
+
+    return journaled_write(e, a["path"], a["content"], overwrite=a["overwrite"], expected_sha=a["expected_sha"],
+                           kind=CLI_KIND.format("write"))
+
+
+def _edit(e: Engine, a: dict) -> dict:
+    from .agent_capture import journaled_edit
+
+    return journaled_edit(e, a["path"], a["old"], a["new"], count=a["count"], expected_sha=a["expected_sha"],
+                          kind=CLI_KIND.format("edit"))
+
+
+def _delete(e: Engine, a: dict) -> Any:
+    """A journaled delete; without ``expected_sha`` the bytes read just now are the ones allowed to go (a write in
+    between refuses). A folder, a layer folder or a missing file goes to :meth:`Engine.delete` for its error."""
+    from .agent_capture import _snapshot, journaled_delete
+    from .vault.files import find_note, is_protected, resolve_path
+
+    sha = a["expected_sha"]
+    vp = resolve_path(e, a["path"], for_write=True)
+    if not sha and not vp.abs.is_dir() and not is_protected(e.settings, vp.rel):
+        sha = _snapshot(find_note(e, a["path"], for_write=True).abs)[1]
+    if not sha:
+        return e.delete(a["path"], a["expected_sha"])
+    return journaled_delete(e, a["path"], expected_sha=sha, kind=CLI_KIND.format("delete"))
+
+
+def _move(e: Engine, a: dict) -> dict:
+    from .agent_capture import journaled_move
+
+    return journaled_move(e, a["src"], a["dst"], kind=CLI_KIND.format("move"))
+
+
 def _fm_update(e: Engine, a: dict) -> Any:
     updates = dict(a.get("updates") or {})
     updates.update({k[4:]: v for k, v in a.items() if k.startswith("set.")})
@@ -242,11 +283,14 @@ JOBS: dict[str, Job] = {j.name: j for j in [
                run=_search),
     method_job("traverse", "Breadth-first walk over wikilinks from a note."),
     method_job("read", "Read lines of a file (1-based, inclusive)."),
-    method_job("write", "Create or replace a file (atomic) and index it.", writes=True),
-    method_job("edit", "Find and replace text in a file.", param_help={"count": "expected occurrences; 0 = all"},
+    method_job("write", "Create or replace a file (atomic) and index it; journaled (revert undoes it).", run=_write,
                writes=True),
-    method_job("delete", "Delete a file; reports inbound links left dangling.", writes=True),
-    method_job("move", "Move/rename a file, rewriting inbound links.", writes=True),
+    method_job("edit", "Find and replace text in a file; journaled (revert undoes it).",
+               param_help={"count": "expected occurrences; 0 = all"}, run=_edit, writes=True),
+    method_job("delete", "Delete a file; reports inbound links left dangling; journaled (revert restores it).",
+               run=_delete, writes=True),
+    method_job("move", "Move/rename a file, rewriting inbound links; journaled (revert undoes it).", run=_move,
+               writes=True),
     method_job("list", "List a folder."),
     method_job("stat", "File metadata and index state."),
     method_job("frontmatter_read", "Read a note's frontmatter."),

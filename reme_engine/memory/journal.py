@@ -33,6 +33,9 @@ from ..vault.paths import VaultPathError, resolve
 log = logging.getLogger("reme.journal")
 #: Run kinds of an agent's writes through MCP (``mcp:write_note``…): journaled, but not the app's own writes.
 AGENT_KIND_PREFIX = "mcp:"
+#: Run kinds that are the person's writes, not the app's: an agent's over MCP, and the file jobs of the CLI
+#: (``cli:write``…).
+PERSON_KIND_PREFIXES = (AGENT_KIND_PREFIX, "cli:")
 #: Warnings about damaged rows kept on the journal (newest last) for callers that did not pass a list.
 MAX_READ_WARNINGS = 100
 
@@ -285,11 +288,12 @@ class ChangeJournal:
     def last_written_sha(self, path: str) -> str | None:
         """The after-hash of the app's latest journaled write of ``path`` (None if the app never wrote it).
 
-        An agent's write through MCP (run kinds ``mcp:*``) is journaled too but is not the app's: it counts as an
-        edit by the person (pipelines never take such a note for their own, and a mark it sets is read)."""
+        An agent's write through MCP (run kinds ``mcp:*``) or a CLI file job (``cli:*``) is journaled too but is
+        not the app's: it counts as an edit by the person (pipelines never take such a note for their own, and a
+        mark it sets is read)."""
+        person = "".join(f" AND coalesce(r.kind, '') NOT LIKE '{p}%'" for p in PERSON_KIND_PREFIXES)
         r = self._exec(f"SELECT c.after_sha FROM changes c LEFT JOIN runs r ON r.run_id = c.run_id WHERE c.path=?"
-                       f" AND coalesce(r.kind, '') NOT LIKE '{AGENT_KIND_PREFIX}%' ORDER BY c.id DESC LIMIT 1",
-                       (path,)).fetchone()
+                       f"{person} ORDER BY c.id DESC LIMIT 1", (path,)).fetchone()
         return r[0] if r else None
 
     def revert(self, vault: Path, run_id: str) -> RevertResult:
