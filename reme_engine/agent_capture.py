@@ -211,6 +211,23 @@ def journaled_delete(engine: VaultContext, path: str, *, expected_sha: str, kind
     return {**asdict(res), "run_id": run.run_id}
 
 
+def journaled_frontmatter_update(engine: VaultContext, path: str, updates: dict | None = None,
+                                 delete: list[str] | None = None, *, kind: str) -> dict:
+    """:meth:`Engine.frontmatter_update` as one journal run of ``kind`` (params: path, the keys set and removed;
+    never their values), revertible. Returns the FrontmatterUpdate plus ``run_id``; EngineError as the method."""
+    from .vault.files import find_note
+
+    vp = find_note(engine, path, for_write=True)
+    with engine.write_lock:
+        before = _snapshot(vp.abs)
+        res = engine.frontmatter_update(vp.rel, updates, delete)
+        run = engine.journal.start_run(engine.vault, kind, {"path": res["path"], "set": sorted(updates or {}),
+                                                            "removed": list(delete or ())})
+        run.record_done(res["path"], "update", before, _snapshot(engine.vault / res["path"]), step="frontmatter")
+        run.finish("ok", {"paths": [res["path"]], "created": []})
+    return {**res, "run_id": run.run_id}
+
+
 def journaled_move(engine: VaultContext, src: str, dst: str, *, kind: str = MOVE_KIND) -> dict:
     """:meth:`Engine.move` as one journal run of ``kind`` (params: src, dst), revertible: the moved note (a
     delete at ``src`` and a create at ``dst``) and every linking note rewritten, each with the exact text it

@@ -263,7 +263,13 @@ def _fm_update(e: Engine, a: dict) -> Any:
     updates.update({k[4:]: v for k, v in a.items() if k.startswith("set.")})
     if not updates:
         raise JobError("nothing to update: pass updates='{\"key\": \"value\"}' or set.KEY=VALUE")
-    return e.frontmatter_update(a["path"], updates)
+    return _fm_journaled(e, a["path"], updates, None)
+
+
+def _fm_journaled(e: Engine, path: str, updates: dict | None, delete: list[str] | None) -> dict:
+    from .agent_capture import journaled_frontmatter_update
+
+    return journaled_frontmatter_update(e, path, updates, delete, kind=CLI_KIND.format("frontmatter"))
 
 
 def _search_filters() -> tuple[Param, ...]:
@@ -299,7 +305,7 @@ JOBS: dict[str, Job] = {j.name: j for j in [
                writes=True),
     method_job("frontmatter_delete", "Remove keys from a note's frontmatter.", method="frontmatter_update",
                drop=("updates", "delete"), extra=(P("keys", "list", required=True, help=PARAM_HELP["keys"]),),
-               run=lambda e, a: e.frontmatter_update(a["path"], {}, a["keys"]), writes=True),
+               run=lambda e, a: _fm_journaled(e, a["path"], {}, a["keys"]), writes=True),
     method_job("daily_create", "Create today's (or date's) day folder and index page; idempotent.", writes=True),
     method_job("daily_list", "Cards of a day."),
     method_job("daily_reindex", "Regenerate the day index section between its markers.", writes=True),

@@ -74,3 +74,19 @@ def test_the_binary_journals_a_write(tmp_path, open_engine):
     assert p.returncode == 0, p.stderr
     p = subprocess.run([*cmd, "dream_log"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and '"cli:write"' in p.stdout, p.stdout + p.stderr
+
+
+def test_frontmatter_jobs_are_revertible(open_engine):
+    e = open_engine()
+    v = e.vault
+    original = "---\ntitle: T\ntags: [a]\n---\nbody words\n"
+    (v / "digest/wiki").mkdir(parents=True, exist_ok=True)
+    (v / "digest/wiki/fm.md").write_text(original, encoding="utf-8")
+    up = run_job(e, "frontmatter_update", {"path": "digest/wiki/fm.md", "set.status": "done"})
+    assert up["success"] and up["frontmatter"]["status"] == "done", up
+    rm = run_job(e, "frontmatter_delete", {"path": "digest/wiki/fm.md", "keys": "tags"})
+    assert rm["success"] and "tags" not in rm["frontmatter"], rm
+    assert [r["kind"] for r in _runs(e)][:2] == ["cli:frontmatter", "cli:frontmatter"]
+    assert run_job(e, "revert", {"run_id": rm["run_id"]})["success"]
+    assert run_job(e, "revert", {"run_id": up["run_id"]})["success"]
+    assert (v / "digest/wiki/fm.md").read_text(encoding="utf-8") == original
