@@ -113,7 +113,7 @@ def test_a_row_whose_tokens_cannot_be_rederived_is_never_a_hit(open_engine):
     _write(e.vault / "a.md", "# A\n\nzebra stripes\n")
     e.index()
     with e.store.write() as c:
-        c.execute("UPDATE chunks SET text = 'something else'")
+        c.execute("UPDATE chunks SET body = 'something else'")
     _write(e.vault / "a.md", "# A\n\nhorse\n")
     e.index_paths(["a.md"], vectors=False)
     assert e.store.get_meta("fts_stale_rows") == "1"

@@ -31,8 +31,8 @@ from ..vault.io import fsync_path
 log = logging.getLogger("reme.engine")
 
 #: 4: contentless keyword table over small dense row ids (``fts_rows``), titles' tokens once per file (issue 12);
-#: 5: those title tokens NULL when re-derived from the files row
-SCHEMA_VERSION = 5
+#: 5: those title tokens NULL when re-derived from the files row; 6: chunk text stored deflated (``chunks.body``)
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
@@ -58,7 +58,10 @@ CREATE TABLE IF NOT EXISTS chunks (
     start_line INTEGER NOT NULL,
     end_line INTEGER NOT NULL,
     headings TEXT NOT NULL,          -- JSON list (breadcrumb)
-    text TEXT NOT NULL,
+    body BLOB NOT NULL,              -- the chunk text: zlib of its UTF-8 (a BLOB) when that is smaller, else the TEXT
+    -- what every reader selects: the text itself, inflated by chunk_text() (register_functions; issue 12: the
+    -- doocs corpus's 32 MB of chunk text took 44 MB of pages, 13 MB deflated)
+    text TEXT GENERATED ALWAYS AS (chunk_text(body)) VIRTUAL,
     text_hash TEXT NOT NULL,         -- hash of the embedding text (cache key)
     has_vec INTEGER NOT NULL DEFAULT 0
 );
@@ -120,6 +123,47 @@ CREATE TABLE IF NOT EXISTS embeddings (
 QUICK_CHECK_EVERY_S = 24 * 3600
 #: Databases bigger than this are not checked at open on schedule (~1.5 ms per MB here); health_check does.
 QUICK_CHECK_MAX_BYTES = 256 * 1024 * 1024
+
+
+# -- chunk text, stored deflated -----------------------------------------------------------------------------
+#: Texts shorter than this (UTF-8 bytes) are stored as they are: deflating them saves next to nothing.
+PACK_MIN_BYTES = 96
+#: ``{stored blob: text}`` of the rows :func:`insert_chunks` is writing: SQLite computes the generated ``text``
+#: column of every row it writes, and the text is at hand then (a dict lookup instead of an inflate).
+_FRESH: dict[bytes, str] = {}
+
+
+def pack_text(text: str) -> str | bytes:
+    """A chunk text as ``chunks.body`` stores it: ``zlib`` (level 6) of its UTF-8 when at least
+    :data:`PACK_MIN_BYTES` long and smaller so, else ``text`` unchanged. :func:`chunk_text` gives it back."""
+    import zlib
+
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) < PACK_MIN_BYTES:
+        return text
+    z = zlib.compress(raw, 6)
+    return z if len(z) < len(raw) else text
+
+
+def chunk_text(body: str | bytes | None) -> str | None:
+    """``chunks.body`` back to the chunk text (the SQL function behind the ``chunks.text`` column). Raises
+    ``zlib.error`` / ``UnicodeDecodeError`` on a damaged value (SQLite reports it as a failed query)."""
+    if body is None or body.__class__ is str:
+        return body
+    got = _FRESH.get(body)
+    if got is not None:
+        return got
+    import zlib
+
+    return zlib.decompress(body).decode("utf-8", "surrogatepass")
+
+
+def register_functions(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """Give ``conn`` the SQL functions the index's schema uses (``chunk_text``, behind ``chunks.text``): every
+    connection that reads ``chunks.text``, writes ``chunks`` rows or runs ``PRAGMA quick_check`` needs them (the
+    store's own connections have them). Returns ``conn``."""
+    conn.create_function("chunk_text", 1, chunk_text, deterministic=True)
+    return conn
 
 
 # -- the sync's writes (``c``: a connection inside the caller's write transaction) ------------------------------
@@ -298,9 +342,19 @@ def retrail_chunk(c: sqlite3.Connection, vid: int, ordn: int, start: int, end: i
 
 def insert_chunks(c: sqlite3.Connection, rows: list[tuple]) -> None:
     """``(id, file_id, ord, start_line, end_line, headings, text, text_hash, has_vec)`` rows; an id already used by
-    another file (hash collision, a copy indexed under the same path) is replaced: ids stay unique."""
-    c.executemany("INSERT OR REPLACE INTO chunks(id, file_id, ord, start_line, end_line, headings, text, text_hash,"
-                  " has_vec) VALUES (?,?,?,?,?,?,?,?,?)", rows)
+    another file (hash collision, a copy indexed under the same path) is replaced: ids stay unique. The text is
+    stored deflated (:func:`pack_text`); ``chunks.text`` reads it back."""
+    packed = []
+    for r in rows:
+        body = pack_text(r[6])
+        if body.__class__ is bytes:
+            _FRESH[body] = r[6]
+        packed.append((*r[:6], body, *r[7:]))
+    try:
+        c.executemany("INSERT OR REPLACE INTO chunks(id, file_id, ord, start_line, end_line, headings, body,"
+                      " text_hash, has_vec) VALUES (?,?,?,?,?,?,?,?,?)", packed)
+    finally:
+        _FRESH.clear()
 
 
 def insert_postings(c: sqlite3.Connection, rows: list[tuple]) -> None:
@@ -577,7 +631,7 @@ class Store:
             tmp = Path(f"{self.db_path}.fresh")
             for suffix in ("", "-wal", "-shm", "-journal"):
                 Path(f"{tmp}{suffix}").unlink(missing_ok=True)
-            n = sqlite3.connect(tmp, isolation_level=None)
+            n = register_functions(sqlite3.connect(tmp, isolation_level=None))
             try:
                 n.executescript(SCHEMA)
                 n.execute("BEGIN")
@@ -621,7 +675,7 @@ class Store:
             if not path.exists():
                 continue
             try:
-                c = sqlite3.connect(path)
+                c = register_functions(sqlite3.connect(path))
                 try:
                     c.execute("SELECT count(*) FROM sqlite_master").fetchone()
                     c.execute("PRAGMA quick_check(1)").fetchone()
@@ -632,7 +686,8 @@ class Store:
         return out or [self.db_path]
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        conn = register_functions(
+            sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None, check_same_thread=False))
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
