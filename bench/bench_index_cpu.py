@@ -1,17 +1,20 @@
 #!/usr/bin/env python
-"""CPU time of the cold keyword + graph pass on both real vaults, optionally side by side with older parse code.
+"""CPU time of the cold keyword + graph pass on both real vaults, side by side with older code and with ReMe.
 
-    python bench/bench_index_cpu.py [--runs 3] [--baseline REV] [--vaults kg,doocs]
+    python bench/bench_index_cpu.py [--runs 3] [--baseline REV] [--reme PYTHON] [--vaults kg,doocs]
 
 Each run is a fresh process on a fresh state dir over a temp copy of the vault (knowledge-garden-zh and the 33 MB
 doocs corpus), timing ``engine.indexer.sync()`` (sequential parse, the API default) as user+sys CPU of that
-process (``sync_cpu_s``) and, in a second fresh process, parsing alone (``Indexer._parse_safe`` of every file:
-read, frontmatter, chunks, links, tokens; ``parse_cpu_s``), which leaves out the store's writes.
+process (``sync_cpu_s``; ``disk_mb``: the index database afterwards, checkpointed) and, in a second fresh process,
+parsing alone (``Indexer._parse_safe`` of every file: read, frontmatter, chunks, links, tokens; ``parse_cpu_s``),
+which leaves out the store's writes.
 
-``--baseline REV``: the same runs on a copy of today's engine whose cold-pass parse files (``index/parse.py``,
-``indexer.py``, ``tokenizer.py``, ``scan.py``, ``links_step.py``, ``apply.py``, ``markdown/*``) are taken from git
-revision ``REV``, interleaved run by run with the current code, so both see the same load; ratios are of medians.
-Prints one JSON object (medians, samples, load averages, CPU model).
+``--baseline REV``: the same runs on the whole engine (``reme_engine/``) of git revision ``REV``, interleaved run
+by run with the current code (who goes first alternates), so both see the same load; ratios are of medians.
+``--reme PYTHON``: in the same rotation, ReMe's cold index of the vault (``bench/reme_cold_index.py`` run by
+``PYTHON``, a venv with ``reme-ai==0.4.1.8``: ``python3 -m venv /tmp/E-reme && /tmp/E-reme/bin/pip install
+reme-ai==0.4.1.8 agentscope``), CPU of its ``reindex`` job; ``reme_over_current`` is ReMe's median CPU over ours
+(our throughput by CPU in multiples of ReMe's). Prints one JSON object (medians, samples, load averages, CPU).
 """
 
 from __future__ import annotations
@@ -39,8 +42,6 @@ from _common import (
 )
 
 HERE = Path(__file__).resolve()
-PARSE_FILES = ("index/parse.py", "index/indexer.py", "index/tokenizer.py", "index/scan.py", "index/links_step.py",
-               "index/apply.py")
 VAULTS = {"kg": VAULT_ZH, "doocs": CORPUS}
 
 
@@ -58,6 +59,8 @@ def worker(args) -> None:
         c0 = cpu_seconds()
         rep = ix.sync()
         out = {"cpu_s": round(cpu_seconds() - c0, 3), "chunks": rep.chunks_total, "links": rep.links_total}
+        eng.store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        out["disk_mb"] = round(eng.store.db_path.stat().st_size / 1e6, 2)
     else:
         entries, _ = ix.scan()
         c0 = time.process_time()
@@ -69,18 +72,23 @@ def worker(args) -> None:
 
 
 def baseline_tree(rev: str, dst: Path) -> Path:
-    """Today's engine with the cold-pass parse files of ``rev`` (files missing at ``rev`` keep today's text)."""
-    shutil.copytree(REPO / "reme_engine", dst / "reme_engine", ignore=shutil.ignore_patterns("__pycache__"))
-    names = [f"reme_engine/{p}" for p in PARSE_FILES]
-    names += [f"reme_engine/markdown/{p.name}" for p in (REPO / "reme_engine" / "markdown").glob("*.py")]
-    for rel in names:
-        r = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:{rel}"], capture_output=True, check=False)
-        if r.returncode == 0:
-            (dst / rel).write_bytes(r.stdout)
+    """The engine (``reme_engine/``) as of git revision ``rev``, exported into ``dst``."""
+    dst.mkdir(parents=True, exist_ok=True)
+    arch = subprocess.run(["git", "-C", str(REPO), "archive", rev, "reme_engine"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(dst)], input=arch.stdout, check=True)
     return dst
 
 
-def run(src: Path, vault: Path, state: Path, what: str) -> dict:
+def run(src, vault: Path, state: Path, what: str) -> dict:
+    if isinstance(src, tuple):  # ("reme", its python)
+        p = subprocess.run([src[1], str(HERE.parent / "reme_cold_index.py"), str(vault), str(state)],
+                           capture_output=True, text=True, check=False)
+        if p.returncode != 0:
+            raise RuntimeError(p.stderr[-3000:])
+        shutil.rmtree(state, ignore_errors=True)
+        out = json.loads(p.stdout.strip().splitlines()[-1])
+        out["load"] = loadavg()[0]
+        return out
     cmd = [sys.executable, str(HERE), "--worker", "--src", str(src), "--vault", str(vault), "--state", str(state),
            "--what", what]
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=str(src), check=False)
@@ -94,6 +102,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--baseline", help="git revision whose parse files are measured side by side")
+    ap.add_argument("--reme", help="python of a venv with reme-ai 0.4.1.8: its cold index in the rotation")
     ap.add_argument("--vaults", default="kg,doocs")
     ap.add_argument("--steps", default="sync,parse", help="sync, parse or both")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -117,8 +126,14 @@ def main() -> int:
             vault = copy_tree(VAULTS[name], tmp / f"vault-{name}")
             for i in range(args.runs):
                 for what in args.steps.split(","):
-                    order = list(srcs) if i % 2 == 0 else list(reversed(srcs))  # alternate who goes first
+                    labels = list(srcs) + (["reme"] if args.reme and what == "sync" else [])
+                    order = labels if i % 2 == 0 else list(reversed(labels))  # alternate who goes first
                     for label in order:
+                        if label == "reme":
+                            log(f"{name} {what} run {i + 1}/{args.runs}: reme")
+                            r = run(("reme", args.reme), vault, Path(tempfile.mkdtemp(dir=tmp)), what)
+                            res.setdefault(name, {}).setdefault(what, {}).setdefault(label, []).append(r)
+                            continue
                         log(f"{name} {what} run {i + 1}/{args.runs}: {label}")
                         r = run(srcs[label], vault, Path(tempfile.mkdtemp(dir=tmp)), what)
                         res.setdefault(name, {}).setdefault(what, {}).setdefault(label, []).append(r)
@@ -126,10 +141,12 @@ def main() -> int:
         for name, by_what in res.items():
             for what, by_label in by_what.items():
                 s = {label: {"median_cpu_s": statistics.median(r["cpu_s"] for r in rs),
-                             "samples_cpu_s": [r["cpu_s"] for r in rs], "load": [r["load"] for r in rs]}
+                             "samples_cpu_s": [r["cpu_s"] for r in rs], "load": [r["load"] for r in rs],
+                             **({"disk_mb": rs[-1]["disk_mb"]} if "disk_mb" in rs[-1] else {})}
                      for label, rs in by_label.items()}
-                if "baseline" in s:
-                    s["baseline_over_current"] = round(s["baseline"]["median_cpu_s"] / s["current"]["median_cpu_s"], 2)
+                for other in ("baseline", "reme"):
+                    if other in s:
+                        s[f"{other}_over_current"] = round(s[other]["median_cpu_s"] / s["current"]["median_cpu_s"], 2)
                 summary[f"{name}.{what}"] = s
         out["results"] = summary
         out["loadavg_end"] = loadavg()

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from ..vault.io import SkipFile, read_text
 from .scan import MARKDOWN_EXTS, ScanEntry, path_date
+from .store import remember_title
+from .tokenizer import default_tokenizer
 
 #: Links kept per file: every link costs a row, a resolution and graph work, so one note with 200,000 links (a
 #: generated index) must not cost minutes. Beyond it the file's warning says where its graph stops.
@@ -183,8 +185,10 @@ class ParseStep:
         aliases = _as_str_list(meta.get("aliases")) + _as_str_list(meta.get("alias"))
         from ..markdown.frontmatter import frontmatter_text_values
 
-        title_text = " ".join([stem, name, *frontmatter_text_values(meta)]) if meta else f"{stem} {name}"
-        title_tokens = " ".join(self.tokenizer.tokenize(title_text[:20000]))
+        title_text = (" ".join([stem, name, *frontmatter_text_values(meta)]) if meta else f"{stem} {name}")[:20000]
+        title_tokens = " ".join(self.tokenizer.tokenize(title_text))
+        if self.tokenizer is default_tokenizer():  # the one the store re-derives titles with
+            remember_title(title_text, title_tokens)
         chunk_tokens = [" ".join(self.tokenizer.tokenize(ch.embed_text())) for ch in chunks]
         return ParsedFile(
             rel=rel, sha=tf.sha, size=tf.size, mtime=tf.mtime, kind=kind, meta=meta, name=name,
