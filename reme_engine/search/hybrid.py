@@ -234,6 +234,7 @@ class HybridSearcher:
         if vs is None or not vs.ready:
             return [], set()
         qv = vs.embedder.embed([query])[0]
+        self.last_query_vec = (query, qv)  # the second stage's line vectors score against it (search/rerank.py)
         allowed = None
         if filters is not None and not filters.empty():
             # own connection per thread: this runs on the worker
@@ -535,7 +536,9 @@ class HybridSearcher:
                                   vector_ms=run["vector_ms"], degraded=run["degraded"], hidden=hidden,
                                   time_range=time_range)
         if neighbors:
-            result.neighbors = neighborhoods(self.store, [h.path for h in hits])
+            # built on first read (SearchResult.neighbors): the TUI and most callers never show it
+            paths = [h.path for h in hits]
+            result.neighbors = lambda: neighborhoods(self.store, paths)
         result.took_ms = (time.perf_counter() - t0) * 1000
         return result
 
@@ -593,6 +596,22 @@ class HybridSearcher:
             if len(cache) > 100_000:
                 cache.clear()
             cache.update((i, out[i]) for i in ids if i in out)
+        return out
+
+    def chunk_texts(self, ids: list[int]) -> dict[int, tuple[int, int, str, str]]:
+        """``{chunk id: (file id, ordinal in the file, text, vault-relative path)}`` of the live chunks among
+        ``ids``, as :func:`.rerank.chunk_texts` reads them, remembered while the postings are unchanged: the second
+        stage re-reads ~25 candidates a query, and their decompression was ~0.8 ms of a warm search."""
+        from .rerank import chunk_texts
+
+        cache, out, ids = self._cached("texts", ids)
+        if ids:
+            got = chunk_texts(self.store.conn, ids)
+            out.update(got)
+            if cache is not None:
+                if len(cache) > 5_000:  # texts up to a few KB each
+                    cache.clear()
+                cache.update(got)
         return out
 
     def _rows(self, ids: list[int]) -> dict[int, tuple]:

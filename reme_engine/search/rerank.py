@@ -47,7 +47,8 @@ def chunk_texts(conn, ids: list[int]) -> dict[int, tuple[int, int, str, str]]:
 
 def enabled(cfg: FusionConfig) -> bool:
     """True when ``cfg`` asks for any second-stage signal (and a depth > 1 to apply it to)."""
-    return cfg.rerank_depth > 1 and (cfg.rerank_coverage > 0 or cfg.rerank_neighbour > 0 or cfg.rerank_spread > 0)
+    return cfg.rerank_depth > 1 and (cfg.rerank_coverage > 0 or cfg.rerank_neighbour > 0 or cfg.rerank_spread > 0
+                                     or cfg.rerank_lines > 0)
 
 
 def _latin_char(c: str) -> bool:
@@ -100,7 +101,8 @@ def line_coverage(text: str, weights: dict[str, float]) -> float:
 
 def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Callable[[list[int]], dict],
            query_tokens: Callable[[str], list[str]],
-           doc_freqs: Callable[[list[str]], dict[str, int]], n_rows: int) -> None:
+           doc_freqs: Callable[[list[str]], dict[str, int]], n_rows: int,
+           line_cosines: Callable[[list[tuple[int, str, str]]], dict[int, float]] | None = None) -> None:
     """Second stage on ``fused`` ({chunk id: details with ``score``}, after the field rules). Mutates ``fused``:
     the best ``cfg.rerank_depth`` candidates not marked ``collapsed`` gain ``coverage`` / ``neighbour`` shares
     (recorded in the details as ``rerank_coverage`` / ``rerank_neighbour``, absolute score units), then, with
@@ -112,6 +114,9 @@ def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Call
 
     ``texts(ids) -> {id: (file id, ordinal, text, path)}`` (:func:`chunk_texts`); ``query_tokens``: the index's
     tokenizer's; ``doc_freqs(terms) -> {term: chunks containing it}``; ``n_rows``: chunks in the index.
+    ``line_cosines([(id, text, path)]) -> {id: best line cosine}`` (:mod:`.linevec`, None = no line vectors): with
+    ``rerank_lines``, a candidate gains that share × the best score × its best turn's cosine normalised like the
+    vector leg's (``cosine_lo``..``cosine_hi``), recorded as ``rerank_lines``.
     Candidates beyond the depth are left as they are (they stay below: shares only raise scores, and the spread
     keeps the reordered block's lowest score). No-op when :func:`enabled` is false.
     """
@@ -142,6 +147,15 @@ def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Call
                     gain = cfg.rerank_coverage * top * line_coverage(info[cid][2], weights)
                     fused[cid]["score"] += gain
                     fused[cid]["rerank_coverage"] = gain
+    if cfg.rerank_lines > 0 and line_cosines is not None:
+        best = line_cosines([(cid, info[cid][2], info[cid][3]) for cid in head if cid in info])
+        span = cfg.cosine_hi - cfg.cosine_lo
+        for cid, cos in best.items():
+            vn = min(1.0, max(0.0, (cos - cfg.cosine_lo) / span))
+            if vn > 0:
+                gain = cfg.rerank_lines * top * vn
+                fused[cid]["score"] += gain
+                fused[cid]["rerank_lines"] = gain
     if cfg.rerank_neighbour > 0:
         by_pos = {(v[0], v[1]): cid for cid, v in info.items()}
         for cid in head:
@@ -197,5 +211,33 @@ def rerank_for(searcher, fused: dict[int, dict], query: str, cfg: FusionConfig) 
     if not fused or not enabled(cfg):
         return
     tok = searcher.tokenizer
-    rerank(fused, query, cfg, texts=lambda ids: chunk_texts(searcher.store.conn, ids),
-           query_tokens=tok.query_tokens, doc_freqs=searcher._doc_freqs, n_rows=searcher._chunk_count())
+    # the searcher's cached reader when it has one (HybridSearcher.chunk_texts: the same rows, kept per postings)
+    texts = getattr(searcher, "chunk_texts", None) or (lambda ids: chunk_texts(searcher.store.conn, ids))
+    rerank(fused, query, cfg, texts=texts,
+           query_tokens=tok.query_tokens, doc_freqs=searcher._doc_freqs, n_rows=searcher._chunk_count(),
+           line_cosines=_line_cosines_for(searcher, query) if cfg.rerank_lines > 0 else None)
+
+
+def _line_cosines_for(searcher, query: str):
+    """``line_cosines`` for :func:`rerank` from the searcher's line vectors and the query vector its vector leg
+    computed (``last_query_vec``), or None when there is none for this query (keyword mode, no embedder): the
+    stage never encodes at query time."""
+    from . import linevec
+
+    got = getattr(searcher, "last_query_vec", None)
+    vs = searcher.vectors
+    if got is None or got[0] != query or vs is None or not vs.ready:
+        return None
+    qv = got[1]
+    lv = getattr(searcher, "_line_vectors", None)
+    if lv is None or lv.space != vs.embedder.space:
+        lv = searcher._line_vectors = linevec.LineVectors(searcher.store.conn, vs.embedder.space, vs.dim)
+    daily, session = getattr(searcher, "line_dirs", ("daily", "session"))
+
+    def fn(items):
+        items = [(cid, t) for cid, t, p in items if linevec.wants_lines(p, daily, session)]
+        if not items:
+            return {}
+        cos = lv.best_cosines([t for _, t in items], qv)
+        return {cid: c for (cid, _), c in zip(items, cos) if c is not None}
+    return fn

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable
 
 
 @dataclass
@@ -122,17 +122,51 @@ class Hit:
     vector_title: bool = False
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields by name, in declaration order (``headings`` copied). Field by field: ``dataclasses.asdict``
+        deep-copies every value and cost ~30 µs a hit."""
+        d = {name: getattr(self, name) for name in _HIT_FIELDS}
+        d["headings"] = list(self.headings)
+        return d
+
+
+_HIT_FIELDS = tuple(f.name for f in fields(Hit))
+
+
+class _LazyNeighbors:
+    """The ``SearchResult.neighbors`` attribute: a dict, or a zero-argument function making it, called on first
+    read (then kept). A search makes the hop-2 directory this way so that callers that never read it (the TUI's
+    search screen, one-shot callers asking for hits only) do not pay for it: it was ~40 % of a warm keyword
+    search."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return None  # the dataclass default, read on the class: None stands for an empty directory
+        got = obj.__dict__.get(self.slot)
+        if callable(got):
+            got = got()
+            obj.__dict__[self.slot] = got
+        return got
+
+    def __set__(self, obj, value: dict | Callable[[], dict]) -> None:
+        obj.__dict__[self.slot] = {} if value is None else value
 
 
 @dataclass
 class SearchResult:
-    """Hits best first, the hop-2 neighbour directory per hit file, timings (ms) and what degraded, if anything."""
+    """Hits best first, the hop-2 neighbour directory per hit file, timings (ms) and what degraded, if anything.
+
+    ``neighbors`` (``{path: {"path", "outlinks", "inlinks", "outlinks_total", "inlinks_total"}}``, see
+    :func:`reme_engine.search.graph.neighborhoods`) may be given as a function of no arguments: it is then built
+    on first read, from the index as it is at that moment, on the reading thread (each thread has its own store
+    connection), and kept."""
 
     query: str
     mode: str
     hits: list[Hit]
-    neighbors: dict[str, dict] = field(default_factory=dict)
+    neighbors: dict[str, dict] = _LazyNeighbors()
     took_ms: float = 0.0
     keyword_ms: float = 0.0
     vector_ms: float = 0.0
