@@ -118,7 +118,10 @@ def main() -> int:
                  "git_head": subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
                                             capture_output=True, text=True, check=False).stdout.strip()}
     with bench_tmpdir("index_cpu") as tmp:
-        srcs = {"current": REPO}
+        # the current engine copied once: edits made in the checkout while the runs go on do not leak in
+        shutil.copytree(REPO / "reme_engine", tmp / "current" / "reme_engine",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        srcs = {"current": tmp / "current"}
         if args.baseline:
             srcs["baseline"] = baseline_tree(args.baseline, tmp / "baseline")
         res: dict = {}
