@@ -506,7 +506,11 @@ def second_stage_variants(base) -> dict:
     settings, not defaults (measured: bench/RESULTS.md, "Issue 11, fourth round")."""
     return {"default − second stage": replace(base, rerank_coverage=0.0, rerank_neighbour=0.0, rerank_spread=0.0),
             "default + neighbour 0.1": replace(base, rerank_neighbour=0.1),
-            "default + spread 0.1": replace(base, rerank_spread=0.1)}
+            "default + spread 0.1": replace(base, rerank_spread=0.1),
+            "default + lines 0.1": replace(base, rerank_lines=0.1),
+            "default + lines 0.2": replace(base, rerank_lines=0.2),
+            "default + lines 0.3": replace(base, rerank_lines=0.3),
+            "default + lines 0.4": replace(base, rerank_lines=0.4)}
 
 
 STAGE_CPU_MS: list[float] = []  # CPU time of each second-stage call (process time, ms)

@@ -23,7 +23,7 @@ FIRST_CHUNKS_PER_FILE = 32
 
 
 def encode_order(rows: list[tuple]) -> list[tuple]:
-    """``rows`` ``[(id, text_hash, text, headings, ord, mtime), …]`` in the order the vector pass encodes them:
+    """``rows`` ``[(id, text_hash, text, headings, ord, mtime, …), …]`` in the order the vector pass encodes them:
     every file's first :data:`FIRST_CHUNKS_PER_FILE` chunks (by ``ord``), newest file (``mtime``, seconds) first,
     then the remaining chunks in the same order. Pure; a new list."""
     return sorted(rows, key=lambda r: (r[4] >= FIRST_CHUNKS_PER_FILE, -r[5], r[4]))
@@ -61,7 +61,7 @@ class EmbedStep:
         vs = self.vectors
         space = vs.embedder.space
         c = self.store.conn
-        rows = c.execute("SELECT c.id, c.text_hash, c.text, c.headings, c.ord, f.mtime FROM chunks c"
+        rows = c.execute("SELECT c.id, c.text_hash, c.text, c.headings, c.ord, f.mtime, f.path FROM chunks c"
                          " JOIN files f ON f.id = c.file_id WHERE c.has_vec = 0").fetchall()
         total = len(rows)
         prog("embed", 0, total, "")
@@ -113,6 +113,7 @@ class EmbedStep:
         # 2) encode the rest in batches (recent notes and every note's opening first); commit each batch so progress survives interruption. A big pass goes to
         # the offline embedder's child process (embed_pass), so the UI's process keeps the GIL for its event loop.
         bulk = getattr(vs.embedder, "embed_pass", None)
+        stopped = False
         for i in range(0, len(pending), EMBED_BATCH):
             if should_stop is not None and should_stop():
                 break
@@ -124,9 +125,11 @@ class EmbedStep:
                 else:
                     m = bulk(texts, pass_texts=len(pending), live=vs.live, should_stop=should_stop)
             except EmbedCancelled:  # asked to stop mid-batch (quitting): not an error
+                stopped = True
                 break
             except EmbedderError as exc:
                 report.embed_error = str(exc)
+                stopped = True
                 break
             with guard:
                 with self.store.write() as cw:
@@ -137,9 +140,59 @@ class EmbedStep:
                 report.embedded += commit([r[0] for r in part], m)
             done += len(part)
             prog("embed", done, total, "")
+        if not stopped and not (should_stop is not None and should_stop()):
+            # 3) turn-level vectors of conversation-shaped chunks (search/linevec.py), after every chunk has its
+            # own: the second ranking stage reads them; a line left without one is just not scored
+            self._embed_lines(rows, guard, bulk, report, should_stop)
         if dirty:
             crash_point("embed.before_save")
             with guard:
                 vs.save()
         report.seconds_vector = time.perf_counter() - t0
         return report
+
+    def _embed_lines(self, rows: list[tuple], guard, bulk, report: IndexReport,
+                     should_stop: Callable[[], bool] | None) -> None:
+        """Encode and cache the line vectors (:mod:`reme_engine.search.linevec`) of the conversation-shaped chunks
+        among ``rows`` (``(id, text_hash, text, headings, ord, mtime, path)``) that the cache lacks. Counts them in
+        ``report.embedded_lines``; an embedder failure is recorded like the chunk pass's and ends this step."""
+        from ..search import linevec
+        from .embedder import EmbedCancelled, EmbedderError
+
+        layers = getattr(getattr(self, "settings", None), "layers", None)
+        daily = getattr(layers, "daily_dir", "daily") or "daily"
+        session = getattr(layers, "session_dir", "session") or "session"
+        vs = self.vectors
+        space = vs.embedder.space
+        meta_key = f"line_vectors:{space}"
+        caught_up = self.store.get_meta(meta_key) == linevec.RULES
+        if not caught_up:
+            # an index built before line vectors (or under other line rules): every conversation-shaped chunk once
+            rows = self.store.conn.execute(
+                "SELECT c.id, c.text_hash, c.text, c.headings, c.ord, f.mtime, f.path FROM chunks c"
+                " JOIN files f ON f.id = c.file_id WHERE f.path LIKE '%.jsonl' OR f.path LIKE ?",
+                (f"{daily.strip('/')}/%",)).fetchall()
+        texts = [r[2] for r in rows if len(r) > 6 and linevec.wants_lines(r[6], daily, session)]
+        todo = linevec.missing_lines(self.store.conn, space, texts) if texts else []
+        for i in range(0, len(todo), EMBED_BATCH):
+            if should_stop is not None and should_stop():
+                return
+            part = todo[i:i + EMBED_BATCH]
+            batch = [ln for _, ln in part]
+            try:
+                m = vs.embedder.embed(batch) if bulk is None else bulk(batch, pass_texts=len(todo), live=vs.live,
+                                                                        should_stop=should_stop)
+            except EmbedCancelled:
+                return
+            except EmbedderError as exc:
+                report.embed_error = str(exc)
+                return
+            with guard:
+                with self.store.write() as cw:
+                    cw.executemany("INSERT OR REPLACE INTO emb.embeddings(space, text_hash, vec) VALUES (?,?,?)",
+                                   [(space, k, m[j].tobytes()) for j, (k, _) in enumerate(part)])
+            report.embedded_lines = getattr(report, "embedded_lines", 0) + len(part)
+        if not caught_up:
+            with guard:
+                with self.store.write() as cw:
+                    cw.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (meta_key, linevec.RULES))
