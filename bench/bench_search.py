@@ -3,6 +3,16 @@
 
     python bench/bench_search.py [--runs 3] [--quick] [--sizes 100000,1000000] [--no-cache]
     python bench/bench_search.py --kgzh     # warm latency on knowledge-garden-zh only (see kgzh_latency)
+    python bench/bench_search.py --side-by-side <base checkout> [--rounds 5]   # old vs new, interleaved
+
+``--side-by-side``: two long-lived worker processes, one importing ``reme_engine`` from the base checkout (e.g. a
+``git worktree add <tmp>/base <rev>``), one from this one, each on its own temp index of knowledge-garden-zh (with
+vectors, from the embedding cache) and of doocs-leetcode-md (keyword only). They are driven block by block,
+alternately (base, new, new, base, …), each block one pass over the vault's queries in one mode, so load changes
+hit both alike. Modes: ``keyword`` = ``engine.search(q, limit=10, mode="keyword")`` (defaults, neighbours on),
+``keyword+json`` = the same then ``result.to_dict()`` (what ``job search`` prints, the neighbour directory
+included), ``hybrid`` and ``hybrid+json`` likewise. Reports p50/p95 per side and the new/base ratio of p50s, and
+checks that the top-10 (path, lines, score) of every query and mode are identical on both sides.
 
 Prints one JSON object:
 
@@ -589,6 +599,121 @@ def kgzh_latency(emb, tmp: Path, runs: int, use_cache: bool, cold_titles: bool =
     return out
 
 
+
+# -- side by side: base checkout vs this one ------------------------------------------------------------------
+SBS_MODES = {"kgzh": ("keyword", "keyword+json", "hybrid", "hybrid+json"), "doocs": ("keyword", "keyword+json")}
+
+
+def sbs_queries(vault: Path, label: str) -> list[str]:
+    """The vault's fixed queries: :mod:`queries`' zh/en set plus 30 note titles (crc32 order), as bench_keyword."""
+    import zlib
+
+    from queries import KGZH_QUERIES
+
+    stems = sorted(p.stem for p in vault.rglob("*.md") if not any(x.startswith(".") for x in p.parts))
+    stems.sort(key=lambda x: zlib.crc32(x.encode()))
+    return list(KGZH_QUERIES if label == "kgzh" else CORPUS_QUERIES) + stems[:30]
+
+
+def sbs_worker(args) -> None:
+    """One side: open the vaults with the checkout ``args.repo``'s engine, then answer commands on stdin, one
+    JSON line each: ``<vault> <mode>`` → ``{"ms": [...]}`` (one pass over the queries), ``<vault> ranking`` →
+    ``{"ranking": {query: {mode: [[path, start, end, score]…]}}}``, ``quit``."""
+    sys.path.insert(0, str(Path(args.repo).resolve()))
+    import reme_engine
+
+    tmp = Path(args.state)
+    emb, _ = loaded_embedder()
+    engines, qsets = {}, {}
+    for label, src in (("kgzh", SHARED_DATA / "vaults" / "knowledge-garden-zh"), ("doocs", CORPUS)):
+        vault = Path(args.vault) / label
+        if label == "kgzh":
+            state, _ = index_with_cache(vault, tmp / f"{label}-state", emb, True, "kgzh")
+            eng = open_engine(vault, state, emb)
+            eng.vectors.open()
+            eng.searcher.wait_titles(900)
+        else:
+            eng = open_engine(vault, tmp / f"{label}-state", embed=False)
+            eng.index()
+        qsets[label] = sbs_queries(vault, label)
+        for q in qsets[label]:  # warm-up: caches, the tokenizer's dictionary, SQLite pages
+            for m in SBS_MODES[label]:
+                eng.search(q, limit=10, mode=m.split("+")[0])
+        engines[label] = eng
+    print(json.dumps({"ready": True, "own_engine": Path(reme_engine.__file__).resolve().parents[1]
+                      == Path(args.repo).resolve()}), flush=True)
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd or cmd[0] == "quit":
+            break
+        label, what = cmd
+        eng, qs = engines[label], qsets[label]
+        if what == "ranking":
+            rank = {q: {m: [[h.path, h.start_line, h.end_line, h.score] for h in eng.search(q, limit=10, mode=m).hits]
+                        for m in ("keyword", "hybrid") if m in SBS_MODES[label]} for q in qs}
+            print(json.dumps({"ranking": rank}), flush=True)
+            continue
+        mode, _, js = what.partition("+")
+        ms = []
+        for q in qs:
+            t = time.perf_counter()
+            r = eng.search(q, limit=10, mode=mode)
+            if js:
+                json.dumps(r.to_dict(), ensure_ascii=False)
+            ms.append((time.perf_counter() - t) * 1000)
+        print(json.dumps({"ms": ms}), flush=True)
+    for eng in engines.values():
+        eng.close()
+
+
+def side_by_side(base: Path, rounds: int, keep: bool) -> dict:
+    """Interleaved blocks on both sides (see the module docstring); JSON-ready dict."""
+    import subprocess
+
+    out: dict = {"machine": machine(), "loadavg_start": loadavg(), "base": "<base checkout>", "new": "<repo>",
+                 "rounds": rounds}
+    with bench_tmpdir("search-sbs", keep) as tmp:
+        for label, src in (("kgzh", SHARED_DATA / "vaults" / "knowledge-garden-zh"), ("doocs", CORPUS)):
+            copy_tree(src, tmp / label)  # one copy, read by both sides (neither writes the vault)
+        procs = {}
+        for side, repo in (("base", base), ("new", HERE.parents[1])):
+            (tmp / side).mkdir()
+            log(f"{side}: opening (indexing both vaults)")
+            procs[side] = subprocess.Popen([sys.executable, str(HERE), "--sbs-worker", "--repo", str(repo),
+                                            "--vault", str(tmp), "--state", str(tmp / side)], stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE, text=True)
+        for side, p in procs.items():
+            ready = json.loads(p.stdout.readline())
+            assert ready.get("own_engine") is True, (side, ready)
+
+        def ask(side: str, cmd: str) -> dict:
+            procs[side].stdin.write(cmd + "\n")
+            procs[side].stdin.flush()
+            return json.loads(procs[side].stdout.readline())
+
+        for label, modes in SBS_MODES.items():
+            ranks = {side: ask(side, f"{label} ranking")["ranking"] for side in procs}
+            diff = [q for q in ranks["base"] if ranks["base"][q] != ranks["new"][q]]
+            res: dict = {"queries": len(ranks["base"]), "top10_identical": not diff, "top10_differ": diff[:5],
+                         "modes": {}}
+            samples = {m: {"base": [], "new": []} for m in modes}
+            for r in range(rounds):
+                for m in modes:
+                    for side in (("base", "new") if r % 2 == 0 else ("new", "base")):
+                        samples[m][side] += ask(side, f"{label} {m}")["ms"]
+                log(f"{label}: round {r + 1}/{rounds}, load {loadavg()}")
+            for m in modes:
+                b, n = stats(samples[m]["base"]), stats(samples[m]["new"])
+                res["modes"][m] = {"base_ms": b, "new_ms": n, "ratio_p50_new_vs_base": round(n["p50"] / b["p50"], 3)}
+            out[label] = res
+        for p in procs.values():
+            p.stdin.write("quit\n")
+            p.stdin.flush()
+            p.wait(60)
+    out["loadavg_end"] = loadavg()
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
@@ -608,6 +733,10 @@ def main() -> int:
                     help="only warm search latency on knowledge-garden-zh (in process, wall + CPU, breakdown)")
     ap.add_argument("--cold-titles", action="store_true",
                     help="with --kgzh: first time hybrid search while a cold title-vector build runs")
+    ap.add_argument("--side-by-side", metavar="BASE", help="interleave blocks against the checkout BASE (see above)")
+    ap.add_argument("--rounds", type=int, default=5, help="with --side-by-side: blocks per mode and side")
+    ap.add_argument("--sbs-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--repo", help=argparse.SUPPRESS)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--vault", help=argparse.SUPPRESS)
     ap.add_argument("--state", help=argparse.SUPPRESS)
@@ -616,6 +745,12 @@ def main() -> int:
     args = ap.parse_args()
     if args.worker:
         worker(args)
+        return 0
+    if args.sbs_worker:
+        sbs_worker(args)
+        return 0
+    if args.side_by_side:
+        emit(side_by_side(Path(args.side_by_side), args.rounds, args.keep))
         return 0
 
     import numpy as np

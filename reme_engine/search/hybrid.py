@@ -315,17 +315,24 @@ class HybridSearcher:
             tokens = self.tokenizer.query_tokens(query)
             legs["keyword"] = self.keyword_leg(query, n, filters, tokens=tokens)
             kw_ms = (time.perf_counter() - ts) * 1000
+        # what needs only the keyword leg is done while the query embedding runs on the worker (numpy releases
+        # the GIL: on a free core this hides it)
+        idf_sum = self.query_idf_sum(query, tokens) if legs.get("keyword") else None
+        waiting: set[int] = set()
+        if vec_future is not None and legs.get("keyword") and self.vectors.index is not None:
+            waiting = self._waiting_for_vector([doc for doc, _ in legs["keyword"]])
         if vec_future is not None:
             try:
                 (legs["vector"], title_ids), vec_ms = vec_future.result()
             except EmbedderError as exc:
                 degraded = f"embedder failed, keyword search only: {exc}"
+                waiting = set()
                 if "keyword" not in legs:
                     legs["keyword"] = self.keyword_leg(query, n, filters)
-        idf_sum = self.query_idf_sum(query, tokens) if legs.get("keyword") else 0.0
-        waiting: set[int] = set()
-        if "vector" in legs and legs.get("keyword") and self.vectors is not None and self.vectors.index is not None:
-            waiting = self._waiting_for_vector([doc for doc, _ in legs["keyword"]])
+        if idf_sum is None:
+            idf_sum = self.query_idf_sum(query, tokens) if legs.get("keyword") else 0.0
+        if "vector" not in legs or self.vectors is None or self.vectors.index is None:
+            waiting = set()
         if degraded is None and waiting:
             # say it: a one-shot job or an MCP server on a vault nobody has embedded answers from keywords alone
             degraded = (f"{len(waiting)} of the keyword hits have no vector yet (ranked by keywords); the app, "

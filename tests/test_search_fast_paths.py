@@ -1,0 +1,81 @@
+"""The warm search's shortcuts change nothing a caller sees: ranking, scores and each hit's "why" are those of a
+cold searcher, the neighbour directory built on first read equals the eager one, and cached texts follow edits."""
+
+import dataclasses
+import json
+
+from reme_engine.jobs import run_job
+from reme_engine.search.graph import neighborhoods
+
+QUERIES = ["光伏", "光伏产业链 上游", "红烧肉 做法", "hybrid retrieval", "行业研究方法", "隆基绿能 通威股份",
+           "新能源", "daily note"]
+WHY = ("path", "start_line", "end_line", "score", "keyword_rank", "keyword_score", "vector_rank", "vector_score",
+       "keyword_rrf", "vector_rrf", "field_boost", "demoted", "vector_title", "vector_imputed", "text")
+
+
+def ranking(res):
+    return [tuple(getattr(h, k) for k in WHY) for h in res.hits]
+
+
+def test_warm_ranking_equals_a_cold_searchers(make_engine, demo_vault):
+    e = make_engine(demo_vault)
+    e.index()
+    e.searcher.wait_titles(60)
+    modes = ("keyword", "hybrid")
+    warm = {}
+    for _ in range(2):  # the second pass answers from the searcher's caches (rows, texts, postings)
+        warm = {(q, m): ranking(e.search(q, limit=10, mode=m)) for q in QUERIES for m in modes}
+    assert any(warm[(q, "hybrid")] for q in QUERIES) and any(warm[(q, "keyword")] for q in QUERIES)
+    titles = e.searcher._titles
+    for q in QUERIES:
+        for m in modes:
+            e.searcher._pool.shutdown(wait=False)  # not close(): that would stop the shared title vectors
+            e._searcher = None  # a new searcher: every cache empty, texts read from SQLite
+            if titles is not None:
+                e.searcher._titles = titles  # the same title vectors (their build is not what is compared)
+            assert ranking(e.search(q, limit=10, mode=m)) == warm[(q, m)], (q, m)
+
+
+def test_neighbour_directory_is_built_on_first_read(make_engine, demo_vault):
+    e = make_engine(demo_vault, embed=False)
+    e.index()
+    res = e.search("光伏", mode="keyword")
+    assert res.hits and callable(res.__dict__["_neighbors"])  # not built by the search itself
+    want = neighborhoods(e.store, [h.path for h in res.hits])
+    assert res.neighbors == want and set(want) == {h.path for h in res.hits}
+    assert res.__dict__["_neighbors"] is res.neighbors  # built once, kept
+    assert res.to_dict()["neighbors"] == want
+    assert e.search("光伏", mode="keyword", neighbors=False).neighbors == {}
+    out = run_job(e, "search", {"query": "光伏", "mode": "keyword", "render": "true"})
+    assert out["neighbors"] == want
+    if any(v["outlinks"] or v["inlinks"] for v in want.values()):
+        assert "links (" in out["text"]  # the rendered text lists them too
+    json.dumps(out, ensure_ascii=False)  # JSON as the job prints it
+
+
+def test_hit_dict_is_the_dataclass_fields(make_engine, demo_vault):
+    e = make_engine(demo_vault, embed=False)
+    e.index()
+    h = e.search("光伏", mode="keyword").hits[0]
+    d = h.to_dict()
+    assert d == dataclasses.asdict(h) and list(d) == [f.name for f in dataclasses.fields(h)]
+    d["headings"].append("x")
+    assert "x" not in h.headings  # a copy, as asdict gave
+
+
+def test_cached_texts_follow_an_edit(make_engine, demo_vault):
+    e = make_engine(demo_vault, embed=False)
+    e.index()
+    s = e.searcher
+    res = e.search("红烧肉 做法", mode="keyword")
+    cid, path = res.hits[0].chunk_id, res.hits[0].path
+    assert s.chunk_texts([cid])[cid][2] == res.hits[0].text  # cached now
+    note = demo_vault / path
+    note.write_text(note.read_text(encoding="utf-8") + "\n\n红烧肉 做法 zyzzyva 新加的一行\n", encoding="utf-8")
+    e.index_paths([path], vectors=False)
+    res2 = e.search("红烧肉 做法 zyzzyva", mode="keyword")
+    hit = next(h for h in res2.hits if h.path == path and "zyzzyva" in h.text)
+    assert s.chunk_texts([hit.chunk_id])[hit.chunk_id][2] == hit.text
+    gone = e.store.conn.execute("SELECT count(*) FROM chunks WHERE id = ?", (cid,)).fetchone()[0]
+    if not gone:  # the old chunk was rewritten: the cache no longer answers for it
+        assert cid not in s.chunk_texts([cid])
