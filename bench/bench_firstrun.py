@@ -147,12 +147,19 @@ def main() -> None:
     if "keys" in parts:
         modes = {"both": (False, True), "on": (True,), "off": (False,)}[args.child]
         result["keys"] = {}
-        for child in modes:
-            with bench_tmpdir("firstrun-keys", keep=args.keep) as tmp:
-                name = "child" if child else "in_process"
-                log(f"keys: {name}")
-                result["keys"][name] = keys_run(tmp, child, args.key_seconds, not args.no_pathological,
-                                                args.hybrid_wait)
+        # with --other-checkout: that checkout's app too (PYTHONPATH), the two interleaved for --rounds rounds
+        sides = {"this": None} if not args.other_checkout else {"this": str(Path(__file__).resolve().parents[1]),
+                                                               "other": str(args.other_checkout.resolve())}
+        for r in range(args.rounds if args.other_checkout else 1):
+            for side, root in sides.items():
+                for child in modes:
+                    with bench_tmpdir("firstrun-keys", keep=args.keep) as tmp:
+                        name = "child" if child else "in_process"
+                        if args.other_checkout:
+                            name = f"{name}-{side}-{r + 1}"
+                        log(f"keys: {name}")
+                        result["keys"][name] = keys_run(tmp, child, args.key_seconds, not args.no_pathological,
+                                                        args.hybrid_wait, pythonpath=root)
     if "keys-idle" in parts:
         result["keys_idle"] = keys_idle_part(args)
     if "throughput" in parts:
@@ -399,6 +406,7 @@ def keys_run(tmp: Path, child: bool, seconds: float, patho: bool, hybrid_wait: f
     out: dict = {"child_setting": child, "loadavg_start": loadavg()}
     samples: list[dict] = []
     hits_seen: dict = {}
+    searches: list[dict] = []  # each query the cycle typed: when sent, when its result line showed, hits
     peak = {"app_rss_mb": 0.0, "child_rss_mb": 0.0}
     try:
         app = tm.pane_pid()
@@ -440,6 +448,8 @@ def keys_run(tmp: Path, child: bool, seconds: float, patho: bool, hybrid_wait: f
                 m = re.search(r"(\d+) hits · ", text)
                 if m or "no hits for" in text:
                     at = round(time.perf_counter() - t0, 2)
+                    searches.append({"typed_at_s": round(t - t0, 2), "shown_at_s": at,
+                                     "hits": int(m.group(1)) if m else 0})
                     if m and int(m.group(1)) > 0:
                         hits_seen.setdefault("keyword", at)
                         if re.search(r"vec #\d", text):
@@ -525,6 +535,7 @@ def keys_run(tmp: Path, child: bool, seconds: float, patho: bool, hybrid_wait: f
     out["slowest"] = sorted(samples, key=lambda x: -x["ms"])[:8]
     out["first_keyword_hit_s"] = hits_seen.get("keyword")
     out["first_hybrid_hit_s"] = hits_seen.get("hybrid")
+    out["searches"] = searches[:12]
     out["peak_rss_mb"] = {k: round(v, 1) for k, v in peak.items()}
     out["loadavg_end"] = loadavg()
     if prebuilt:

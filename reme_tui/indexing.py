@@ -3,7 +3,9 @@ progress. Runs inside a thread worker of the main screen; reports with messages.
 
 from __future__ import annotations
 
+import logging
 import time
+from pathlib import Path
 from typing import Callable
 
 from .messages import IndexFinished, IndexProgress
@@ -17,10 +19,48 @@ class _Stop(Exception):
     already committed stays valid; the next pass picks up the rest)."""
 
 
-def run_passes(engine, cancelled: Callable[[], bool], post: Callable[[object], object]) -> None:
-    """(Worker thread.) ``Engine.index(vectors=False)`` then ``Engine.embed_pending``; posts
-    :class:`IndexProgress` (throttled to :data:`PROGRESS_INTERVAL`) and one :class:`IndexFinished` per phase
-    (``keyword``, ``vectors``; with ``error`` or ``cancelled`` the passes stop there)."""
+log = logging.getLogger("reme.tui")
+
+
+def keyword_pass(engine, progress, cancelled: Callable[[], bool], child: bool = False):
+    """The keyword + graph pass (``Engine.index(vectors=False)``); with ``child`` and a big sync ahead (a first
+    index, :func:`reme_engine.index.sync_process.wants_child`) it runs in a separate process, so this process's
+    event loop keeps the GIL and a search meanwhile answers at full speed. Falls back to this process when the
+    child fails. Returns the IndexReport; raises :class:`_Stop` when cancelled."""
+    if child:
+        from reme_engine.index.sync_process import SyncChildFailed, sync_in_child, wants_child
+
+        with engine.write_lock:
+            if wants_child(engine.store, engine.vault):
+                if not getattr(engine, "_swept", True):  # what Engine.index does before its first full sync
+                    engine._swept = True
+                    engine.sweep_temp_files()
+                # While thousands of rows arrive, the in-memory keyword scorer would re-derive each search's new
+                # rows in this process (~1 s a search, holding the GIL), and its first search after the pass
+                # reads every row (1.8–3.5 s at load 4): FTS5 answers from SQLite, which releases the GIL, in a
+                # few ms. It stays on for this session (the same ranking up to ties); the next start uses memory.
+                searcher = engine.searcher
+                memory = searcher.memory_bm25
+                searcher.memory_bm25 = False
+                try:
+                    report = sync_in_child(engine.indexer, progress, cancelled,
+                                           log_path=str(Path(engine.state_dir) / "tui.log"))
+                except SyncChildFailed as exc:
+                    searcher.memory_bm25 = memory
+                    log.warning("keyword pass in a child process failed (%s): indexing here", exc)
+                else:
+                    if cancelled():
+                        raise _Stop()
+                    return report
+    return engine.index(progress, vectors=False)
+
+
+def run_passes(engine, cancelled: Callable[[], bool], post: Callable[[object], object], *,
+               child: bool = False) -> None:
+    """(Worker thread.) The keyword pass (:func:`keyword_pass`; ``child``: a big one in a separate process) then
+    ``Engine.embed_pending``; posts :class:`IndexProgress` (throttled to :data:`PROGRESS_INTERVAL`) and one
+    :class:`IndexFinished` per phase (``keyword``, ``vectors``; with ``error`` or ``cancelled`` the passes stop
+    there)."""
     last = {"t": 0.0, "stage": ""}
 
     def progress(stage: str, done: int, total: int, detail: str) -> None:
@@ -36,7 +76,7 @@ def run_passes(engine, cancelled: Callable[[], bool], post: Callable[[object], o
     for phase in ("keyword", "vectors"):
         try:
             if phase == "keyword":
-                report = engine.index(progress, vectors=False)
+                report = keyword_pass(engine, progress, cancelled, child)
             elif engine.vectors is not None:
                 report = engine.embed_pending(progress, report, should_stop=cancelled)
         except _Stop:

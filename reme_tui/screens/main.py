@@ -21,6 +21,7 @@ Layout (``#panes``)::
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from textual import work
@@ -71,6 +72,8 @@ from .openers import ScreenOpeners
 BACKGROUND_EMBED = "embedding new notes…"
 #: Seconds after a vault change before the quick switcher's note list is read again (a burst of changes: once).
 NOTE_INDEX_DELAY = 0.5
+#: Seconds between two re-runs of an open search's short answer while the first keyword pass commits batches.
+SEARCH_FOLLOW_S = 1.0
 
 
 class NoteIndexReady(Message):
@@ -132,6 +135,7 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
         self.switcher = None  # the one quick switcher screen, installed on first use and reused
         self.search_screen = None  # the one search screen, likewise
         self._announce = False  # say what a re-index did (only when the user asked for it)
+        self._grew_at = 0.0  # when an open search last followed the first pass (see on_index_progress)
         self._init_layout()
         # Kept as attributes (not queried): handlers may run before nested children are mounted.
         self.daily = DailyPane(ctx, id="daily")
@@ -522,10 +526,18 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
     def run_index(self) -> None:
         """Keyword + graph pass, then the vector pass (``indexing.run_passes``)."""
         worker = get_current_worker()
-        indexing.run_passes(self.engine, lambda: worker.is_cancelled, self.post_message)
+        # the real app (background on) runs a first index in a child process: the UI keeps the GIL
+        indexing.run_passes(self.engine, lambda: worker.is_cancelled, self.post_message,
+                            child=bool(getattr(self.app, "background", False)))
 
     def on_index_progress(self, message: IndexProgress) -> None:
         self.status.show_progress(message.stage, message.done, message.total)
+        if message.stage == "index" and message.done and not self.ctx.keyword_ready \
+                and self.search_screen is not None:
+            now = time.monotonic()
+            if now - self._grew_at >= SEARCH_FOLLOW_S:  # an open search follows the first pass's batches
+                self._grew_at = now
+                self.search_screen.index_grew()
 
     def on_index_finished(self, message: IndexFinished) -> None:
         rep = message.report

@@ -22,6 +22,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from .modal import Dialog
 from textual.timer import Timer
 from textual.widgets import Input, OptionList, Select, Static
@@ -87,6 +88,21 @@ def time_range_text(time_range: dict | None) -> str:
     return out
 
 
+#: What the info line says while the vector model loads (the hits are the keyword leg's).
+MODEL_LOADING = "vector model loading: keyword results for now"
+
+
+def model_loading(engine) -> bool:
+    """True while ``engine``'s embedder still has its model to load (a hybrid search would wait for it); False
+    without an embedder or for one with nothing to load (a remote endpoint)."""
+    emb = getattr(engine, "embedder", None)
+    return emb is not None and getattr(engine, "vectors", None) is not None and not getattr(emb, "loaded", True)
+
+
+class ModelLoaded(Message):
+    """(Internal.) The embedder's model is loaded: a keyword answer given meanwhile can be searched again."""
+
+
 class SearchResults(OptionList):
     """The result rows; posts ``OptionList.OptionSelected`` (handled by the screen)."""
 
@@ -125,6 +141,7 @@ class SearchScreen(Dialog):
         self._open_when_ready = False  # Enter came before the results for the typed text
         self._keep_highlight: int | None = None  # a re-run after an index change keeps the row
         self._width = 0  # cells per result row when the rows were built
+        self._model_loading = False  # load_model is loading the embedder's model
 
     def compose(self) -> ComposeResult:
         # Widgets are kept as attributes: nested children may not be mounted yet when on_mount runs.
@@ -163,6 +180,8 @@ class SearchScreen(Dialog):
         # each push (the first one included) starts an opening; a reopened screen is already mounted
         if not self.begin_opening(self.input):
             return
+        if self.mode == "hybrid" and model_loading(self.engine):
+            self.load_model()  # while the query is typed
         if self.initial.strip():
             self.call_after_refresh(self._schedule, 0)
 
@@ -322,14 +341,49 @@ class SearchScreen(Dialog):
     def run_search(self, seq: int, query: str, mode: str, filters=None) -> None:
         """Engine search on a worker thread; the answer comes back as :class:`SearchDone`."""
         worker = get_current_worker()
+        # (``loaded`` turns True as the model object is made, before its weights are read: our own load counts)
+        waiting_model = mode == "hybrid" and (self._model_loading or model_loading(self.engine))
         try:
-            result = self.engine.search(query, limit=RESULT_LIMIT, mode=mode, filters=filters, neighbors=False)
+            # Loading the vector model takes 1–4 s (more while a first index runs): answer from keywords at once,
+            # load it on its own worker and search again when it is in (see on_model_loaded).
+            result = self.engine.search(query, limit=RESULT_LIMIT, mode="keyword" if waiting_model else mode,
+                                        filters=filters, neighbors=False)
+            if waiting_model:
+                result.degraded = MODEL_LOADING
+                self.app.call_from_thread(self.load_model)
         except Exception as exc:  # bad query syntax, closed store…: show it, never crash the modal
             if not worker.is_cancelled:
                 self.post_message(SearchDone(seq, query, mode, error=str(exc) or type(exc).__name__))
             return
         if not worker.is_cancelled:
             self.post_message(SearchDone(seq, query, mode, result=result))
+
+    @work(thread=True, exclusive=True, group="search-model", exit_on_error=False)
+    def load_model(self) -> None:
+        """Load the embedder's model (a no-op once loaded), then search again: the keyword answer on screen
+        becomes the hybrid one."""
+        emb = getattr(self.engine, "embedder", None)
+        if emb is None or getattr(emb, "loaded", True) or self._model_loading:
+            return
+        self._model_loading = True  # set on this worker's thread before the load: a search meanwhile sees it
+        try:
+            emb.load()
+        except Exception:  # the hybrid search reports the embedder's failure itself
+            pass
+        finally:
+            self._model_loading = False
+        self.post_message(ModelLoaded())
+
+    def index_grew(self) -> None:
+        """The first keyword pass committed another batch: a shown answer short of :data:`RESULT_LIMIT` hits (none
+        yet, a few) is searched again, so what was typed before the notes were in finds them."""
+        if (self.app.screen is self and self.result is not None and len(self.result.hits) < RESULT_LIMIT
+                and self.shown_seq == self.seq):
+            self.refresh_results()
+
+    def on_model_loaded(self, message: ModelLoaded) -> None:
+        if self.app.screen is self and self.result is not None and self.result.degraded == MODEL_LOADING:
+            self.refresh_results()
 
     def on_search_done(self, message: SearchDone) -> None:
         if message.seq < self.seq:  # a newer request is on its way: this answer is stale
