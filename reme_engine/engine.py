@@ -243,6 +243,8 @@ class Engine:
         """Hybrid/keyword/vector search (:class:`reme_engine.search.hybrid.SearchResult`).
 
         In hybrid/vector mode the vector index is opened on first use (loading faiss and, lazily, the model).
+        ``neighbors``: the result carries the hits' hop-2 directory, built when ``result.neighbors`` (or
+        ``to_dict()``, the rendered text) is first read, so a caller showing only hits does not pay for it.
         Raises ValueError for an unknown ``mode``.
         """
         if mode in ("hybrid", "vector") and self.vectors is not None and not self.vectors.ready:

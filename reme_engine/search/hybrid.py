@@ -501,7 +501,8 @@ class HybridSearcher:
                neighbors: bool = True, fusion: FusionConfig | None = None, parse_time: bool = True) -> SearchResult:
         """Search ``query``; ``mode`` is hybrid, keyword or vector; ``fusion`` overrides ``self.fusion`` for this
         call (e.g. ``relative_floor=0`` to show the weaker matches). Raises ValueError for a bad mode/limit/date.
-        ``SearchResult.hidden`` counts the candidates the relative floor hid.
+        ``SearchResult.hidden`` counts the candidates the relative floor hid. ``neighbors``: the hits' hop-2
+        directory, built on first read of ``SearchResult.neighbors`` (from the index as it is then).
 
         ``parse_time``: relative time words ("yesterday", "last week", "上周", :mod:`.timeq`, relative to
         ``self.today()``) become a date filter, unless ``filters`` already has dates; the words are taken out of
