@@ -623,8 +623,8 @@ class HybridSearcher:
         return out
 
     def _rows(self, ids: list[int]) -> dict[int, tuple]:
-        """{id: (path, name, aliases JSON, text, start_line, end_line, headings JSON, description)} of live
-        chunks."""
+        """{id: (path, name, aliases JSON, text, start_line, end_line, headings tuple, description)} of live
+        chunks (headings parsed once: the cache keeps them)."""
         c = self.store.conn
         cache, out, ids = self._cached("rows", ids)  # the shown hits' rows
         for i in range(0, len(ids), 500):
@@ -633,7 +633,7 @@ class HybridSearcher:
                     "SELECT c.id, f.path, f.name, f.aliases, c.text, c.start_line, c.end_line, c.headings,"
                     " f.description FROM chunks c JOIN files f ON f.id = c.file_id"
                     f" WHERE c.id IN ({','.join('?' * len(part))})", part):
-                out[r[0]] = (r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8])
+                out[r[0]] = (r[1], r[2], r[3], r[4], r[5], r[6], tuple(json.loads(r[7])), r[8])
         if cache is not None and ids:
             if len(cache) > 5_000:  # texts up to a few KB each
                 cache.clear()
@@ -643,7 +643,8 @@ class HybridSearcher:
     @staticmethod
     def _hit(cid: int, d: dict, r: tuple) -> Hit:
         return Hit(
-            path=r[0], start_line=r[4], end_line=r[5], score=d["score"], text=r[3], headings=json.loads(r[6]),
+            path=r[0], start_line=r[4], end_line=r[5], score=d["score"], text=r[3],
+            headings=json.loads(r[6]) if r[6].__class__ is str else list(r[6]),
             name=r[1], description=r[7], chunk_id=cid,
             keyword_rank=d.get("keyword_rank"), keyword_score=d.get("keyword_score"),
             vector_rank=d.get("vector_rank"), vector_score=d.get("vector_score"),
