@@ -397,7 +397,8 @@ def candidates(FusionConfig) -> dict:
     before this harness) run without the field rules; every other fused candidate runs with them (title boost 0.5,
     day-index demotion) and without a floor, so the fusion is chosen on the pipeline it will run in; the floor is
     measured separately."""
-    off = {"rerank_coverage": 0.0, "rerank_neighbour": 0.0, "rerank_spread": 0.0}  # the first stage alone
+    off = {"rerank_coverage": 0.0, "rerank_neighbour": 0.0, "rerank_spread": 0.0,  # the first stage alone
+           "rerank_lines": 0.0, "rerank_lines_chat": 0.0}
     plain = dict(title_boost=0.0, demote_day_index=False, relative_floor=0.0, **off)
     rules = dict(title_boost=0.5, demote_day_index=True, relative_floor=0.0, **off)
     c = {
@@ -504,13 +505,13 @@ EXPERIMENTS = False
 def second_stage_variants(base) -> dict:
     """The default without its second stage (:mod:`reme_engine.search.rerank`), and with the signals that are
     settings, not defaults (measured: bench/RESULTS.md, "Issue 11, fourth round")."""
-    return {"default − second stage": replace(base, rerank_coverage=0.0, rerank_neighbour=0.0, rerank_spread=0.0),
+    return {"default − second stage": replace(base, rerank_coverage=0.0, rerank_neighbour=0.0, rerank_spread=0.0,
+                                              rerank_lines=0.0, rerank_lines_chat=0.0),
             "default + neighbour 0.1": replace(base, rerank_neighbour=0.1),
             "default + spread 0.1": replace(base, rerank_spread=0.1),
-            "default + lines 0.1": replace(base, rerank_lines=0.1),
-            "default + lines 0.2": replace(base, rerank_lines=0.2),
-            "default + lines 0.3": replace(base, rerank_lines=0.3),
-            "default + lines 0.4": replace(base, rerank_lines=0.4)}
+            "default − line vectors": replace(base, rerank_lines=0.0, rerank_lines_chat=0.0),
+            "default, lines 0.1 (cards and chats)": replace(base, rerank_lines=0.1, rerank_lines_chat=0.1),
+            "default, lines 0.3 (cards and chats)": replace(base, rerank_lines=0.3, rerank_lines_chat=0.3)}
 
 
 STAGE_CPU_MS: list[float] = []  # CPU time of each second-stage call (process time, ms)
@@ -610,7 +611,7 @@ def run_set(name: str, quick: bool, emb, cands: dict, extra: dict, lat_n: int) -
     # latency (warm, 3 rounds) of the engine's default settings and of the legacy fusion, per vault
     legacy = cands["legacy rrf 0.7/0.3 k60"][1]
     first_stage = replace(next(iter(engines.values())).searcher.fusion, rerank_coverage=0.0, rerank_neighbour=0.0,
-                          rerank_spread=0.0)
+                          rerank_spread=0.0, rerank_lines=0.0, rerank_lines_chat=0.0)
     lat: dict[str, dict[str, list[float]]] = {}
     for vault in engines:
         qv = [q for q in queries if q["vault"] == vault][:lat_n]

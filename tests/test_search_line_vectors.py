@@ -74,7 +74,7 @@ def test_second_stage_scores_the_best_turn_without_encoding(make_engine, tmp_pat
     s = eng.searcher
     q = "taking the restored boat onto the lake"
     run = s.run_legs(q, 50, mode="hybrid")
-    cfg = dataclasses.replace(FusionConfig(), rerank_lines=0.4, rerank_coverage=0.0)
+    cfg = dataclasses.replace(FusionConfig(), rerank_lines=0.4, rerank_lines_chat=0.0, rerank_coverage=0.0)
     fused = fuse(run["legs"], cfg, idf_sum=run["idf_sum"], mode="hybrid")
     calls = []
     real = eng.vectors.embedder.embed

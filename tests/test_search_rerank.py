@@ -66,7 +66,7 @@ def test_second_stage_off_switch_leaves_the_ranking_alone(open_engine, coverage_
     eng = open_engine(coverage_vault)
     eng.index()
     assert enabled(FusionConfig())  # on by default: line coverage
-    cfg = FusionConfig(rerank_coverage=0.0)
+    cfg = FusionConfig(rerank_coverage=0.0, rerank_lines=0.0, rerank_lines_chat=0.0)
     assert not enabled(cfg)
     s = eng.searcher
     run = s.run_legs("violin lessons Berlin", 50, mode="keyword")

@@ -82,7 +82,9 @@ class FusionConfig:
     discount of the greedy diversification (0 = that signal off; all 0 = no second stage). Default: coverage 0.2
     alone (bench/RESULTS.md, "Issue 11, fourth round": never below the first stage on any set; neighbour and
     spread lost on other sets and stay settings). ``rerank_lines``: share of the best score × the normalised cosine
-    of the candidate's best turn (line vectors of chat records and daily cards, :mod:`.linevec`; 0 = off).
+    of the candidate's best turn (line vectors of daily cards, :mod:`.linevec`; 0 = off); ``rerank_lines_chat``: the
+    same for chat-record windows (≤ 4 turns: their own vector is near turn level already). Chosen on the dev split
+    of LoCoMo (bench/RESULTS.md, "Issue 11, fifth round").
     """
 
     method: str = "convex"
@@ -104,7 +106,8 @@ class FusionConfig:
     rerank_coverage: float = 0.2
     rerank_neighbour: float = 0.0
     rerank_spread: float = 0.0
-    rerank_lines: float = 0.0
+    rerank_lines: float = 0.3
+    rerank_lines_chat: float = 0.1
 
     def __post_init__(self) -> None:
         if self.method not in FUSION_METHODS:
@@ -119,7 +122,8 @@ class FusionConfig:
             raise ValueError("null_floor_quantile must be within 0..1")
         if self.rerank_depth < 0:
             raise ValueError("rerank_depth must be >= 0")
-        if not (self.rerank_coverage >= 0 and self.rerank_neighbour >= 0 and self.rerank_lines >= 0):
+        if not (self.rerank_coverage >= 0 and self.rerank_neighbour >= 0 and self.rerank_lines >= 0
+                and self.rerank_lines_chat >= 0):
             raise ValueError("rerank_coverage and rerank_neighbour must be >= 0")
         if not 0.0 <= self.rerank_spread < 1.0:
             raise ValueError("rerank_spread must be within 0..1 (1 excluded)")
@@ -139,7 +143,8 @@ def fusion_from_settings(settings) -> FusionConfig:
 
 
 #: Second-stage settings read from ``search:`` when the settings have them (``FusionConfig`` defaults otherwise).
-_RERANK_KEYS = ("rerank_depth", "rerank_coverage", "rerank_neighbour", "rerank_spread", "rerank_lines")
+_RERANK_KEYS = ("rerank_depth", "rerank_coverage", "rerank_neighbour", "rerank_spread", "rerank_lines",
+                "rerank_lines_chat")
 
 
 def bm25_idf(df: int, n_rows: int) -> float:

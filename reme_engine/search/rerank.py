@@ -48,7 +48,7 @@ def chunk_texts(conn, ids: list[int]) -> dict[int, tuple[int, int, str, str]]:
 def enabled(cfg: FusionConfig) -> bool:
     """True when ``cfg`` asks for any second-stage signal (and a depth > 1 to apply it to)."""
     return cfg.rerank_depth > 1 and (cfg.rerank_coverage > 0 or cfg.rerank_neighbour > 0 or cfg.rerank_spread > 0
-                                     or cfg.rerank_lines > 0)
+                                     or cfg.rerank_lines > 0 or cfg.rerank_lines_chat > 0)
 
 
 def _latin_char(c: str) -> bool:
@@ -114,9 +114,10 @@ def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Call
 
     ``texts(ids) -> {id: (file id, ordinal, text, path)}`` (:func:`chunk_texts`); ``query_tokens``: the index's
     tokenizer's; ``doc_freqs(terms) -> {term: chunks containing it}``; ``n_rows``: chunks in the index.
-    ``line_cosines([(id, text, path)]) -> {id: best line cosine}`` (:mod:`.linevec`, None = no line vectors): with
+    ``line_cosines([(id, text, path)]) -> {id: (best line cosine, is a chat record)}`` (:mod:`.linevec`, None = no line vectors): with
     ``rerank_lines``, a candidate gains that share × the best score × its best turn's cosine normalised like the
-    vector leg's (``cosine_lo``..``cosine_hi``), recorded as ``rerank_lines``.
+    vector leg's (``cosine_lo``..``cosine_hi``), recorded as ``rerank_lines``; a chat-record window (≤ 4 turns,
+    already near turn level) with the share ``rerank_lines_chat`` instead.
     Candidates beyond the depth are left as they are (they stay below: shares only raise scores, and the spread
     keeps the reordered block's lowest score). No-op when :func:`enabled` is false.
     """
@@ -147,13 +148,14 @@ def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Call
                     gain = cfg.rerank_coverage * top * line_coverage(info[cid][2], weights)
                     fused[cid]["score"] += gain
                     fused[cid]["rerank_coverage"] = gain
-    if cfg.rerank_lines > 0 and line_cosines is not None:
+    if (cfg.rerank_lines > 0 or cfg.rerank_lines_chat > 0) and line_cosines is not None:
         best = line_cosines([(cid, info[cid][2], info[cid][3]) for cid in head if cid in info])
         span = cfg.cosine_hi - cfg.cosine_lo
-        for cid, cos in best.items():
+        for cid, (cos, chat) in best.items():
             vn = min(1.0, max(0.0, (cos - cfg.cosine_lo) / span))
-            if vn > 0:
-                gain = cfg.rerank_lines * top * vn
+            w = cfg.rerank_lines_chat if chat else cfg.rerank_lines
+            if vn > 0 and w > 0:
+                gain = w * top * vn
                 fused[cid]["score"] += gain
                 fused[cid]["rerank_lines"] = gain
     if cfg.rerank_neighbour > 0:
@@ -215,7 +217,8 @@ def rerank_for(searcher, fused: dict[int, dict], query: str, cfg: FusionConfig) 
     texts = getattr(searcher, "chunk_texts", None) or (lambda ids: chunk_texts(searcher.store.conn, ids))
     rerank(fused, query, cfg, texts=texts,
            query_tokens=tok.query_tokens, doc_freqs=searcher._doc_freqs, n_rows=searcher._chunk_count(),
-           line_cosines=_line_cosines_for(searcher, query) if cfg.rerank_lines > 0 else None)
+           line_cosines=_line_cosines_for(searcher, query)
+           if cfg.rerank_lines > 0 or cfg.rerank_lines_chat > 0 else None)
 
 
 def _line_cosines_for(searcher, query: str):
@@ -235,9 +238,9 @@ def _line_cosines_for(searcher, query: str):
     daily, session = getattr(searcher, "line_dirs", ("daily", "session"))
 
     def fn(items):
-        items = [(cid, t) for cid, t, p in items if linevec.wants_lines(p, daily, session)]
+        items = [(cid, t, p) for cid, t, p in items if linevec.wants_lines(p, daily, session)]
         if not items:
             return {}
-        cos = lv.best_cosines([t for _, t in items], qv)
-        return {cid: c for (cid, _), c in zip(items, cos) if c is not None}
+        cos = lv.best_cosines([t for _, t, _ in items], qv)
+        return {cid: (c, p.endswith(".jsonl")) for (cid, _, p), c in zip(items, cos) if c is not None}
     return fn
