@@ -10,7 +10,9 @@ without an embedder (keyword + graph pass only):
 - ``size``: the index database on disk (MB, after a checkpoint) and its bytes by table via ``dbstat`` (the FTS5
   shadow tables ``chunks_fts_data`` = postings, ``chunks_fts_content`` = FTS5's own copy of the text, if any);
 - ``warm``: wall ms p50/p95 of ``engine.search(q, limit=10, mode="keyword")`` with and without the neighbour
-  directory, and of the keyword leg alone (``HybridSearcher.keyword_leg(q, 50)``); queries: the vault's zh/en
+  directory (the result builds it when first read, so ``search`` is what a caller showing hits pays), of the
+  same plus ``json.dumps(result.to_dict())`` (``search, JSON with neighbours``: what ``job search`` prints, the
+  directory built), and of the keyword leg alone (``HybridSearcher.keyword_leg(q, 50)``); queries: the vault's zh/en
   queries from ``bench/queries.py`` plus 30 note titles (crc32 order); one warm-up pass, then ``--runs`` passes;
 - ``keyword leg through FTS5`` (and ``search, keyword leg through FTS5``): the same with the in-memory scorer off (``MATCH`` + ``bm25()``), interleaved,
   and ``memory_scorer_same_scores_as_fts5``: queries whose 50 scores are identical rank by rank;
@@ -24,6 +26,7 @@ ReMe 0.4.1.8's figures on this host (issue 12, quiet): 7.6 / 20.0 MB on disk, wa
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import zlib
@@ -80,7 +83,8 @@ def one(label: str, tmp: Path, runs: int) -> dict:
     for q in qs:  # warm-up: caches, the tokenizer's dictionary, SQLite pages
         eng.search(q, limit=10, mode="keyword")
     warm: dict[str, dict] = {}
-    samples: dict[str, list[float]] = {"search": [], "search (no neighbours)": [], "keyword leg": [],
+    samples: dict[str, list[float]] = {"search": [], "search (no neighbours)": [], "search, JSON with neighbours": [],
+                                       "keyword leg": [],
                                        "keyword leg through FTS5": [], "search, keyword leg through FTS5": []}
     parity = 0
     for q in qs:  # the in-memory scorer against FTS5's bm25(): the same scores, rank by rank
@@ -97,6 +101,9 @@ def one(label: str, tmp: Path, runs: int) -> dict:
             t = time.perf_counter()
             eng.search(q, limit=10, mode="keyword", neighbors=False)
             samples["search (no neighbours)"].append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            json.dumps(eng.search(q, limit=10, mode="keyword").to_dict(), ensure_ascii=False)
+            samples["search, JSON with neighbours"].append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
             s.keyword_leg(q, 50, None)
             samples["keyword leg"].append((time.perf_counter() - t) * 1000)
