@@ -232,6 +232,7 @@ class Engine:
                                             keyword_weight=s.search_keyword_weight, rrf_k=s.rrf_k,
                                             fusion=fusion_from_settings(s))
             self._searcher.title_vectors = s.search.title_vectors
+            self._searcher.line_dirs = (s.layers.daily_dir, s.layers.session_dir)  # where turn vectors are (linevec)
             # time words ("yesterday", "上周") count in the configured timezone, not the machine's; the zone is
             # resolved once (resolving it per search was 0.6 ms of each)
             tz = s.tzinfo()

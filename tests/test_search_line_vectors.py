@@ -101,3 +101,21 @@ def test_second_stage_scores_the_best_turn_without_encoding(make_engine, tmp_pat
     rerank_for(s, fused2, q2, cfg)
     assert not any(t in (q2, *TURNS) for c in calls for t in c)
     assert not any("rerank_lines" in d for d in fused2.values())
+
+
+def test_a_configured_daily_folder_gets_turn_vectors_and_their_score(make_engine, tmp_path):
+    v = tmp_path / "v"
+    _write(v, "Journal/2026-11-20/ana-ben.md", "# Ana & Ben\n\n" + "\n\n".join(TURNS) + "\n")
+    _write(v, "notes/boats.md", "# Boats\n\nA long paragraph about restoring a wooden sailboat and varnish.\n")
+    eng = make_engine(v, layers={"daily_dir": "Journal"})
+    assert eng.settings.layers.daily_dir == "Journal"
+    assert eng.index().embedded_lines == 4
+    s = eng.searcher
+    q = "taking the restored boat onto the lake"
+    run = s.run_legs(q, 50, mode="hybrid")
+    cfg = FusionConfig()  # the defaults: cards 0.3
+    fused = fuse(run["legs"], cfg, idf_sum=run["idf_sum"], mode="hybrid")
+    rerank_for(s, fused, q, cfg)
+    rows = s._rows(list(fused))
+    gains = {rows[cid][0]: d.get("rerank_lines", 0.0) for cid, d in fused.items()}
+    assert gains["Journal/2026-11-20/ana-ben.md"] > 0 and gains.get("notes/boats.md", 0.0) == 0.0
