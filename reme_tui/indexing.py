@@ -22,6 +22,17 @@ class _Stop(Exception):
 log = logging.getLogger("reme.tui")
 
 
+def child_pass_ahead(engine) -> bool:
+    """True when the startup keyword pass will run in a child process (:func:`keyword_pass` with ``child``):
+    one SQL count and a walk of at most a few hundred directory entries, cheap enough for the UI thread."""
+    from reme_engine.index.sync_process import wants_child
+
+    try:
+        return wants_child(engine.store, engine.vault)
+    except Exception:  # a closed or broken store: the pass itself reports it
+        return False
+
+
 def keyword_pass(engine, progress, cancelled: Callable[[], bool], child: bool = False):
     """The keyword + graph pass (``Engine.index(vectors=False)``); with ``child`` and a big sync ahead (a first
     index, :func:`reme_engine.index.sync_process.wants_child`) it runs in a separate process, so this process's

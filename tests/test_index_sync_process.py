@@ -73,9 +73,11 @@ def test_keyword_pass_falls_back_to_this_process_when_the_child_fails(demo_vault
     monkeypatch.setattr(sync_process, "sync_in_child", fail)
     eng = Engine.open(_settings(demo_vault, tmp_path / "state", embedder={"kind": "none"}))
     try:
+        assert indexing.child_pass_ahead(eng) is True  # the app would start the pass before its first frame
         report = indexing.keyword_pass(eng, None, lambda: False, child=True)
         assert report.added >= 20 and eng.searcher.memory_bm25 is True  # back on: the pass ran here
         assert eng.search("光伏", mode="keyword").hits
+        assert indexing.child_pass_ahead(eng) is False  # indexed: the next start syncs in this process
     finally:
         eng.close()
 

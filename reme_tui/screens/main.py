@@ -242,6 +242,10 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
         # After the first frame: the loaders are thread workers, and their Python work would otherwise share
         # the GIL with Textual's first layout and delay the first paint.
         self.call_after_refresh(self._load_everything)
+        if getattr(self.app, "background", False) and indexing.child_pass_ahead(self.engine):
+            # a first index runs in a child process: started now, its imports overlap the first layout (another
+            # core), and the vault is searchable that much sooner
+            self.start_index()
 
     def _load_everything(self) -> None:
         # The daily pane and the tree read the file system, not the index: they fill while indexing runs.
@@ -249,7 +253,8 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
         self.vault_tree.load_root()
         self.agenda.load("")
         self.status.load()
-        self.start_index()
+        if not self.index_running:
+            self.start_index()
         self.warm_tokenizer()
 
     @work(thread=True, group="warm-up", exit_on_error=False)
