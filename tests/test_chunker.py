@@ -481,14 +481,14 @@ def _markdown(draw) -> str:
     return text.replace("\n", draw(st.sampled_from(["\n", "\r\n", "\r"])))
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_markdown(), st.integers(0, 5), st.sampled_from([4, 9, 24, 64, 150, 400, 2000]))
 def test_property_generated_markdown(body, offset, budget):
     check_invariants(chunk_markdown(body, line_offset=offset, max_bytes=budget), body, line_offset=offset,
                      max_bytes=budget)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.text(max_size=400), st.integers(1, 300))
 def test_property_arbitrary_text(text, budget):
     check_invariants(chunk_markdown(text, max_bytes=budget), text, max_bytes=budget)
