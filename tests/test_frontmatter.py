@@ -348,7 +348,7 @@ def _same(a, b) -> bool:
     return a == b
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(existing=_existing, body=_bodies, updates=st.dictionaries(_keys, _values, max_size=4),
        delete=st.lists(st.sampled_from(["a", "b", "c", "name", "tags", "x", "j"]), max_size=2),
        crlf=st.booleans(), bom=st.booleans())
@@ -382,7 +382,7 @@ def test_update_then_parse_returns_the_updates(existing, body, updates, delete, 
         assert "\n" not in out.replace("\r\n", "")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.text(st.sampled_from(list("-.:ab #[]{}\n\r\t'\"!&*|>\ufeff")), max_size=80))
 def test_parse_never_raises_and_body_is_a_suffix(text):
     fm = parse_frontmatter(text)
