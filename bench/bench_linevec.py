@@ -8,7 +8,9 @@ Per variant: wall and CPU seconds (this process's; a big pass encodes in the emb
 counted) of ``engine.index()`` (keyword + vector pass), the vector pass's own seconds,
 chunks, line vectors, bytes of ``index.sqlite`` + ``embeddings.sqlite`` (+ WAL) and of the faiss file. Prints JSON.
 
-Usage: ``python bench/bench_linevec.py [--conversations 2] [--rounds 2]``.
+Usage: ``python bench/bench_linevec.py [--conversations 2] [--rounds 2] [--sets locomo,locomo-chat]`` (4 cold
+indexes per conversation and round; minutes each on a loaded machine, where the niced encode child waits for a
+core).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--conversations", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--sets", default="locomo,locomo-chat")
     args = ap.parse_args()
     import bench_quality as bq
     from _common import loaded_embedder
@@ -70,6 +73,8 @@ def main() -> None:
     emb, _ = loaded_embedder()
     out = {"machine": machine(), "loadavg_start": loadavg(), "sets": {}}
     for name, build in (("locomo", bq.build_locomo), ("locomo-chat", bq.build_locomo_chat)):
+        if name not in args.sets.split(","):
+            continue
         roots, _ = build(False)
         keys = sorted(roots)[:args.conversations]
         runs: dict[str, list[dict]] = {"off": [], "on": []}
