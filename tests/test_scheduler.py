@@ -62,7 +62,7 @@ class FakeTime(Clock):
             else:
                 self.t = min(self.t + timedelta(seconds=max(seconds, 0.001)), self.limit)
                 return
-        time.sleep(0.005)
+        time.sleep(0.02)  # parked at the limit: idle politely until the test stops the thread
 
 
 class Recorder:
@@ -82,7 +82,7 @@ def wait_for(pred, timeout: float = 5.0) -> bool:
     while time.monotonic() < deadline:
         if pred():
             return True
-        time.sleep(0.01)
+        time.sleep(0.02)
     return pred()
 
 
