@@ -106,7 +106,9 @@ def worker(args) -> None:
             vr = vs.search(qv, n)
             t4 = time.perf_counter()
             fused = rrf({"keyword": kw, "vector": vr}, s.weights, s.k)
-            hits = s._materialize(sorted(fused.items(), key=lambda kv: (-kv[1]["score"], kv[0])), 10)
+            top = sorted(fused.items(), key=lambda kv: (-kv[1]["score"], kv[0]))[:10]
+            full = s._rows([cid for cid, _ in top])
+            hits = [s._hit(cid, d, full[cid]) for cid, d in top if cid in full]
             t5 = time.perf_counter()
             for p in {h.path for h in hits}:
                 neighborhood(eng.store, p)
