@@ -29,6 +29,7 @@ callers used to import from here are re-exported.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -115,6 +116,8 @@ class HybridSearcher:
             fusion = FusionConfig(vector_weight=vector_weight, keyword_weight=keyword_weight, rrf_k=rrf_k)
         self.fusion = fusion
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reme-vector-leg")
+        #: per thread: inside a search, the row caches' snapshot taken by its first lookup
+        self._tl = threading.local()
         #: the user's local date, for time words in queries (the engine may set a zone-aware one)
         self.today = date.today
 
@@ -508,6 +511,17 @@ class HybridSearcher:
         ``self.today()``) become a date filter, unless ``filters`` already has dates; the words are taken out of
         the query, and a query that only asks "what did I talk about" then lists what is dated in the range
         (chat turns of those days, daily notes), newest day first. ``SearchResult.time_range`` says so."""
+        tl = self._tl
+        tl.in_search, tl.side = True, None
+        try:
+            return self._search(query, limit=limit, mode=mode, filters=filters, neighbors=neighbors, fusion=fusion,
+                                parse_time=parse_time)
+        finally:
+            tl.in_search, tl.side = False, None
+
+    def _search(self, query: str, *, limit: int, mode: str, filters: SearchFilters | None, neighbors: bool,
+                fusion: FusionConfig | None, parse_time: bool) -> SearchResult:
+        """The body of :meth:`search` (the caller keeps the per-search cache snapshot)."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}")
         if filters is not None:
@@ -570,7 +584,13 @@ class HybridSearcher:
         (the in-memory keyword scorer's side cache); ``(None, {}, ids)`` when that scorer is off."""
         if not self.memory_bm25:
             return None, {}, ids
-        cache = self._memory().side_cache().setdefault(name, {})
+        tl = self._tl
+        side = getattr(tl, "side", None)
+        if side is None:
+            side = self._memory().side_cache()  # checks the postings' generation: one SQL read (~50 µs)
+            if getattr(tl, "in_search", False):
+                tl.side = side  # the rest of this search on this thread uses the same snapshot
+        cache = side.setdefault(name, {})
         out: dict[int, tuple] = {}
         missing = []
         for i in ids:
