@@ -89,15 +89,17 @@ def remember(engine: VaultContext, text: str, *, agent: str, conversation: list 
         time.sleep(delay)
         delay = min(delay * 2, 0.4)
     with engine.write_lock:
-        run.finish("ok", {"paths": [rel], "created": [rel] if created else [], "agent": agent})
         if engine.watcher is not None:  # indexed here: the watcher need not process it again
             engine.watcher.suppress([rel])
         engine.index_paths([rel])
         if created:
-            try:
-                engine.daily_reindex(date)
+            from .memory.day_index import reindex_day
+
+            try:  # the day page the capture creates or links from is in the run: revert takes it back too
+                reindex_day(engine, run, date)
             except Exception:  # the day page is the person's to fix; the capture is saved
                 pass
+        run.finish("ok", {"paths": [rel], "created": [rel] if created else [], "agent": agent})
     return {"path": rel, "created": created, "run_id": run.run_id, "session_id": sid, "session_path": srel,
             "messages": len(msgs)}
 

@@ -444,18 +444,24 @@ def test_journal_lists_the_runs_and_revert_restores(open_engine):
         c = client("anthropic", srv)
         r1 = eng.auto_memory(SID, llm=c)
         after_first = (eng.vault / card).read_bytes()
+        page_after_first = (eng.vault / "daily/2026-11-29.md").read_bytes()
         say(eng, SID, ("u3", "user", U3, "2026-11-29T01:00:00+00:00"))
         r2 = eng.auto_memory(SID, llm=c)
     log = eng.dream_log()["runs"]
     assert [r["run_id"] for r in log[:2]] == [r2.run_id, r1.run_id]
-    assert all(r["kind"] == "auto_memory" and r["status"] == "ok" and r["changes"] == 1 for r in log[:2])
+    assert all(r["kind"] == "auto_memory" and r["status"] == "ok" for r in log[:2])
+    # the first run created the card and the day page listing it; the second updated the card (and the page's
+    # line for it)
+    first = [(c["path"], c["action"]) for c in eng.dream_log(run_id=r1.run_id)["changes"]]
+    assert first == [(card, "create"), ("daily/2026-11-29.md", "create")], first
     changes = eng.dream_log(run_id=r2.run_id)["changes"]
-    assert changes[0]["path"] == card and changes[0]["action"] == "update"
+    assert [(c["path"], c["action"]) for c in changes] == [(card, "update"), ("daily/2026-11-29.md", "update")]
     assert changes[0]["sources"] == ["session/dialog/sess-a.jsonl"]
     eng.revert(r2.run_id)
     assert (eng.vault / card).read_bytes() == after_first
+    assert (eng.vault / "daily/2026-11-29.md").read_bytes() == page_after_first
     eng.revert(r1.run_id)
-    assert not (eng.vault / card).exists()
+    assert not (eng.vault / card).exists() and not (eng.vault / "daily/2026-11-29.md").exists()
 
 
 # --------------------------------------------------------------------------------------------------- no-LLM capture

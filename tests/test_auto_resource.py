@@ -116,7 +116,9 @@ def test_changed_resource_updates_the_apps_card_in_place(open_engine):
     assert parse_frontmatter(text).meta["description"] == "v2"
     assert P.note_ownership(text).app_owned and P.BEGIN_PREFIX not in text  # rewritten whole, re-stamped
     changes = eng.journal.changes(rep.run_id)
-    assert [(ch.path, ch.action, ch.sources) for ch in changes] == [(CARD, "update", [RES])]
+    # the card, then the day page's line for it (journaled too: revert takes both back)
+    assert [(ch.path, ch.action, ch.sources) for ch in changes] == [(CARD, "update", [RES]),
+                                                                    ("daily/2026-11-26.md", "update", [])]
 
 
 def test_a_card_the_user_edited_keeps_every_user_line_and_the_new_summary_goes_to_reme_block(open_engine):

@@ -227,9 +227,12 @@ async def test_every_tool_on_the_demo_vault(demo_vault, tmp_path):
         runs = (await call(s, "changes"))["runs"]
         assert next(x for x in runs if x["run_id"] == r["run_id"])["kind"] == "capture"
         one = await call(s, "changes", run_id=r["run_id"])
-        assert [c["path"] for c in one["changes"]] == [r["path"]]
+        # the card, then the day page's link to it: revert takes both back
+        assert [c["path"] for c in one["changes"]] == [r["path"], f"daily/{today}.md"]
+        created_page = one["changes"][1]["action"] == "create"
         rv = await call(s, "revert", run_id=r["run_id"])
-        assert rv["restored"] == [r["path"]] and not (v / r["path"]).exists()
+        assert sorted(rv["restored"]) == sorted([r["path"], f"daily/{today}.md"]) and not (v / r["path"]).exists()
+        assert (v / f"daily/{today}.md").exists() is not created_page
         assert "unknown run" in await fail(s, "revert", run_id="nope")
 
         # -- resources: one URI per note -----------------------------------------------------------------------
@@ -340,7 +343,8 @@ async def test_beside_the_app_watcher_on_one_vault(demo_vault, tmp_path):
                 msg = await fail(s, "revert", run_id=r["run_id"])
             assert msg.startswith("revert not run: writer lock held by pid") and str(os.getpid()) in msg
             assert (v / r["path"]).is_file()
-            assert (await call(s, "revert", run_id=r["run_id"]))["restored"] == [r["path"]]
+            restored = (await call(s, "revert", run_id=r["run_id"]))["restored"]
+            assert restored[-1] == r["path"] and set(restored) <= {r["path"], f"daily/{r['path'].split('/')[1]}.md"}
             # a conversation the agent recorded is a chat session auto_memory distils later, in the app: the
             # agent's note is context for the model, never evidence of what the person said
             r = await call(s, "remember", text="Training for a half marathon in March.", agent="coach",

@@ -276,9 +276,11 @@ def run_auto_memory(engine: VaultContext, session_id: str, *, llm) -> AutoMemory
         _checkpoint(engine, srel, pos, last)
         report.consumed += len(batch.items)
 
+    from .day_index import reindex_day
+
     for date in sorted(dates):
         try:
-            engine.daily_reindex(date)
+            reindex_day(engine, run, date)
         except EngineError as exc:
             report.warnings.append(f"day index {date} not refreshed: {exc}")
     if run is not None and run.written:

@@ -386,9 +386,11 @@ def run_auto_resource(engine: VaultContext, *, llm) -> AutoResourceReport:
 
     from ..errors import EngineError
 
+    from .day_index import reindex_day
+
     for date in sorted(dates):
         try:
-            engine.daily_reindex(date)
+            reindex_day(engine, run, date)
         except EngineError as exc:
             report.warnings.append(f"day index {date} not refreshed: {exc}")
     if run.written:

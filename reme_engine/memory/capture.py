@@ -157,6 +157,11 @@ class _LazyRun:
             self.run = self.engine.journal.start_run(self.engine.vault, CAPTURE_KIND, self.params)
         return self.run.write(*args, **kw)
 
+    def record_done(self, *args, **kw):
+        if self.run is None:
+            self.run = self.engine.journal.start_run(self.engine.vault, CAPTURE_KIND, self.params)
+        return self.run.record_done(*args, **kw)
+
     def finish(self, status: str, summary: dict) -> None:
         if self.run is not None:
             self.run.finish(status, summary)
@@ -206,9 +211,11 @@ def _capture_once(engine, sid: str, batch: list[ChatMessage], res: CaptureResult
             res.paths += [p for p in written if p not in res.paths]
             res.created += [p for p in created if p not in res.created]
             res.run_id = run.run_id or res.run_id
+            from .day_index import reindex_day
+
             for rel in created:
                 try:
-                    engine.daily_reindex(rel.split("/")[-2])
+                    reindex_day(engine, run, rel.split("/")[-2])
                 except EngineError:
                     pass  # the day page is the user's to fix; the capture itself is saved
             if written:

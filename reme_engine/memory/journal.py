@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import sqlite3
 import threading
 import time
@@ -344,6 +345,7 @@ class ChangeJournal:
             try:
                 if before.before_sha is None:
                     vp.abs.unlink(missing_ok=True)
+                    _prune_day_folder(vault, vp.abs.parent)
                 else:
                     atomic_write(vp.abs, before.before_text or "", expected_sha=current)
             except (WriteConflict, OSError) as exc:
@@ -363,6 +365,20 @@ class ChangeJournal:
             self._exec("UPDATE runs SET reverted_at=coalesce(reverted_at, ?), partly_reverted_at=NULL"
                        " WHERE run_id=?", (time.time(), run_id))
         return res
+
+
+_DAY_FOLDER = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _prune_day_folder(vault: Path, folder: Path) -> None:
+    """Remove a day folder (``YYYY-MM-DD``, not the vault root) that a reverted create left empty: the run made it
+    for its card. A folder with anything left in it stays (``rmdir`` refuses)."""
+    if folder == vault or not _DAY_FOLDER.fullmatch(folder.name):
+        return
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
 
 
 class Run:

@@ -18,7 +18,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from reme_engine.config import LayerSettings
 from reme_engine.markdown.frontmatter import parse_frontmatter
@@ -395,8 +395,12 @@ def daily_reindex(
     create_if_missing: bool = True,
     insert_markers: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    on_write: Callable[[str, str | None, str | None, str, str], None] | None = None,
 ) -> DailyReindexResult:
     """Regenerate the card index between the markers of ``<daily_dir>/<date>.md``.
+
+    ``on_write(rel, before_text, before_sha, after_text, after_sha)`` is called after the page is written, with
+    exactly what the write replaced (``None, None`` when it created the page): a journal records it from there.
 
     - Page missing: created (as :func:`daily_create` would) when ``create_if_missing``, else
       ``skipped="day page does not exist"``; in an existing vault (app folder in use,
@@ -437,11 +441,14 @@ def daily_reindex(
                 # an existing vault's daily notes are the user's: the app creates none unless asked
                 return result(skipped=SKIP_NOT_CREATED)
             try:
-                sha = atomic_write(page.abs, _new_page(date, inner), expected_sha=None)
+                new_page = _new_page(date, inner)
+                sha = atomic_write(page.abs, new_page, expected_sha=None)
             except WriteConflict:
                 if last:
                     raise
                 continue
+            if on_write is not None:
+                on_write(page.rel, None, None, new_page, sha)
             return result(changed=True, created=True, sha=sha)
         try:
             tf = read_text(page.abs, max_bytes)
@@ -484,6 +491,8 @@ def daily_reindex(
             if last:
                 raise
             continue
+        if on_write is not None:
+            on_write(page.rel, text.lstrip("\ufeff"), tf.sha, new.lstrip("\ufeff"), sha)
         return result(changed=True, sha=sha)
     raise AssertionError("unreachable")  # pragma: no cover
 

@@ -517,14 +517,17 @@ def daily_create(ctx: VaultContext, date: str) -> DailyCreateResult:
     return res
 
 
-def daily_reindex(ctx: VaultContext, date: str, insert_markers: bool = False) -> DailyReindexResult:
+def daily_reindex(ctx: VaultContext, date: str, insert_markers: bool = False,
+                  on_write=None) -> DailyReindexResult:
     """Regenerate the index section of the day page of ``date`` (already checked) between its markers
-    (``insert_markers`` adds them). EngineError when the page changed meanwhile (nothing written)."""
+    (``insert_markers`` adds them). EngineError when the page changed meanwhile (nothing written). ``on_write``:
+    see :func:`reme_engine.vault.daily.daily_reindex` (a journal run records the page's change from it)."""
     from . import daily
 
     with ctx.write_lock:
         try:
-            res = daily.daily_reindex(ctx.vault, date, ctx.settings.layers, insert_markers=insert_markers)
+            res = daily.daily_reindex(ctx.vault, date, ctx.settings.layers, insert_markers=insert_markers,
+                                      on_write=on_write)
         except WriteConflict as exc:
             raise EngineError(f"day page changed while regenerating: {exc}") from exc
         if res.changed:
