@@ -537,12 +537,14 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
 
     def on_index_progress(self, message: IndexProgress) -> None:
         self.status.show_progress(message.stage, message.done, message.total)
-        if message.stage == "index" and message.done and not self.ctx.keyword_ready \
-                and self.search_screen is not None:
+        if message.stage == "index" and message.done and not self.ctx.keyword_ready:
             now = time.monotonic()
-            if now - self._grew_at >= SEARCH_FOLLOW_S:  # an open search follows the first pass's batches
+            if now - self._grew_at >= SEARCH_FOLLOW_S:  # the first pass committed more notes
                 self._grew_at = now
-                self.search_screen.index_grew()
+                # the quick switcher's list read meanwhile is partial: its next opening reads the list again
+                self.note_index = None
+                if self.search_screen is not None:  # an open search follows the batches
+                    self.search_screen.index_grew()
 
     def on_index_finished(self, message: IndexFinished) -> None:
         rep = message.report
