@@ -11,7 +11,8 @@ vectors, from the embedding cache) and of doocs-leetcode-md (keyword only). They
 alternately (base, new, new, base, …), each block one pass over the vault's queries in one mode, so load changes
 hit both alike. Modes: ``keyword`` = ``engine.search(q, limit=10, mode="keyword")`` (defaults, neighbours on),
 ``keyword+json`` = the same then ``result.to_dict()`` (what ``job search`` prints, the neighbour directory
-included), ``hybrid`` and ``hybrid+json`` likewise. Reports p50/p95 per side and the new/base ratio of p50s, and
+included), ``hybrid`` and ``hybrid+json`` likewise. Reports wall and process-CPU p50/p95 per side (CPU: all
+threads, so a loaded machine inflates it far less than wall time) and the new/base ratios of p50s, and
 checks that the top-10 (path, lines, score) of every query and mode are identical on both sides.
 
 Prints one JSON object:
@@ -660,14 +661,15 @@ def sbs_worker(args) -> None:
             print(json.dumps({"ranking": rank}), flush=True)
             continue
         mode, _, js = what.partition("+")
-        ms = []
+        ms, cpu = [], []
         for q in qs:
-            t = time.perf_counter()
+            c, t = time.process_time(), time.perf_counter()
             r = eng.search(q, limit=10, mode=mode)
             if js:
                 json.dumps(r.to_dict(), ensure_ascii=False)
             ms.append((time.perf_counter() - t) * 1000)
-        print(json.dumps({"ms": ms}), flush=True)
+            cpu.append((time.process_time() - c) * 1000)  # all threads: the vector leg's worker too
+        print(json.dumps({"ms": ms, "cpu_ms": cpu}), flush=True)
     for eng in engines.values():
         eng.close()
 
@@ -703,14 +705,20 @@ def side_by_side(base: Path, rounds: int, keep: bool) -> dict:
             res: dict = {"queries": len(ranks["base"]), "top10_identical": not diff, "top10_differ": diff[:5],
                          "modes": {}}
             samples = {m: {"base": [], "new": []} for m in modes}
+            cpu = {m: {"base": [], "new": []} for m in modes}
             for r in range(rounds):
                 for m in modes:
                     for side in (("base", "new") if r % 2 == 0 else ("new", "base")):
-                        samples[m][side] += ask(side, f"{label} {m}")["ms"]
+                        got = ask(side, f"{label} {m}")
+                        samples[m][side] += got["ms"]
+                        cpu[m][side] += got["cpu_ms"]
                 log(f"{label}: round {r + 1}/{rounds}, load {loadavg()}")
             for m in modes:
                 b, n = stats(samples[m]["base"]), stats(samples[m]["new"])
-                res["modes"][m] = {"base_ms": b, "new_ms": n, "ratio_p50_new_vs_base": round(n["p50"] / b["p50"], 3)}
+                cb, cn = stats(cpu[m]["base"]), stats(cpu[m]["new"])
+                res["modes"][m] = {"base_ms": b, "new_ms": n, "ratio_p50_new_vs_base": round(n["p50"] / b["p50"], 3),
+                                   "base_cpu_ms": cb, "new_cpu_ms": cn,
+                                   "cpu_ratio_p50_new_vs_base": round(cn["p50"] / cb["p50"], 3)}
             out[label] = res
         for p in procs.values():
             p.stdin.write("quit\n")
