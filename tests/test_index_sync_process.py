@@ -155,3 +155,40 @@ def test_search_answers_from_keywords_while_the_model_loads(demo_vault, tmp_path
     finally:
         model.gate.set()
         eng.close()
+
+
+def test_first_pass_batches_refresh_the_switcher_list_and_an_open_search(app_for):
+    """While the first keyword pass commits batches, the quick switcher's kept note list is dropped (its next
+    opening reads the notes indexed since) and an open search short of hits searches again."""
+    from reme_tui.messages import IndexProgress
+    from reme_tui.screens.search import SearchScreen
+
+    app = app_for()
+
+    async def go():
+        async with app.run_test(size=(120, 36)) as pilot:
+            m = app.main_screen
+
+            async def wait(cond, what):
+                deadline = time.monotonic() + 30
+                while not cond():
+                    assert time.monotonic() < deadline, what
+                    await pilot.pause(0.02)
+
+            await wait(lambda: m.keyword_ready and m.note_index is not None, "startup")
+            await pilot.press("slash")
+            await wait(lambda: isinstance(app.screen, SearchScreen), "search screen")
+            screen = app.screen
+            for ch in "zyxnothing":
+                await pilot.press(ch)
+            await wait(lambda: screen.result is not None, "first answer")
+            seq = screen.seq
+            m.ctx.keyword_ready = False  # as during a first pass
+            try:
+                m.post_message(IndexProgress("index", 16, 3000))
+                await wait(lambda: m.note_index is None and screen.seq > seq, "list dropped, search re-run")
+            finally:
+                m.ctx.keyword_ready = True
+            await pilot.press("escape")
+
+    asyncio.run(go())
