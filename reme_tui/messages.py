@@ -41,12 +41,14 @@ class OpenNote(Message):
 
 
 class ReloadNote(Message):
-    """(Note view, to itself.) The file of the note ``path`` shown with hash ``shown_sha`` now holds other bytes."""
+    """(Note view, to itself.) The file of the note ``path`` shown with hash ``shown_sha`` now holds other bytes,
+    or is gone (``gone``: deleted or renamed by another program)."""
 
-    def __init__(self, path: str, shown_sha: str) -> None:
+    def __init__(self, path: str, shown_sha: str, gone: bool = False) -> None:
         super().__init__()
         self.path = path
         self.shown_sha = shown_sha
+        self.gone = gone
 
 
 class FollowLink(Message):

@@ -141,6 +141,7 @@ class NoteView(Vertical):
         self.doc: NoteDocument | None = None
         self.summary = ""  # the frontmatter line before cutting to the pane's width
         self.history_hint = ""
+        self._gone_notified: str | None = None  # the note last said to be gone (said once)
         self.border_title = "Note"
         # Kept as attributes: a note may arrive before nested children are mounted.
         self.owner_line = Static("", id="note-owner", markup=False)
@@ -233,6 +234,10 @@ class NoteView(Vertical):
             why = next((sk.get("reason") for sk in rep.skipped if sk.get("path") == current), None)
             self.notify(f"{current} can no longer be read: {why}" if why else f"{current} was removed or renamed",
                         severity="warning")
+        elif current in change.paths and self.doc is not None and self.doc.path == current:
+            # another process (an agent over MCP, a CLI job) wrote and indexed it already, so this sync changed
+            # nothing: compare the bytes shown with the file's
+            self._reload_if_changed(current, self.doc.sha)
 
     @work(thread=True, group="note-check", exit_on_error=False)
     def _reload_if_changed(self, path: str, shown_sha: str) -> None:
@@ -241,13 +246,19 @@ class NoteView(Vertical):
         from .. import loaders
 
         sha = loaders.file_sha(self.ctx.engine, path)
-        if sha is not None and sha != shown_sha:
-            self.post_message(ReloadNote(path, shown_sha))
+        if sha != shown_sha:
+            self.post_message(ReloadNote(path, shown_sha, gone=sha is None))
 
     def on_reload_note(self, message: ReloadNote) -> None:
         message.stop()
-        if self.doc is not None and self.doc.path == message.path and self.doc.sha == message.shown_sha:
-            self.load(OpenNote(message.path, history=False))  # still what was checked: show the new text
+        if self.doc is None or self.doc.path != message.path or self.doc.sha != message.shown_sha:
+            return  # another note, or already reloaded
+        if message.gone:
+            if self._gone_notified != message.path:
+                self._gone_notified = message.path
+                self.notify(f"{message.path} was removed or renamed", severity="warning")
+            return
+        self.load(OpenNote(message.path, history=False))  # still what was checked: show the new text
 
     async def show(self, doc: NoteDocument) -> None:
         """Render ``doc`` (awaits the Markdown widget's rebuild, so blocks exist when this returns)."""
