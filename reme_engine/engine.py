@@ -108,7 +108,12 @@ class Engine:
         # an existing vault keeps chat records and proactive state in one app folder (layers.app_dir)
         apply_app_folder(self.vault, settings)
         self.state_dir = finalize_state_dir(settings)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        if self.state_dir.exists() and not self.state_dir.is_dir():
+            raise ConfigError(f"state dir is a file, not a folder: {self.state_dir} (pass --state-dir a folder)")
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"state dir {self.state_dir} cannot be created: {exc.strerror or exc}") from exc
         self.write_lock = threading.RLock()
         self.store = Store(self.state_dir / "index.sqlite", self.state_dir / "embeddings.sqlite")
         from .index.tokenizer import default_tokenizer
@@ -161,6 +166,11 @@ class Engine:
         # a vector pass running on another thread (the app's worker) stops after its batch; wait for it so it
         # never writes to a closed store
         self._embed.wait_idle(15)
+        # the capture retry thread may be mid-append (it indexes the card it wrote): closing the store under it
+        # crashed the process (sqlite used after close), so let that append finish first
+        retry = getattr(self, "_capture_retry_thread", None)
+        if retry is not None and retry is not threading.current_thread():
+            retry.join(15)
         if self._searcher is not None:
             self._searcher.close()
         if self._journal is not None:

@@ -270,7 +270,7 @@ def atomic_write(path: Path, text: str | bytes, *, expected_sha: str | None | bo
         kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
         raise WriteConflict(f"{path.name} is {kind}; not written")
     if st is not None and not st.st_mode & 0o222:
-        raise WriteConflict(f"{path.name} is read-only (no write permission bits); not written")
+        raise WriteConflict(f"{path.name} is read-only (no write permission bits)")
     if isinstance(text, str) and keep_bom and st is not None and not text.startswith("\ufeff") and _has_bom(path):
         text = "\ufeff" + text
     data = text.encode("utf-8") if isinstance(text, str) else text
