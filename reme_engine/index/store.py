@@ -872,6 +872,8 @@ class Store:
             "links": c.execute("SELECT count(*) FROM links").fetchone()[0],
             "dangling_links": c.execute("SELECT count(*) FROM links WHERE resolved IS NULL").fetchone()[0],
             "chunks_without_vectors": c.execute("SELECT count(*) FROM chunks WHERE has_vec = 0").fetchone()[0],
+            # has_vec 2: a chunk that gets no vector (the status line counts only those that have one)
+            "chunks_with_vectors": c.execute("SELECT count(*) FROM chunks WHERE has_vec = 1").fetchone()[0],
             "skipped": c.execute("SELECT count(*) FROM skipped").fetchone()[0],
         }
 

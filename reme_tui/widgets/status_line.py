@@ -127,8 +127,9 @@ class StatusLine(Static):
             t.append(f"{st['files']} files · {st['chunks']} chunks · ")
             if st.get("embedder"):
                 have = st.get("vectors")
-                if have is None:
-                    have = max(0, st["chunks"] - st.get("chunks_without_vectors", 0))
+                if have is None:  # vectors not loaded yet: what the index says has one
+                    have = st.get("chunks_with_vectors",
+                                  max(0, st["chunks"] - st.get("chunks_without_vectors", 0)))
                 t.append(f"{have} vectors")
             else:
                 t.append("no vectors")
