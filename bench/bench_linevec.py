@@ -8,7 +8,10 @@ Per variant: wall and CPU seconds (this process's; a big pass encodes in the emb
 counted) of ``engine.index()`` (keyword + vector pass), the vector pass's own seconds,
 chunks, line vectors, bytes of ``index.sqlite`` + ``embeddings.sqlite`` (+ WAL) and of the faiss file. Prints JSON.
 
-Usage: ``python bench/bench_linevec.py [--conversations 2] [--rounds 2] [--sets locomo,locomo-chat]`` (4 cold
+``--query-cost N``: instead, the query-time CPU of the stage with vs without turn vectors (:func:`query_cost`).
+
+Usage: ``python bench/bench_linevec.py [--query-cost 60] [--conversations 2] [--rounds 2]
+[--sets locomo,locomo-chat]`` (4 cold
 indexes per conversation and round; minutes each on a loaded machine, where the niced encode child waits for a
 core).
 """
@@ -61,17 +64,64 @@ def one(vault: Path, emb, lines: bool) -> dict:
         shutil.rmtree(state, ignore_errors=True)
 
 
+def query_cost(emb, n: int) -> dict:
+    """CPU ms of ``HybridSearcher.rank`` (fusion, field rules, second stage, hits) with the turn vectors on (the
+    defaults) vs off, interleaved per query (legs fetched once), on one conversation of each LoCoMo set (the bench
+    cache's index, its turn vectors built on open) and on knowledge-garden-zh (``known`` queries: no conversation
+    files, so only a path check per candidate)."""
+    from dataclasses import replace
+
+    import bench_quality as bq
+
+    out = {}
+    for name, build in (("locomo", bq.build_locomo), ("locomo-chat", bq.build_locomo_chat),
+                        ("kgzh", bq.build_known)):
+        roots, queries = build(False)
+        key = sorted(roots)[0]
+        qs = [q for q in queries if q["vault"] == key][:n]
+        state = roots[key] / "state"
+        eng = open_engine(roots[key] / "vault", state, emb)
+        eng.index()
+        s = eng.searcher
+        if not s.vectors.ready:
+            s.vectors.open()
+        s.wait_titles(600)
+        on = s.fusion
+        off = replace(on, rerank_lines=0.0, rerank_lines_chat=0.0)
+        t_on, t_off = [], []
+        for rnd in range(3):
+            for i, q in enumerate(qs):
+                text = q["text"].strip()
+                run = s.run_legs(text, 50, mode="hybrid")
+                for cfg, acc in ((on, t_on), (off, t_off)) if (i + rnd) % 2 else ((off, t_off), (on, t_on)):
+                    c = time.process_time()
+                    s.rank(text, run, limit=10, fusion=cfg)
+                    if rnd:  # the first round fills the caches (chunk texts, line matrices)
+                        acc.append((time.process_time() - c) * 1000)
+        out[name] = {"conversation_or_vault": key, "queries": len(qs), "rank_cpu_ms_on": stats(t_on),
+                     "rank_cpu_ms_off": stats(t_off)}
+        eng.close()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--conversations", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--sets", default="locomo,locomo-chat")
+    ap.add_argument("--query-cost", type=int, default=0, metavar="N",
+                    help="only the query-time cost: N queries per set, rank() CPU with turn vectors on vs off")
     args = ap.parse_args()
     import bench_quality as bq
     from _common import loaded_embedder
 
     emb, _ = loaded_embedder()
     out = {"machine": machine(), "loadavg_start": loadavg(), "sets": {}}
+    if args.query_cost:
+        out["query_cost"] = query_cost(emb, args.query_cost)
+        out["loadavg_end"] = loadavg()
+        emit(out)
+        return
     for name, build in (("locomo", bq.build_locomo), ("locomo-chat", bq.build_locomo_chat)):
         if name not in args.sets.split(","):
             continue
