@@ -153,7 +153,8 @@ def test_a_card_the_user_edited_keeps_every_user_line_and_the_new_summary_goes_t
     assert "### Summary\n\nRevenue grew 12% to 4.2bn.\nMargins improved to 21%." in block
     assert "### Key points\n\n- Margins 21%\n\n" in block  # points the card already has are not repeated
     assert block.endswith(f"### Source\n\n- [[{RES}]]")
-    assert [(c.path, c.action, c.sources) for c in eng.journal.changes(rep.run_id)] == [(CARD, "update", [RES])]
+    assert [(c.path, c.action, c.sources) for c in eng.journal.changes(rep.run_id)] == \
+        [(CARD, "update", [RES]), ("daily/2026-11-26.md", "update", [])]  # the day page's line for it too
     # the resource changes again: the block is rewritten in place with the newest summary, the user's bytes stay
     v3 = {**v2, "summary": "Revenue grew 12%. Margins 23% after restatement.", "key_points": ["Margins 23%"]}
     put(eng, RES, REPORT_TEXT + "Margins restated to 23%.\n")
@@ -188,7 +189,8 @@ def test_removed_resource_removes_its_card_but_keeps_a_user_edited_one(open_engi
     assert rep.removed == [CARD] and not (eng.vault / CARD).exists()
     assert memo_card.exists() and rep.kept == [{"path": other, "card": "daily/2026-11-26/memo.md",
                                                 "reason": "card was edited since the app wrote it; not deleted"}]
-    assert [(c.path, c.action) for c in eng.journal.changes(rep.run_id)] == [(CARD, "delete")]
+    assert [(c.path, c.action) for c in eng.journal.changes(rep.run_id)] == [(CARD, "delete"),
+                                                                             ("daily/2026-11-26.md", "update")]
     day = (eng.vault / "daily/2026-11-26.md").read_text()
     assert "q3-report" not in day and "daily/2026-11-26/memo" in day
     assert eng.store.catalog_get("resource") == {} and eng.store.file_info(CARD) is None
@@ -325,11 +327,11 @@ def test_engine_entry_point_journals_and_revert_restores(open_engine):
     with ScriptedServer(default=handler("anthropic")) as srv:
         rep = eng.auto_resource(llm=client("anthropic", srv))
     runs = eng.dream_log()["runs"]
-    assert runs[0]["run_id"] == rep.run_id and runs[0]["kind"] == "auto_resource" and runs[0]["changes"] == 1
+    assert runs[0]["run_id"] == rep.run_id and runs[0]["kind"] == "auto_resource" and runs[0]["changes"] == 2  # the card and the day page it created
     eng.revert(rep.run_id)
     after = tree(eng.vault)
     assert not (eng.vault / CARD).exists()
-    assert {k: v for k, v in after.items() if k != "daily/2026-11-26.md"} == before
+    assert after == before  # the day page the run created went with it
 
 
 # --------------------------------------------------------------------------------------------------- helpers' units
