@@ -78,6 +78,9 @@ class Background:
                     if on_event is not None:  # even for 0: another thread's pass may have done the work
                         on_event({"event": "vectors", "embedded": rep.embedded, "cached": rep.embed_cached,
                                   "error": rep.embed_error})
+                    tv = eng.searcher.titles()
+                    if tv is not None:  # built now, not on the first query (which would rank without them)
+                        tv.refresh()
             except Exception:  # logged; the next batch retries
                 log.exception("background vector pass failed")
 

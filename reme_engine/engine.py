@@ -189,20 +189,42 @@ class Engine:
         return self._embed.lock
 
     # -- indexing -----------------------------------------------------------------------------------------
-    def index(self, progress: Progress | None = None, *, vectors: bool = True) -> IndexReport:
+    def index(self, progress: Progress | None = None, *, vectors: bool = True, child: bool = False,
+              cancelled: Callable[[], bool] | None = None, child_log: str | None = None) -> IndexReport:
         """Full incremental sync (keyword + graph), then the vector pass when ``vectors`` and an embedder exist.
 
-        The first full sync of an engine also sweeps the temp files crashed writes left (:meth:`sweep_temp_files`)."""
+        The first full sync of an engine also sweeps the temp files crashed writes left (:meth:`sweep_temp_files`).
+        With ``child``, a big sync (:meth:`child_index_ahead`) runs in a separate, niced process writing the same
+        database (:mod:`reme_engine.index.sync_process`; its output appended to ``child_log``), so this process's
+        threads keep the GIL; ``cancelled`` is polled meanwhile. A child that fails falls back to this process.
+        Exceptions ``progress`` raises propagate (the child is stopped first)."""
+        report = None
+        if child:
+            from .index.sync_process import index_in_child
+
+            report = index_in_child(self, progress, cancelled, log_path=child_log)
         with self.write_lock:
-            if not self._swept:
-                self._swept = True
-                self.sweep_temp_files()
-            report = self.indexer.sync(progress)
+            if report is None:
+                if not self._swept:
+                    self._swept = True
+                    self.sweep_temp_files()
+                report = self.indexer.sync(progress)
             with self.store.write():
                 self.store.set_meta("last_sync", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
         if vectors:
             self.embed_pending(progress, report)
         return report
+
+    def child_index_ahead(self) -> bool:
+        """True when :meth:`index` with ``child`` would sync in a child process (a first index, an interrupted sync
+        or many files to re-read): one SQL count and a walk of a few hundred directory entries. False on a closed
+        or broken store (the pass itself reports it)."""
+        from .index.sync_process import wants_child
+
+        try:
+            return wants_child(self.store, self.vault)
+        except Exception:  # noqa: BLE001
+            return False
 
     def embed_pending(self, progress: Progress | None = None, report: IndexReport | None = None,
                       should_stop: Callable[[], bool] | None = None, *, wait: bool = True) -> IndexReport:

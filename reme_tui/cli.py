@@ -454,6 +454,13 @@ def run_serve(args: argparse.Namespace) -> int:
                 log(f"vectors: {rep.embed_busy}")
             elif not stop.is_set():
                 log(f"vectors up to date: embedded {rep.embedded}, from the cache {rep.embed_cached}")
+            # title vectors now, not on the first query: a one-shot `job search` builds them before it ranks, so a
+            # served answer without them would rank otherwise (see reme_engine.jobs._title_vectors_first)
+            if engine.searcher.titles() is not None:
+                while not stop.is_set() and not engine.searcher.wait_titles(timeout=1.0):
+                    pass
+                if not stop.is_set():
+                    log("title vectors ready")
         while not stop.wait(1.0):
             pass
         log("stopping")

@@ -23,47 +23,21 @@ log = logging.getLogger("reme.tui")
 
 
 def child_pass_ahead(engine) -> bool:
-    """True when the startup keyword pass will run in a child process (:func:`keyword_pass` with ``child``):
-    one SQL count and a walk of at most a few hundred directory entries, cheap enough for the UI thread."""
-    from reme_engine.index.sync_process import wants_child
-
-    try:
-        return wants_child(engine.store, engine.vault)
-    except Exception:  # a closed or broken store: the pass itself reports it
-        return False
+    """True when the startup keyword pass will run in a child process (:func:`keyword_pass` with ``child``; see
+    ``Engine.child_index_ahead``): cheap enough for the UI thread."""
+    return engine.child_index_ahead()
 
 
 def keyword_pass(engine, progress, cancelled: Callable[[], bool], child: bool = False):
     """The keyword + graph pass (``Engine.index(vectors=False)``); with ``child`` and a big sync ahead (a first
-    index, :func:`reme_engine.index.sync_process.wants_child`) it runs in a separate process, so this process's
-    event loop keeps the GIL and a search meanwhile answers at full speed. Falls back to this process when the
-    child fails. Returns the IndexReport; raises :class:`_Stop` when cancelled."""
-    if child:
-        from reme_engine.index.sync_process import SyncChildFailed, sync_in_child, wants_child
-
-        with engine.write_lock:
-            if wants_child(engine.store, engine.vault):
-                if not getattr(engine, "_swept", True):  # what Engine.index does before its first full sync
-                    engine._swept = True
-                    engine.sweep_temp_files()
-                # While thousands of rows arrive, the in-memory keyword scorer would re-derive each search's new
-                # rows in this process (~1 s a search, holding the GIL), and its first search after the pass
-                # reads every row (1.8–3.5 s at load 4): FTS5 answers from SQLite, which releases the GIL, in a
-                # few ms. It stays on for this session (the same ranking up to ties); the next start uses memory.
-                searcher = engine.searcher
-                memory = searcher.memory_bm25
-                searcher.memory_bm25 = False
-                try:
-                    report = sync_in_child(engine.indexer, progress, cancelled,
-                                           log_path=str(Path(engine.state_dir) / "tui.log"))
-                except SyncChildFailed as exc:
-                    searcher.memory_bm25 = memory
-                    log.warning("keyword pass in a child process failed (%s): indexing here", exc)
-                else:
-                    if cancelled():
-                        raise _Stop()
-                    return report
-    return engine.index(progress, vectors=False)
+    index) it runs in a separate process, so this process's event loop keeps the GIL and a search meanwhile
+    answers at full speed (the child's output goes to ``tui.log`` in the state dir). Falls back to this process
+    when the child fails. Returns the IndexReport; raises :class:`_Stop` when cancelled."""
+    report = engine.index(progress, vectors=False, child=child, cancelled=cancelled,
+                          child_log=str(Path(engine.state_dir) / "tui.log") if child else None)
+    if child and cancelled():
+        raise _Stop()
+    return report
 
 
 def run_passes(engine, cancelled: Callable[[], bool], post: Callable[[object], object], *,

@@ -258,6 +258,7 @@ def test_job_search_through_a_running_serve_matches_in_process(tmp_path, demo_va
             s.connect(str(sock_path))
         assert stat.S_IMODE(st.st_mode) == 0o600 and stat.S_IMODE(state.stat().st_mode) == 0o700
         serve.wait_line("vectors up to date")  # the server's answers include every vector from here on
+        serve.wait_line("title vectors ready")  # and rank with title vectors, as a one-shot search does
 
         code, served, heavy = _client(query, env)
         assert heavy == [], "the socket did not answer: the client loaded the engine"

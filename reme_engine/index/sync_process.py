@@ -203,3 +203,30 @@ def sync_in_child(indexer, progress: Progress | None = None,
             "SELECT 1 FROM vec_tombstones LIMIT 1").fetchone():
         vectors.apply_tombstones()
     return report
+
+
+def index_in_child(engine, progress: Progress | None, cancelled, log_path: str | None = None):
+    """The engine's keyword + graph sync in a child process when a big one is ahead (:func:`wants_child`), else
+    None (the caller syncs in its own process). Returns the IndexReport; None as well when the child failed
+    (logged: the caller then syncs itself). Holds ``engine.write_lock`` throughout.
+
+    While thousands of rows arrive, the in-memory keyword scorer would re-derive each search's new rows in the
+    calling process (~1 s a search, holding the GIL), and its first search after the pass would read every row
+    (1.8–3.5 s at load 4); FTS5 answers from SQLite, which releases the GIL, in a few ms. So the scorer is off for
+    the rest of this engine's life once a child pass ran (the same ranking up to ties); the next start uses it."""
+    with engine.write_lock:
+        if not wants_child(engine.store, engine.vault):
+            return None
+        if not engine._swept:  # what Engine.index does before its first full sync
+            engine._swept = True
+            engine.sweep_temp_files()
+        searcher = engine.searcher
+        memory = searcher.memory_bm25
+        searcher.memory_bm25 = False
+        try:
+            report = sync_in_child(engine.indexer, progress, cancelled, log_path=log_path)
+        except SyncChildFailed as exc:
+            searcher.memory_bm25 = memory
+            log.warning("keyword pass in a child process failed (%s): indexing here", exc)
+            return None
+        return report
