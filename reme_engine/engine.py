@@ -371,6 +371,14 @@ class Engine:
         return parse_frontmatter(text)
 
     @staticmethod
+    def hide_comments(text: str) -> str:
+        """A note body as a reading view shows it: ``%% comments %%`` blanked, line numbers kept (see
+        :func:`reme_engine.markdown.links.hide_comments`); never raises."""
+        from .markdown.links import hide_comments
+
+        return hide_comments(text)
+
+    @staticmethod
     def note_ownership(text: str) -> Ownership:
         """Who owns a note's full text and which (1-based file) lines are the app's; never raises."""
         from .vault.provenance import note_ownership  # lazy: it loads markdown-it (~30 ms)

@@ -272,7 +272,8 @@ def note_document(engine, request: OpenNote, cancelled: Callable[[], bool] = lam
         own = engine.note_ownership(text)  # pure and linear in the text: cheap beside the read
         if not plain:
             raw_body, long_lines = bound_lines(raw_body)
-            body, callouts, notes = callouts_and_footnotes(wikilinks_to_markdown(raw_body))
+            # Obsidian's reading view hides %% comments %% (their links are not shown in the Links pane either)
+            body, callouts, notes = callouts_and_footnotes(wikilinks_to_markdown(engine.hide_comments(raw_body)))
             body_line = fm.body_start_line
             footnotes = {label: i + body_line for label, i in notes.items()}
             blocks = markdown_blocks(body)

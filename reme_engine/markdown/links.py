@@ -223,6 +223,25 @@ _EXCLUSION_LINE = re.compile(r"^[ \t>*+\-.)0-9]*(?:```|~~~|<|%%)", re.MULTILINE)
 _FENCE_CLOSE_LINE = {c: re.compile(rf"^[ \t>]*{re.escape(c * 3)}", re.MULTILINE) for c in "`~"}
 
 
+def hide_comments(text: str) -> str:
+    """``text`` with each ``%% Obsidian comment %%`` that opens a line blanked, as Obsidian's reading view hides
+    it: its characters dropped, its newlines kept (so line numbers after it stay). Fenced code, HTML comments and
+    raw elements are left as they are; an unclosed ``%%`` is not a comment (the rule the link scan uses, see
+    the module docstring). Pure, linear in the text."""
+    if "%%" not in text:
+        return text
+    spans = [(a, b) for a, b in _block_exclusions(text) if text.startswith("%%", a)]
+    if not spans:
+        return text
+    out, pos = [], 0
+    for a, b in spans:
+        out.append(text[pos:a])
+        out.append("\n" * text.count("\n", a, b))
+        pos = b
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def _block_exclusions(text: str) -> list[tuple[int, int]]:
     """Sorted, disjoint ``(start, end)`` ranges of ``text`` that hold no links."""
     out: list[tuple[int, int]] = []
