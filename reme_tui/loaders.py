@@ -294,7 +294,8 @@ def note_document(engine, request: OpenNote, cancelled: Callable[[], bool] = lam
         warning = ((warning + "; " if warning else "")
                    + f"{long_lines} long line{'s' if long_lines > 1 else ''} cut at {MAX_LINE_CHARS} characters")
     doc = NoteDocument(path, body, meta, body_line, total or 0, size, plain, warning, links, sources,
-                       window_start, callouts=callouts, footnotes=footnotes, sha=sha)
+                       window_start, callouts=callouts, footnotes=footnotes, sha=sha,
+                       read_only=bool(getattr(st, "read_only", False)))
     if resolve_links and links:
         from .link_follow import missing_targets
 

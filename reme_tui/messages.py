@@ -126,6 +126,9 @@ class NoteDocument:
     sha: str = ""
     #: A page that does not exist yet (today's page on a vault the app did not lay out): ``body`` says so.
     unwritten: bool = False
+    #: The file has no write permission for this user (``engine.stat``): shown in the note pane's title, and ``e``
+    #: says why it does not open the editor.
+    read_only: bool = False
 
     @property
     def windowed(self) -> bool:

@@ -80,6 +80,8 @@ class ProactiveRefreshReport:
     run_id: str | None = None
     similarities: list[dict] = field(default_factory=list)
     known_threshold: float | None = None
+    #: vault-relative paths this run wrote (the day file, then the truth source); [] when nothing was written
+    written: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
@@ -199,6 +201,7 @@ def run_proactive_refresh(engine: VaultContext, *, date: str, llm=None, params: 
             consumed={f.path: mark(f.sha) for f in consumed_files}, gone=gone, sources=rep.changed,
             state_dir=state_dir))
         rep.warnings += fin.warnings
+        rep.written = list(fin.written)
     except (LLMError, ExtractError, WriteConflict) as exc:
         rep.errors.append(str(exc))
         log.warning("proactive refresh %s failed: %s", date, exc)

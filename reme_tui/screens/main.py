@@ -135,6 +135,7 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
         self.switcher = None  # the one quick switcher screen, installed on first use and reused
         self.search_screen = None  # the one search screen, likewise
         self._announce = False  # say what a re-index did (only when the user asked for it)
+        self._read_only_told: str | None = None  # the read-only note whose reason ``e`` gave already
         self._grew_at = 0.0  # when an open search last followed the first pass (see on_index_progress)
         self._init_layout()
         # Kept as attributes (not queried): handlers may run before nested children are mounted.
@@ -453,6 +454,16 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
         path = self.note.path
         if not path:
             self.notify("Open a note first", timeout=2)
+            return
+        doc = self.note.doc
+        if doc is not None and doc.path == path and doc.read_only:
+            # known from the open: say why at once (the full reason once per note, then a short reminder)
+            if self._read_only_told != path:
+                self._read_only_told = path
+                self.notify(f"{path} is read-only (no write permission), so it is not opened for editing; give it "
+                            "write permission to edit it.", title="Read-only", severity="warning", timeout=6)
+            else:
+                self.notify("read-only: not opened for editing", title="Read-only", timeout=2)
             return
         self.prepare_edit(path)
 

@@ -181,15 +181,26 @@ class AgendaPane(Vertical):
         self.items: dict[str, dict] = {}  # option id → agenda item / topic
         self.topics_by_id: dict[str, dict] = {}
         self._width = 0
-        self.date_input = Input(placeholder="YYYY-MM-DD", id="agenda-date", compact=True, max_length=10)
+        # Today's date from the first frame: the empty field's placeholder ("YYYY-MM-DD") flashed until the first
+        # answer came in. ``ctx.today()`` is the settings' clock, the same day the first load asks for.
+        first = self._today_or_none()
+        self.date_input = Input(first or "", placeholder="YYYY-MM-DD", id="agenda-date", compact=True,
+                                max_length=10)
         self.list = AgendaList(id="agenda-list")
+        self._first_title = "Agenda · today" if first else "Agenda"
+
+    def _today_or_none(self) -> str | None:
+        try:
+            return self.ctx.today() if self.ctx is not None else None
+        except Exception:  # a clock that cannot say (bad timezone): the field stays empty until the answer
+            return None
 
     def compose(self) -> ComposeResult:
         yield self.date_input
         yield self.list
 
     def on_mount(self) -> None:
-        self.border_title = "Agenda"
+        self.border_title = self._first_title
         self.show_message("Reading today's agenda…")
         if self.ctx is not None:
             self.ctx.vault_changed.subscribe(self, self._vault_changed)
@@ -248,6 +259,7 @@ class AgendaPane(Vertical):
         topics = len(getattr(res, "topics", []) or [])
         items = len(getattr(res, "agenda_items", []) or [])
         how = "LLM" if getattr(res, "used_llm", False) else "keywords (no LLM)"
+        where = self.written_text(res)
         if status == "failed" or errors:
             self.notify("; ".join(errors) or "the refresh failed", title="Refresh failed", severity="error",
                         timeout=8)
@@ -256,14 +268,28 @@ class AgendaPane(Vertical):
                         title="Refresh", timeout=4)
         elif not getattr(res, "changed", None):  # a fresh day: nothing new, the open topics re-evaluated
             if topics:
-                self.notify(f"Nothing new in the daily notes: {topics} open topics carried forward · via {how}",
-                            title="Refreshed", timeout=5)
+                self.notify(f"Nothing new in the daily notes: {topics} open topics carried forward · via {how}"
+                            + where, title="Refreshed", timeout=8 if where else 5)
             else:
                 self.notify("No recent daily notes and no open topics to carry forward: write in today's page "
-                            "(t), then refresh again.", title="Refreshed", timeout=6)
+                            "(t), then refresh again." + where, title="Refreshed", timeout=8 if where else 6)
         else:
-            self.notify(f"{topics} topics · {items} agenda items · via {how}", title="Refreshed", timeout=5)
+            self.notify(f"{topics} topics · {items} agenda items · via {how}" + where, title="Refreshed",
+                        timeout=8 if where else 5)
         self.load(message.date)  # the day just refreshed, even if another day was on screen
+
+    def written_text(self, res) -> str:
+        """``"\nwrote reme/proactive/<date>/interests.yaml, reme/proactive/_proactive.yaml …"``: what a refresh
+        wrote into the vault (``res.written``, else ``res.path``), so no file there comes as a surprise; in an
+        existing vault the app folder is named as the app's own. "" when nothing was written."""
+        written = [str(p) for p in (getattr(res, "written", None) or [getattr(res, "path", None)]) if p]
+        if not written:
+            return ""
+        text = "\nwrote " + ", ".join(written)
+        app_dir = str(getattr(self.ctx.settings.layers, "app_dir", "") or "").strip("/") if self.ctx else ""
+        if app_dir and app_dir.lower() != "auto" and all(p.startswith(f"{app_dir}/") for p in written):
+            text += f" ({app_dir}/ is the app's own folder in this vault: your notes are not changed)"
+        return text
 
     def _vault_changed(self, change) -> None:
         day = self.date or self.ctx.today()

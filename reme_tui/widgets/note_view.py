@@ -265,8 +265,10 @@ class NoteView(Vertical):
         self.path = doc.path
         self.doc = doc
         md_note = doc.path.lower().endswith((".md", ".markdown")) and not doc.unwritten
-        self.border_title = (f"{doc.path} · {ownership_label(doc.owner)}" if md_note
-                             else f"{doc.path} · not written yet" if doc.unwritten else doc.path)
+        title = (f"{doc.path} · {ownership_label(doc.owner)}" if md_note
+                 else f"{doc.path} · not written yet" if doc.unwritten else doc.path)
+        # a file without write permission says so before ``e`` is pressed
+        self.border_title = f"{title} · read-only" if doc.read_only else title
         intact = sum(1 for b in doc.app_blocks if b[2])
         self.owner_text = ownership_line(doc.owner, doc.owner_stamp, intact,
                                          len(doc.app_blocks) - intact) if md_note else ""
