@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..markdown.opaque import OPAQUE_ONLY_REASON, searchable_body
 from ..vault.io import SkipFile, read_text
 from .scan import MARKDOWN_EXTS, ScanEntry, path_date
 from .store import remember_title
@@ -144,7 +145,12 @@ class ParseStep:
                 # Invalid frontmatter is the user's text too: index it as body so nothing becomes unsearchable.
                 start_line, offset = 1, 0
             body = text[offset:]
-            chunks = chunk_markdown(body, line_offset=start_line - 1, max_bytes=budget)
+            # chunks, tokens, vectors and the description see only what a person searches for (no drawing data or
+            # base64 blobs: markdown/opaque.py); links come from the real body
+            sb = searchable_body(body, rel=rel, meta=meta)
+            if sb.only_opaque and not meta:
+                raise SkipFile(OPAQUE_ONLY_REASON)
+            chunks = chunk_markdown(sb.text, line_offset=start_line - 1, max_bytes=budget)
             links = parse_links(body, start_line=start_line, start_offset=offset, limit=MAX_LINKS_PER_FILE + 1)
             if len(links) > MAX_LINKS_PER_FILE:
                 del links[MAX_LINKS_PER_FILE:]
@@ -161,9 +167,12 @@ class ParseStep:
             body = dialog_text(text)[0]
             chunks = chunk_dialog(body, max_bytes=budget)  # small windows of whole turns, one day each
             kind = "text"
+            sb = None
         else:
-            body = text
-            chunks = chunk_plain(text, max_bytes=budget)
+            sb = searchable_body(text, rel=rel)
+            if sb.only_opaque:
+                raise SkipFile(OPAQUE_ONLY_REASON)
+            chunks = chunk_plain(sb.text, max_bytes=budget)
             kind = "text"
         name = ""
         for key in ("name", "title"):
@@ -175,7 +184,7 @@ class ParseStep:
         desc_v = meta.get("description")
         description = str(desc_v).strip() if isinstance(desc_v, (str, int, float)) else ""
         if not description:
-            description = _first_line_summary(body)
+            description = _first_line_summary(sb.text if sb is not None else body)
         if not chunks:
             # An empty (or frontmatter-only) note is still findable by its name: one title-only chunk.
             from ..markdown.chunker import Chunk
