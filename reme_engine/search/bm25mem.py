@@ -74,11 +74,19 @@ class MemoryBM25:
         #: full reads / in-place updates of the row tables (tests, benchmarks)
         self.loads = 0
         self.updates = 0
+        # term -> (postings docs, row lengths, row count, mean length, per-row BM25 term score): a term's score
+        # depends only on these, so it is computed once per postings snapshot, not once per query
+        self._scored: dict[str, tuple] = {}
+        self._scored_n = 0
+        #: per thread: True inside :meth:`pinned` (freshness checked once for the whole search)
+        self._tl = threading.local()
 
     # -- freshness ---------------------------------------------------------------------------------------------
     def _current(self, c) -> None:
         """Follow the postings when they changed since they were read: the rows written since, applied in place
         (:meth:`_update`), else everything read again."""
+        if getattr(self._tl, "pinned", False):
+            return  # checked at the start of this thread's search: one snapshot for all of it
         from ..index.store import postings_gen
 
         key = (self.store._inode, postings_gen(c))
@@ -172,6 +180,7 @@ class MemoryBM25:
             self._avgdl = total / n_rows if n_rows else 1.0
             self._epoch += 1
             self._deltas.append((self._epoch, delta))
+            self._scored, self._scored_n = {}, 0
             if len(self._deltas) > MAX_DELTAS:
                 del self._deltas[0]
             for part in self._side.values():  # rows of the files written: their chunk ids are the deleted rows'
@@ -221,8 +230,21 @@ class MemoryBM25:
             self._side = {}
             self._epoch += 1
             self._deltas = []
+            self._scored, self._scored_n = {}, 0
             self._key = key
             self.loads += 1
+
+    def pin(self) -> None:
+        """Check freshness now, then not again on this thread until :meth:`unpin`: a search asks the scorer
+        several times (document frequencies, top-k, the row caches, the second stage), and each check is an SQL
+        read (~40 µs). Writes committed meanwhile are seen by the next search."""
+        self._tl.pinned = False
+        self._current(self.store.conn)
+        self._tl.pinned = True
+
+    def unpin(self) -> None:
+        """End :meth:`pin` on this thread (freshness is checked on every call again)."""
+        self._tl.pinned = False
 
     def side_cache(self) -> dict:
         """A dict for the caller's own per-chunk data, emptied whenever the postings change (every change of a
@@ -321,7 +343,13 @@ class MemoryBM25:
                 if op == "AND":
                     return []
                 continue
-            if len(docs) and docs.max() >= len(dl):
+            got = self._scored.get(t)
+            if got is not None and got[0] is docs and got[1] is dl and got[2] == n_rows and got[3] == avgdl:
+                parts.append(docs)
+                scores.append(got[4])
+                continue
+            whole = docs
+            if docs[-1] >= len(dl):  # postings are sorted by row id
                 # another thread applied newer rows after the snapshot above: score against that snapshot (the
                 # next search sees them)
                 keep = docs < len(dl)
@@ -337,8 +365,14 @@ class MemoryBM25:
             if idf <= 0.0:
                 idf = 1e-6
             norm = K1 * (1.0 - B + B * dl[docs] / avgdl)
+            sc = idf * f * (K1 + 1.0) / (f + norm)
             parts.append(docs)
-            scores.append(idf * f * (K1 + 1.0) / (f + norm))
+            scores.append(sc)
+            if docs is whole:  # the whole postings scored: reusable while this snapshot lasts
+                if self._scored_n > MAX_CACHED_POSTINGS:
+                    self._scored, self._scored_n = {}, 0
+                self._scored[t] = (docs, dl, n_rows, avgdl, sc)
+                self._scored_n += len(docs)
         if not parts:
             return []
         if len(parts) == 1:
@@ -366,4 +400,4 @@ class MemoryBM25:
             cut = np.flatnonzero(acc >= kth)  # every row tied with the n-th, so ties resolve by row id below
             docs, acc = docs[cut], acc[cut]
         order = np.lexsort((docs, -acc))[:n]
-        return [(int(chunk[d]), float(s)) for d, s in zip(docs[order], acc[order])]
+        return list(zip(chunk[docs[order]].tolist(), acc[order].tolist()))

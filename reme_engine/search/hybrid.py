@@ -513,11 +513,16 @@ class HybridSearcher:
         (chat turns of those days, daily notes), newest day first. ``SearchResult.time_range`` says so."""
         tl = self._tl
         tl.in_search, tl.side = True, None
+        mem = self._memory() if self.memory_bm25 else None
         try:
+            if mem is not None:
+                mem.pin()  # one freshness check for the whole search (it asks the scorer ~4 times)
             return self._search(query, limit=limit, mode=mode, filters=filters, neighbors=neighbors, fusion=fusion,
                                 parse_time=parse_time)
         finally:
             tl.in_search, tl.side = False, None
+            if mem is not None:
+                mem.unpin()
 
     def _search(self, query: str, *, limit: int, mode: str, filters: SearchFilters | None, neighbors: bool,
                 fusion: FusionConfig | None, parse_time: bool) -> SearchResult:
