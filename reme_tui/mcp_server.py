@@ -14,8 +14,10 @@ Transports: stdio (what desktop clients launch) or, with ``--http``, streamable 
 
 Start-up: the SDK (≈1.2 s of imports on a quiet 2-core EPYC, mostly its pydantic protocol models) is imported
 only when serving; the engine opens on a background thread once the ``initialize`` handshake is answered (a
-middleware starts it at the next message; a tool call waits for it), and the embedding
-model loads on the first hybrid/vector query. After opening, a keyword + graph catch-up pass runs, then the
+middleware starts it at the next message; a tool call waits for it), and the query
+model starts loading on its own thread as soon as the engine is open (~0.3 s from its fast-load cache); a hybrid
+search that comes before it is in answers from keywords at once and says so in ``degraded`` (as the app's search
+does), then is hybrid again. After opening, a keyword + graph catch-up pass runs, then the
 vault watcher (no cron: dreaming stays with the app or ``--serve``), then the vector pass of whatever has no vector
 yet (``--no-embed`` skips it), encoded in the embedder's niced background process; while the app or ``--serve``
 embeds the vault the pass is skipped (one cross-process embed lock). Last, the vector index, the query model and

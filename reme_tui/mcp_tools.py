@@ -37,6 +37,10 @@ RESYNC_S = 30.0
 _TRANSIENT_THREADS = (("reme-null-floor", "gibberish floor probe"), ("reme-ivf-retrain", "vector index retrain"))
 
 
+#: ``degraded`` of a hybrid search answered while the query model loads (the TUI's search says the same).
+MODEL_LOADING = "vector model loading: keyword results for now"
+
+
 class ToolFailure(Exception):
     """A tool's user-facing failure; ``str(exc)`` is the one-line message returned as an MCP tool error."""
 
@@ -98,6 +102,8 @@ class VaultServer:
         self._embedded = 0  # vectors this server's own passes made
         self._progress = (0, 0)  # (files read, files to read) of the running index pass
         self._pass_started: float | None = None  # time.monotonic() when the catch-up pass began
+        self._model_thread: threading.Thread | None = None  # loads the query model (see load_model_soon)
+        self._model_lock = threading.Lock()
 
     def start(self) -> None:
         """Open the engine, then catch up the index and start the watcher, all on a daemon thread. Idempotent
@@ -122,6 +128,8 @@ class VaultServer:
         if eng.store.get_meta("last_sync"):
             self._indexed.set()  # search the existing index while the catch-up pass runs
         self._opened.set()
+        if self.embed:  # the query model loads beside the catch-up pass (~0.3 s from its cache, 1-2 s without)
+            self.load_model_soon(eng)
         self._work = "index catch-up"
         self._pass_started = time.monotonic()
         try:
@@ -145,6 +153,29 @@ class VaultServer:
                     self._vector_pass(eng)
             except Exception as exc:
                 _log(f"index catch-up failed: {exc}")
+
+    @staticmethod
+    def model_loading(eng) -> bool:
+        """True while ``eng``'s embedder still has its model to load (a hybrid search would wait for it); False
+        without vectors or for an embedder with nothing to load (a remote endpoint). As the TUI's search."""
+        emb = getattr(eng, "embedder", None)
+        return emb is not None and getattr(eng, "vectors", None) is not None and not getattr(emb, "loaded", True)
+
+    def load_model_soon(self, eng) -> None:
+        """Load ``eng``'s query model on a daemon thread (idempotent; a no-op once loaded or without a model)."""
+        with self._model_lock:
+            if self._model_thread is not None or not self.model_loading(eng):
+                return
+
+            def load() -> None:
+                try:
+                    eng.embedder.load()
+                except Exception as exc:  # the next hybrid search reports the embedder's failure itself
+                    if not self._closing.is_set():
+                        _log(f"loading the vector model failed: {exc}")
+
+            self._model_thread = threading.Thread(target=load, name="reme-mcp-model", daemon=True)
+            self._model_thread.start()
 
     def _on_progress(self, phase: str, done: int, total: int, _path: str) -> None:
         if phase == "index":
@@ -348,7 +379,8 @@ def _search(vs: VaultServer, a: dict) -> dict:
     neighbours (up to 5 notes it links to and 5 that link to it, with their descriptions, and the totals; traverse
     lists them all). Filters: layer (daily | digest | resource | session), path_prefix, paths, date_from/date_to,
     frontmatter values. mode=keyword skips the embedding model. `degraded` says when results are weaker than
-    usual (no vectors yet; a vault still being indexed for the first time, when `partial` says how far it got).
+    usual (no vectors yet; the vector model still loading right after start-up, when a hybrid search answers
+    from keywords; a vault still being indexed for the first time, when `partial` says how far it got).
     """
     eng, partial = vs.indexed_engine()
     layer = a.pop("layer", None)
@@ -362,7 +394,13 @@ def _search(vs: VaultServer, a: dict) -> dict:
         if a.get("path_prefix") and not a["path_prefix"].startswith(prefix):
             raise ToolFailure(f"path_prefix {a['path_prefix']!r} is outside layer {layer!r}")
         a["path_prefix"] = a.get("path_prefix") or prefix
+    loading = (a.get("mode") or "hybrid") == "hybrid" and vs.model_loading(eng)
+    if loading:  # as the app does: keyword results at once rather than a wait of seconds for the model
+        vs.load_model_soon(eng)
+        a = {**a, "mode": "keyword"}
     res = vs.job("search", a, eng)
+    if loading:
+        res["degraded"] = "; ".join(x for x in (MODEL_LOADING, res.get("degraded")) if x)
     neighbors = res.pop("neighbors", {}) or {}
     hits, shown = [], set()
     for h in res.pop("hits", []):
