@@ -14,6 +14,7 @@ timed from the moment tmux is told to send it until ``capture-pane`` (polled eve
 control-mode client, ~1 ms a capture) shows that key's expected change. ``key_to_paint_ms``: p50/p95/max, overall
 and by the phase the status line showed (``indexing``, ``embedding``); ``first_keyword_hit_s`` /
 ``first_hybrid_hit_s``: from launch until the app's search shows a hit / a hit with a vector rank (``vec #``);
+``first_commit_s``: from launch until the index holds its first chunk (a read-only poll every 20 ms);
 ``rss_mb`` and ``cpu_s`` of the app and its encode child. ``--child both`` runs the app with
 ``embedder.background_process`` off ("before": encoding in the app's process) then on, in one sitting. Part
 ``throughput``: the vector pass's encode of the same texts in-process vs through the child (interleaved,
@@ -408,6 +409,23 @@ def keys_run(tmp: Path, child: bool, seconds: float, patho: bool, hybrid_wait: f
     hits_seen: dict = {}
     searches: list[dict] = []  # each query the cycle typed: when sent, when its result line showed, hits
     peak = {"app_rss_mb": 0.0, "child_rss_mb": 0.0}
+    committed: dict = {}
+
+    def watch_db() -> None:  # when the first note's row is committed (a read-only poll every 20 ms)
+        while "first" not in committed and time.perf_counter() - t0 < 120:
+            try:
+                c = sqlite3.connect(f"file:{state / 'index.sqlite'}?mode=ro", uri=True, timeout=1)
+                try:
+                    if c.execute("SELECT 1 FROM chunks LIMIT 1").fetchone():
+                        committed["first"] = time.perf_counter() - t0
+                finally:
+                    c.close()
+            except sqlite3.Error:
+                pass
+            time.sleep(0.02)
+
+    if not prebuilt:
+        threading.Thread(target=watch_db, daemon=True).start()
     try:
         app = tm.pane_pid()
         while "Daily" not in "\n".join(tm.screen()):
@@ -533,6 +551,7 @@ def keys_run(tmp: Path, child: bool, seconds: float, patho: bool, hybrid_wait: f
                      for k in dict.fromkeys(x["key"] for x in samples)}
     out["timeouts"] = sum(x["timed_out"] for x in samples)
     out["slowest"] = sorted(samples, key=lambda x: -x["ms"])[:8]
+    out["first_commit_s"] = None if "first" not in committed else round(committed["first"], 2)
     out["first_keyword_hit_s"] = hits_seen.get("keyword")
     out["first_hybrid_hit_s"] = hits_seen.get("hybrid")
     out["searches"] = searches[:12]

@@ -108,3 +108,23 @@ async def test_agenda_date_is_today_from_the_first_frame(app_for):
         seen.append((m.agenda.date_input.value, str(m.agenda.border_title)))
         await wait_for(pilot, lambda: m.agenda.date is not None, what="agenda loaded")
     assert seen[0] == (DEMO_DAY, "Agenda · today")
+
+
+async def test_search_during_the_first_index_is_no_dead_end(app_for):
+    """While the first keyword pass runs, a query with nothing found yet says the index is coming in and that it
+    searches again (not "no hits for"); once the pass is done, "no hits for" is the true answer."""
+    from reme_tui.screens.search import SearchScreen
+
+    app = app_for()
+    async with app.run_test(size=(120, 30)) as pilot:
+        m = await started(pilot)
+        m.first_pass_progress = (16, 3180)  # as on_index_progress keeps it during a first pass
+        await pilot.press("slash", *"zzqxnotaword")
+        s = pilot.app.screen
+        assert isinstance(s, SearchScreen)
+        await wait_for(pilot, lambda: s.result is not None and s.shown_seq == s.seq, what="results")
+        info = str(s.info.render())
+        assert "nothing yet" in info and "16 of 3180" in info and "no hits for" not in info
+        m.first_pass_progress = None
+        s.refresh_results()
+        await wait_for(pilot, lambda: "no hits for" in str(s.info.render()), what="the final answer")

@@ -400,10 +400,23 @@ class Indexer(ScanStep, ParseStep, ApplyStep, LinksStep, EmbedStep):
             else:
                 # The first batches parse here while the spawned workers import (seconds on a busy machine), so
                 # the first notes are searchable at once; the workers take the rest.
+                # The workers start after the first commit (or once the head is parsed): started with the sync,
+                # two interpreters importing and loading the tokenizer's dictionary took the cores from the first
+                # batch (a fresh vault's first hit came seconds later on 2 cores).
                 head = INLINE_HEAD_FILES
-                rest = pool.map(_parse_in_worker, [(self.vault, self.settings, e) for e, _ in todo[head:]],
-                                chunksize=16)
-                outcome_iter = itertools.chain((self._parse_safe(e) for e, _ in todo[:head]), rest)
+                pooled: dict = {}
+
+                def start_pool() -> None:
+                    if "it" not in pooled:
+                        pooled["it"] = pool.map(_parse_in_worker,
+                                                [(self.vault, self.settings, e) for e, _ in todo[head:]],
+                                                chunksize=16)
+
+                def rest():
+                    start_pool()
+                    yield from pooled["it"]
+
+                outcome_iter = itertools.chain((self._parse_safe(e) for e, _ in todo[:head]), rest())
             try:
                 # Results arrive in order; with a pool, workers keep parsing ahead while this thread writes.
                 cap, nbytes, since = FIRST_BATCH_FILES, 0, time.monotonic()
@@ -416,6 +429,8 @@ class Indexer(ScanStep, ParseStep, ApplyStep, LinksStep, EmbedStep):
                         crash_point("sync.after_batch")
                         done += len(batch)
                         prog("index", done, total, e.rel)
+                        if pool is not None:
+                            start_pool()  # after prog: a child sync lowers its priority there first
                         batch, nbytes, cap, since = [], 0, min(BATCH_FILES, 2 * cap), time.monotonic()
                 if batch:
                     flush(batch)

@@ -27,7 +27,9 @@ log = logging.getLogger("reme.indexer")
 #: Files at least this many of which need (re)reading make the app's startup pass run in a child process; below
 #: it (the usual start: a few notes edited while the app was closed) the spawn (~0.3–0.5 s) costs more than it saves.
 CHILD_MIN_STALE_FILES = 200
-#: Niceness added to the child (and the parse workers it starts).
+#: Niceness added to the child once its first batch is committed (the parse workers, started after it, inherit it).
+#: Until then it runs at the app's priority: niced from the start, next to one busy process per core it got ~10 %
+#: of a core, and a fresh vault's first search hit came seconds late.
 CHILD_NICE = 10
 #: Seconds between checks of the cancel flag and the child's liveness while it works.
 POLL_S = 0.1
@@ -85,6 +87,15 @@ def _watch_parent(parent: int) -> None:
             os._exit(3)
 
 
+def _lower_priority() -> None:
+    """Add :data:`CHILD_NICE` to this thread's niceness (on Linux a thread attribute: call it from the thread
+    that syncs; the parse workers it starts afterwards inherit it)."""
+    try:
+        os.nice(CHILD_NICE)
+    except (OSError, AttributeError):
+        pass
+
+
 def _child_main(conn, vault: str, settings, db_path: str, emb_path: str, parallel: bool, parent: int,
                 log_path: str | None = None) -> None:
     """Child entry point: open the index, sync with progress sent as ``("progress", stage, done, total,
@@ -100,11 +111,6 @@ def _child_main(conn, vault: str, settings, db_path: str, emb_path: str, paralle
     except OSError:
         pass
     try:
-        # niced (its parse workers inherit it): the cores go to the app's keys and searches first
-        os.nice(CHILD_NICE)
-    except (OSError, AttributeError):
-        pass
-    try:
         from . import indexer as ix_mod
         from .indexer import Indexer
         from .store import Store
@@ -114,9 +120,14 @@ def _child_main(conn, vault: str, settings, db_path: str, emb_path: str, paralle
         store = Store(db_path, emb_path)
         try:
             ix = Indexer(vault, settings, store, default_tokenizer(), None)
+            niced = False  # full speed until the first batch is in (CHILD_NICE)
 
             def progress(stage: str, done: int, total: int, detail: str) -> None:
+                nonlocal niced
                 conn.send(("progress", stage, done, total, detail))
+                if not niced and (done or stage != "index"):
+                    niced = True
+                    _lower_priority()
 
             report = ix.sync(progress)
             with store.write():

@@ -135,6 +135,8 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
         self.switcher = None  # the one quick switcher screen, installed on first use and reused
         self.search_screen = None  # the one search screen, likewise
         self._announce = False  # say what a re-index did (only when the user asked for it)
+        #: ``(files done, files to do)`` of the first keyword pass while it runs (an open search says so), else None
+        self.first_pass_progress: tuple[int, int] | None = None
         self._read_only_told: str | None = None  # the read-only note whose reason ``e`` gave already
         self._grew_at = 0.0  # when an open search last followed the first pass (see on_index_progress)
         self._init_layout()
@@ -548,6 +550,8 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
 
     def on_index_progress(self, message: IndexProgress) -> None:
         self.status.show_progress(message.stage, message.done, message.total)
+        if message.stage == "index" and not self.ctx.keyword_ready:
+            self.first_pass_progress = (message.done, message.total)
         if message.stage == "index" and message.done and not self.ctx.keyword_ready:
             now = time.monotonic()
             if now - self._grew_at >= SEARCH_FOLLOW_S:  # the first pass committed more notes
@@ -576,6 +580,7 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
             return
         first_pass = not self.ctx.keyword_ready
         self.ctx.keyword_ready = True
+        self.first_pass_progress = None
         if first_pass and getattr(self.app, "background", False):
             self.start_background()
         self.status.set_work("embedding…" if self.engine.vectors is not None else "")

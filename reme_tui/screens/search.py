@@ -374,6 +374,11 @@ class SearchScreen(Dialog):
             self._model_loading = False
         self.post_message(ModelLoaded())
 
+    def _first_pass(self) -> tuple[int, int] | None:
+        """``(files done, files to do)`` while the app's first keyword pass runs, else None."""
+        main = getattr(self.app, "main_screen", None)
+        return getattr(main, "first_pass_progress", None)
+
     def index_grew(self) -> None:
         """The first keyword pass committed another batch: a shown answer short of :data:`RESULT_LIMIT` hits (none
         yet, a few) is searched again, so what was typed before the notes were in finds them."""
@@ -403,7 +408,15 @@ class SearchScreen(Dialog):
         if res.degraded:
             note += f" · {res.degraded}"
         ftext = self._filter_text() + time_range_text(getattr(res, "time_range", None))
-        self._info(note + weaker + ftext if res.hits else f"no hits for {message.query!r} ({res.mode}){weaker}{ftext}")
+        if res.hits:
+            self._info(note + weaker + ftext)
+        elif (growing := self._first_pass()) is not None:
+            # not a dead end: the first index is still coming in, and this search runs again as it grows
+            done, total = growing
+            self._info(f"nothing yet for {message.query!r}: indexing, {done} of {total} files in — searching "
+                       f"again as notes come in{ftext}")
+        else:
+            self._info(f"no hits for {message.query!r} ({res.mode}){weaker}{ftext}")
         if self._open_when_ready and message.seq == self.seq:
             self._open_when_ready = False
             self._open(0)
