@@ -1,4 +1,4 @@
-"""Turn-level vectors (reme_engine.search.linevec): built by the vector pass for chat records and daily cards,
+"""Turn-level vectors (reme_engine.search.linevec): built by the vector pass for daily cards (chat records on request),
 read by the second ranking stage without encoding at query time. Real temp vault, real index, real embedder."""
 
 from __future__ import annotations
@@ -37,10 +37,11 @@ def _vault(tmp_path):
 
 def test_which_files_and_lines_get_vectors():
     assert linevec.wants_lines("daily/2026-11-20/card.md")
-    assert linevec.wants_lines("session/dialog/x.jsonl")
+    assert not linevec.wants_lines("session/dialog/x.jsonl")  # chat windows are near turn level already
+    assert linevec.wants_lines("session/dialog/x.jsonl", chats=True)
     assert not linevec.wants_lines("daily/2026-11-20.md")  # the day page only lists cards
     assert not linevec.wants_lines("notes/boats.md")
-    assert not linevec.wants_lines("other/dialog/x.jsonl")
+    assert not linevec.wants_lines("other/dialog/x.jsonl", chats=True)
     assert linevec.wants_lines("journal/2026-11-20/c.md", daily_dir="journal")
     lines = linevec.chunk_lines("# Ana & Ben\n\n" + "\n\n".join(TURNS)
                                 + "\nuser · 2026-11-21 09:00: Which train goes to the airport?")
@@ -57,9 +58,9 @@ def test_vector_pass_builds_line_vectors_once_and_only_for_conversations(make_en
                                          " WHERE f.path = ?", (p,))]
              for p in ("daily/2026-11-20/ana-ben.md", "session/dialog/c1.jsonl", "notes/boats.md")}
     assert linevec.missing_lines(c, space, texts["daily/2026-11-20/ana-ben.md"]) == []
-    assert linevec.missing_lines(c, space, texts["session/dialog/c1.jsonl"]) == []
+    assert len(linevec.missing_lines(c, space, texts["session/dialog/c1.jsonl"])) == 2  # chats: none by default
     assert len(linevec.missing_lines(c, space, texts["notes/boats.md"])) == 1  # a note gets none
-    assert rep.embedded_lines == 6  # 4 card turns + 2 chat turns
+    assert rep.embedded_lines == 4  # the 4 card turns
     assert eng.index().__dict__.get("embedded_lines", 0) == 0  # nothing new: nothing encoded again
     # an index from before line vectors (no marker) catches up on its next pass
     with eng.store.write() as cw:

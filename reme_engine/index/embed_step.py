@@ -168,9 +168,10 @@ class EmbedStep:
         caught_up = self.store.get_meta(meta_key) == linevec.RULES
         if not caught_up:
             # an index built before line vectors (or under other line rules): every conversation-shaped chunk once
+            chats = "f.path LIKE '%.jsonl' OR " if linevec.CHAT_LINES else ""
             rows = self.store.conn.execute(
                 "SELECT c.id, c.text_hash, c.text, c.headings, c.ord, f.mtime, f.path FROM chunks c"
-                " JOIN files f ON f.id = c.file_id WHERE f.path LIKE '%.jsonl' OR f.path LIKE ?",
+                f" JOIN files f ON f.id = c.file_id WHERE {chats}f.path LIKE ?",
                 (f"{daily.strip('/')}/%",)).fetchall()
         texts = [r[2] for r in rows if len(r) > 6 and linevec.wants_lines(r[6], daily, session)]
         todo = linevec.missing_lines(self.store.conn, space, texts) if texts else []

@@ -83,8 +83,9 @@ class FusionConfig:
     alone (bench/RESULTS.md, "Issue 11, fourth round": never below the first stage on any set; neighbour and
     spread lost on other sets and stay settings). ``rerank_lines``: share of the best score × the normalised cosine
     of the candidate's best turn (line vectors of daily cards, :mod:`.linevec`; 0 = off); ``rerank_lines_chat``: the
-    same for chat-record windows (≤ 4 turns: their own vector is near turn level already). Chosen on the dev split
-    of LoCoMo (bench/RESULTS.md, "Issue 11, fifth round").
+    same for chat-record windows (≤ 4 turns: their own vector is near turn level already; 0 by default, and their
+    turn vectors are built only with :data:`.linevec.CHAT_LINES`: they bought nothing, bench/RESULTS.md, "Issue
+    11, sixth round"). Chosen on the dev split of LoCoMo (bench/RESULTS.md, "Issue 11, fifth round").
     """
 
     method: str = "convex"
@@ -107,7 +108,7 @@ class FusionConfig:
     rerank_neighbour: float = 0.0
     rerank_spread: float = 0.0
     rerank_lines: float = 0.3
-    rerank_lines_chat: float = 0.1
+    rerank_lines_chat: float = 0.0
 
     def __post_init__(self) -> None:
         if self.method not in FUSION_METHODS:

@@ -28,15 +28,23 @@ MIN_CHARS = 16
 MAX_LINES = 48
 #: Version of the line rules (part of :func:`line_key`): a change re-embeds instead of reusing stale keys.
 RULES = "lines-v1"
+#: Chat records get turn vectors too (off: measured on LoCoMo as chat records, their ≤ 4-turn windows' own vectors
+#: are already near turn level — R@5 / R@10 with turn vectors 0.801 / 0.864 vs 0.801 / 0.866 without, dev split —
+#: while the turns were ~6× the vectors of a conversation-only vault; bench/RESULTS.md, "Issue 11, sixth round").
+CHAT_LINES = False
 _CHAT_PREFIX_RE = re.compile(r"^[a-z]+ · \d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}: ")
 _DATE_DIR_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
-def wants_lines(path: str, daily_dir: str = "daily", session_dir: str = "session") -> bool:
-    """True when the file at vault-relative ``path`` is conversation-shaped: a chat record
-    ``<session_dir>/dialog/<id>.jsonl`` or a daily card ``<daily_dir>/<YYYY-MM-DD>/<name>.md`` (not the day page
-    ``<daily_dir>/<date>.md`` itself, which only lists cards). Pure."""
+def wants_lines(path: str, daily_dir: str = "daily", session_dir: str = "session", *,
+                chats: bool | None = None) -> bool:
+    """True when the file at vault-relative ``path`` gets turn vectors: a daily card
+    ``<daily_dir>/<YYYY-MM-DD>/<name>.md`` (not the day page ``<daily_dir>/<date>.md`` itself, which only lists
+    cards), and, when ``chats`` (default :data:`CHAT_LINES`), a chat record ``<session_dir>/dialog/<id>.jsonl``.
+    Pure."""
     if path.endswith(".jsonl"):
+        if not (CHAT_LINES if chats is None else chats):
+            return False
         return path.startswith(f"{session_dir.strip('/')}/dialog/")
     parts = path.split("/")
     return (len(parts) == 3 and parts[0] == daily_dir.strip("/") and bool(_DATE_DIR_RE.match(parts[1]))

@@ -72,6 +72,47 @@ def _folded(text: str) -> str:
     return got
 
 
+#: English inflection endings a Latin term may differ by in :func:`line_coverage` ("paint" ~ "painting",
+#: "camped" ~ "camping", "activities" ~ "activity"): a question and its answer rarely inflect a word alike.
+_SUFFIXES = ("ings", "ing", "ies", "ied", "ers", "er", "ed", "es", "s")
+#: Inflections count in :func:`line_coverage` (measured on LoCoMo as daily cards, dev split: R@5 / R@10 0.828 /
+#: 0.887 → 0.835 / 0.896; chat records 0.801 / 0.864 → 0.801 / 0.867; bench/RESULTS.md, "Issue 11, sixth round").
+STEM = True
+# Levers measured in the same round and left off (0 / False = off; bench/bench_quality.py --levers):
+#: a query word absent from the index still counts (at the IDF of a term in no chunk) when it has a stem
+ABSENT_STEMMED = False
+#: chat-record windows gain this share of an adjacent candidate window's score (the neighbour signal, chats only)
+NEIGHBOUR_CHAT = 0.0
+#: coverage = (1 − PAIR) · best line + PAIR · best two adjacent lines (an answer right after the question turn)
+PAIR = 0.0
+
+
+def stem(word: str) -> str:
+    """A crude English stem of a lower-case Latin ``word`` (the ending of :data:`_SUFFIXES` dropped when ≥ 3
+    characters are left, a doubled final consonant undone, a final ``e`` dropped), so that the inflections of one
+    word share it. Not a linguistic stemmer: only used to compare two words. Pure."""
+    w = _STEMS.get(word)
+    if w is not None:
+        return w
+    w = word
+    if len(w) >= 4 and w.isalpha() and w.isascii():
+        for suf in _SUFFIXES:
+            if w.endswith(suf) and len(w) - len(suf) >= 3 and not (suf == "s" and w[-2] in "siu"):
+                w = w[:-len(suf)] + ("y" if suf in ("ies", "ied") else "")
+                if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiouylsz":
+                    w = w[:-1]
+                break
+        if len(w) > 3 and w.endswith("e"):
+            w = w[:-1]
+    if len(_STEMS) > 65536:
+        _STEMS.clear()
+    _STEMS[word] = w
+    return w
+
+
+_STEMS: dict[str, str] = {}
+
+
 def line_coverage(text: str, weights: dict[str, float]) -> float:
     """Largest IDF-weighted share of the query terms (``weights``: {term: idf}, tokens of the index's tokenizer)
     found in one non-blank line of ``text``, in 0..1. Pure.
@@ -85,18 +126,45 @@ def line_coverage(text: str, weights: dict[str, float]) -> float:
     low = _folded(text)
     n = len(low)
     per_line: dict[int, float] = {}
+    per_pair: dict[int, set] = {}
     for t, w in weights.items():
         latin = not _CJK_RUN_RE.match(t)
         lines: set[int] = set()
-        i = low.find(t)
-        while i >= 0:
-            j = i + len(t)
-            if not latin or ((i == 0 or not _latin_char(low[i - 1])) and (j >= n or not _latin_char(low[j]))):
-                lines.add(low.count("\n", 0, i))  # the line of the match
-            i = low.find(t, j if latin else i + 1)
+        if latin and STEM:
+            st = stem(t)
+            # inflected forms: find the stem's prefix (its final y/e varies), compare the whole run's stem
+            pre = st[:-1] if st[-1] in "ye" else st
+            i = low.find(pre)
+            while i >= 0:
+                j = i + len(pre)
+                if i == 0 or not _latin_char(low[i - 1]):
+                    while j < n and _latin_char(low[j]):
+                        j += 1
+                    run = low[i:j]
+                    if run == t or stem(run) == st:
+                        lines.add(low.count("\n", 0, i))
+                i = low.find(pre, j)
+        else:
+            i = low.find(t)
+            while i >= 0:
+                j = i + len(t)
+                if not latin or ((i == 0 or not _latin_char(low[i - 1])) and (j >= n or not _latin_char(low[j]))):
+                    lines.add(low.count("\n", 0, i))  # the line of the match
+                i = low.find(t, j if latin else i + 1)
         for ln in lines:
             per_line[ln] = per_line.get(ln, 0.0) + w
-    return min(1.0, max(per_line.values()) / total) if per_line else 0.0
+        if PAIR:
+            for ln in lines:
+                pairs = per_pair.setdefault(ln, set())
+                pairs.add(t)
+                per_pair.setdefault(ln - 1, set()).add(t)
+    if not per_line:
+        return 0.0
+    best = max(per_line.values()) / total
+    if PAIR:
+        pb = max(sum(weights[t] for t in ts) for ts in per_pair.values()) / total
+        best = (1 - PAIR) * best + PAIR * pb
+    return min(1.0, best)
 
 
 def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Callable[[list[int]], dict],
@@ -141,7 +209,13 @@ def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Call
     if cfg.rerank_coverage > 0:
         toks = query_tokens(query)
         df = doc_freqs(toks) if toks else {}
-        weights = {t: bm25_idf(df[t], n_rows) for t in toks if t in df}  # absent terms match no chunk
+        # absent terms match no chunk (an absent inflection may match through its stem: with ABSENT_STEMMED it
+        # counts, at the IDF of a term in no chunk)
+        weights = {t: bm25_idf(df[t], n_rows) for t in toks if t in df}
+        if STEM and ABSENT_STEMMED:
+            for t in toks:
+                if t not in weights and t.isascii() and t.isalpha() and stem(t) != t:
+                    weights[t] = bm25_idf(0, n_rows)
         if len(weights) >= 2:  # one term: coverage is 0 or 1 for every chunk the keyword leg found anyway
             for cid in head:
                 if cid in info:
@@ -158,15 +232,19 @@ def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Call
                 gain = w * top * vn
                 fused[cid]["score"] += gain
                 fused[cid]["rerank_lines"] = gain
-    if cfg.rerank_neighbour > 0:
+    nb_chat = NEIGHBOUR_CHAT
+    if cfg.rerank_neighbour > 0 or nb_chat > 0:
         by_pos = {(v[0], v[1]): cid for cid, v in info.items()}
         for cid in head:
             if cid not in info:
                 continue
+            w = cfg.rerank_neighbour if not info[cid][3].endswith(".jsonl") else max(cfg.rerank_neighbour, nb_chat)
+            if w <= 0:
+                continue
             f, o = info[cid][0], info[cid][1]
             near = [base[n] for n in (by_pos.get((f, o - 1)), by_pos.get((f, o + 1))) if n is not None]
             if near:
-                gain = cfg.rerank_neighbour * max(near)
+                gain = w * max(near)
                 fused[cid]["score"] += gain
                 fused[cid]["rerank_neighbour"] = gain
     if pages:
@@ -217,14 +295,15 @@ def rerank_for(searcher, fused: dict[int, dict], query: str, cfg: FusionConfig) 
     texts = getattr(searcher, "chunk_texts", None) or (lambda ids: chunk_texts(searcher.store.conn, ids))
     rerank(fused, query, cfg, texts=texts,
            query_tokens=tok.query_tokens, doc_freqs=searcher._doc_freqs, n_rows=searcher._chunk_count(),
-           line_cosines=_line_cosines_for(searcher, query)
+           line_cosines=_line_cosines_for(searcher, query, chats=cfg.rerank_lines_chat > 0)
            if cfg.rerank_lines > 0 or cfg.rerank_lines_chat > 0 else None)
 
 
-def _line_cosines_for(searcher, query: str):
+def _line_cosines_for(searcher, query: str, *, chats: bool = False):
     """``line_cosines`` for :func:`rerank` from the searcher's line vectors and the query vector its vector leg
     computed (``last_query_vec``), or None when there is none for this query (keyword mode, no embedder): the
-    stage never encodes at query time."""
+    stage never encodes at query time. ``chats``: chat-record windows are scored too (from whatever turn vectors
+    the cache holds: the vector pass builds them only with :data:`.linevec.CHAT_LINES`)."""
     from . import linevec
 
     got = getattr(searcher, "last_query_vec", None)
@@ -238,7 +317,7 @@ def _line_cosines_for(searcher, query: str):
     daily, session = getattr(searcher, "line_dirs", ("daily", "session"))
 
     def fn(items):
-        items = [(cid, t, p) for cid, t, p in items if linevec.wants_lines(p, daily, session)]
+        items = [(cid, t, p) for cid, t, p in items if linevec.wants_lines(p, daily, session, chats=chats)]
         if not items:
             return {}
         cos = lv.best_cosines([t for _, t, _ in items], qv)
