@@ -31,6 +31,8 @@ from .fusion import FusionConfig, bm25_idf, rank_key
 # any other letters/digits make Latin runs). Copied, not imported: line_coverage matches tokens by the same runs.
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 _CJK_RUN_RE = re.compile(rf"[{_CJK}]+")
+#: the rest of a Latin/digit run (``[^\W_]`` = ``str.isalnum``, CJK excluded: what :func:`_latin_char` accepts)
+_LATIN_RUN_RE = re.compile(rf"[^\W_{_CJK}]*")
 
 
 def chunk_texts(conn, ids: list[int]) -> dict[int, tuple[int, int, str, str]]:
@@ -113,13 +115,30 @@ def stem(word: str) -> str:
 _STEMS: dict[str, str] = {}
 
 
+_TERMS: dict[str, tuple[bool, str, str]] = {}
+
+
+def _term(t: str) -> tuple[bool, str, str]:
+    """``(is Latin, stem, prefix searched for)`` of a query term, remembered (a query's terms recur per chunk)."""
+    got = _TERMS.get(t)
+    if got is None:
+        latin = not _CJK_RUN_RE.match(t)
+        st = stem(t) if latin else t
+        got = (latin, st, st[:-1] if latin and st[-1] in "ye" else st)
+        if len(_TERMS) > 65536:
+            _TERMS.clear()
+        _TERMS[t] = got
+    return got
+
+
 def line_coverage(text: str, weights: dict[str, float]) -> float:
     """Largest IDF-weighted share of the query terms (``weights``: {term: idf}, tokens of the index's tokenizer)
     found in one non-blank line of ``text``, in 0..1. Pure.
 
-    A Latin/digit term counts when it is a whole run of the line (lower-cased, NFKC, as the tokenizer cuts runs), a
-    CJK term (a jieba word or a bigram) when the line contains it: the matches the tokenizer would give, found with
-    ``str.find`` — running the tokenizer over ~30 chunks per query took ~15 ms, this ~1."""
+    A Latin/digit term counts when it is a whole run of the line (lower-cased, NFKC, as the tokenizer cuts runs) or,
+    with :data:`STEM`, a run with the same :func:`stem`; a CJK term (a jieba word or a bigram) when the line
+    contains it: the matches the tokenizer would give, found with ``str.find`` — running the tokenizer over ~30
+    chunks per query took ~15 ms, this ~1."""
     total = sum(weights.values())
     if total <= 0 or not text:
         return 0.0
@@ -127,36 +146,35 @@ def line_coverage(text: str, weights: dict[str, float]) -> float:
     n = len(low)
     per_line: dict[int, float] = {}
     per_pair: dict[int, set] = {}
+    count = low.count
     for t, w in weights.items():
-        latin = not _CJK_RUN_RE.match(t)
+        latin, st, pre = _term(t)
+        if pre not in low:  # most terms of a query are absent from most chunks: one C-level scan says so
+            continue
         lines: set[int] = set()
         if latin and STEM:
-            st = stem(t)
             # inflected forms: find the stem's prefix (its final y/e varies), compare the whole run's stem
-            pre = st[:-1] if st[-1] in "ye" else st
             i = low.find(pre)
             while i >= 0:
                 j = i + len(pre)
                 if i == 0 or not _latin_char(low[i - 1]):
-                    while j < n and _latin_char(low[j]):
-                        j += 1
+                    j = _LATIN_RUN_RE.match(low, j).end()
                     run = low[i:j]
                     if run == t or stem(run) == st:
-                        lines.add(low.count("\n", 0, i))
+                        lines.add(count("\n", 0, i))
                 i = low.find(pre, j)
         else:
             i = low.find(t)
             while i >= 0:
                 j = i + len(t)
                 if not latin or ((i == 0 or not _latin_char(low[i - 1])) and (j >= n or not _latin_char(low[j]))):
-                    lines.add(low.count("\n", 0, i))  # the line of the match
+                    lines.add(count("\n", 0, i))  # the line of the match
                 i = low.find(t, j if latin else i + 1)
         for ln in lines:
             per_line[ln] = per_line.get(ln, 0.0) + w
         if PAIR:
             for ln in lines:
-                pairs = per_pair.setdefault(ln, set())
-                pairs.add(t)
+                per_pair.setdefault(ln, set()).add(t)
                 per_pair.setdefault(ln - 1, set()).add(t)
     if not per_line:
         return 0.0
