@@ -33,7 +33,8 @@ order (no field rules); fused methods are :class:`reme_engine.search.hybrid.Fusi
 same leg output (each query's legs are fetched once). Latency: warm ``engine.search(q, limit=10,
 neighbors=False)`` with the default settings.
 
-Usage: ``python bench/bench_quality.py [--quick] [--sets crossling,locomo,words,known] [--write-results]``.
+Usage: ``python bench/bench_quality.py [--quick] [--sets crossling,locomo,words,known] [--write-results]``;
+``--lean --levers --sets locomo,locomo-chat``: the levers of the sixth round (:func:`levers`) beside the default.
 ``--quick``: 40 pairs, one conversation, 5 words, 60 known items (a few minutes once the caches exist).
 Caches: ``REME_BENCH_CACHE`` (default ``<tmp>/reme-bench-cache``)/``quality-<set>-…``: the built vault and one
 state dir per set (index + embedding cache), reused between runs.
@@ -500,6 +501,78 @@ def experiments() -> dict:
 
 
 EXPERIMENTS = False
+LEVERS = False
+
+
+def _turn_index(s):
+    """``(matrix (lines, dim), owner chunk ids)`` of every cached turn vector of the searcher's conversation-shaped
+    chunks (chat records included when their vectors are in the cache), made once per searcher."""
+    import numpy as np
+
+    from reme_engine.search import linevec
+
+    got = getattr(s, "_bench_turns", None)
+    if got is None:
+        lv = linevec.LineVectors(s.store.conn, s.vectors.embedder.space, s.vectors.dim)
+        lv.CACHE = 1 << 30
+        mats, owners = [], []
+        for cid, path in s.store.conn.execute("SELECT c.id, f.path FROM chunks c JOIN files f ON f.id = c.file_id"):
+            if linevec.wants_lines(path, chats=True):
+                m = lv.matrices([s.chunk_texts([cid])[cid][2]])[0]
+                mats.append(m)
+                owners += [cid] * len(m)
+        got = s._bench_turns = (np.vstack(mats) if mats else np.zeros((0, s.vectors.dim), np.float32),
+                                np.array(owners, dtype=np.int64))
+    return got
+
+
+def levers() -> dict:
+    """name → ``fn(searcher, query, run) -> hits``: the levers of issue 11's sixth round, each the default with one
+    change (bench/RESULTS.md, "Issue 11, sixth round"): stemming off, the knobs of ``search/rerank.py`` left off,
+    chat turn vectors (when the cache holds them), a turn-level dense leg in the first stage (each chunk's vector
+    score = max(its own cosine, its best turn's), over the 200 best turns), a deeper first stage."""
+    import numpy as np
+
+    import reme_engine.search.rerank as rr
+
+    def knob(**kv):
+        def fn(s, q, run):
+            old = {k: getattr(rr, k) for k in kv}
+            for k, v in kv.items():
+                setattr(rr, k, v)
+            try:
+                return s.rank(q, run, limit=10)[0]
+            finally:
+                for k, v in old.items():
+                    setattr(rr, k, v)
+        return fn
+
+    def cfg(**kv):
+        return lambda s, q, run: s.rank(q, run, limit=10, fusion=replace(s.fusion, **kv))[0]
+
+    def turn_leg(s, q, run):
+        got = getattr(s, "last_query_vec", None)
+        if not run["legs"].get("vector") or got is None or got[0] != q:
+            return s.rank(q, run, limit=10)[0]
+        m, own = _turn_index(s)
+        best = dict(run["legs"]["vector"])
+        if len(m):
+            c = m @ got[1]
+            for i in np.argsort(-c)[:200]:
+                cid = int(own[i])
+                if c[i] > best.get(cid, -2.0):
+                    best[cid] = float(c[i])
+        vec = sorted(best.items(), key=lambda kv: -kv[1])[:len(run["legs"]["vector"])]
+        return s.rank(q, {**run, "legs": {**run["legs"], "vector": vec}}, limit=10)[0]
+
+    def deeper(s, q, run):
+        return s.rank(q, s.run_legs(q, 100, mode="hybrid"), limit=10,
+                      fusion=replace(s.fusion, rerank_depth=50))[0]
+
+    return {"exp: stemming off": knob(STEM=False), "exp: absent words by stem": knob(ABSENT_STEMMED=True),
+            "exp: chat neighbour 0.1": knob(NEIGHBOUR_CHAT=0.1), "exp: adjacent-line pair 0.5": knob(PAIR=0.5),
+            "exp: chat turn vectors 0.1": cfg(rerank_lines_chat=0.1), "exp: turn-level dense leg": turn_leg,
+            "exp: pool 100, depth 50": deeper}
 
 
 def second_stage_variants(base) -> dict:
@@ -591,7 +664,7 @@ def run_set(name: str, quick: bool, emb, cands: dict, extra: dict, lat_n: int) -
     def engine_for(q):
         return engines[q["vault"]]
 
-    exps = experiments() if EXPERIMENTS else {}
+    exps = {**(experiments() if EXPERIMENTS else {}), **(levers() if LEVERS else {})}
     stage_from = len(STAGE_CPU_MS)
     per: dict[str, list[tuple[dict, dict]]] = {m: [] for m in list(cands) + list(extra) + list(exps)}
     for i, q in enumerate(queries):
@@ -763,8 +836,13 @@ def main() -> None:
     ap.add_argument("--no-title-vectors", action="store_true", help="the dense leg without title vectors")
     ap.add_argument("--experiments", action="store_true",
                     help="also the levers measured and not adopted (pseudo-relevance feedback, title field weight)")
+    ap.add_argument("--lean", action="store_true",
+                    help="only the legs, the legacy RRF, the default and its second-stage variants (for lever runs)")
+    ap.add_argument("--levers", action="store_true",
+                    help="also the sixth round's levers (stemming off, turn-level dense leg, deeper pool, …)")
     args = ap.parse_args()
-    global TITLE_VECTORS, EXPERIMENTS
+    global TITLE_VECTORS, EXPERIMENTS, LEVERS
+    LEVERS = args.levers
     TITLE_VECTORS = not args.no_title_vectors
     EXPERIMENTS = args.experiments
     from reme_engine.search.hybrid import FusionConfig
@@ -777,7 +855,10 @@ def main() -> None:
     cands = candidates(FusionConfig)
     default = FusionConfig()
     extra = {"default (chosen + field rules)": default}
-    extra.update(rule_variants(default))
+    if args.lean:
+        cands = {k: cands[k] for k in ("keyword", "vector", "legacy rrf 0.7/0.3 k60")}
+    else:
+        extra.update(rule_variants(default))
     extra.update(second_stage_variants(default))
     for name in args.sets.split(","):
         out["sets"][name] = run_set(name, args.quick, emb, cands, extra, args.latency_queries)
