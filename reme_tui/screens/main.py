@@ -137,7 +137,8 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
         self._announce = False  # say what a re-index did (only when the user asked for it)
         #: ``(files done, files to do)`` of the first keyword pass while it runs (an open search says so), else None
         self.first_pass_progress: tuple[int, int] | None = None
-        self._read_only_told: str | None = None  # the read-only note whose reason ``e`` gave already
+        self._read_only_told: str | None = None
+        self._today_pending: str | None = None  # ``t`` asked for this day; the Daily pane follows its answer  # the read-only note whose reason ``e`` gave already
         self._grew_at = 0.0  # when an open search last followed the first pass (see on_index_progress)
         self._init_layout()
         # Kept as attributes (not queried): handlers may run before nested children are mounted.
@@ -292,6 +293,9 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
         self.post_message(DayOpened(date, page, created, unwritten=unwritten))
 
     async def on_day_opened(self, message: DayOpened) -> None:
+        if self._today_pending is not None and message.date == self._today_pending:
+            self._today_pending = None
+            self._select_today(message.date)  # painted with the page, in one frame
         if message.error:
             self.notify(message.error, title=f"Day {message.date}", severity="error")
             return
@@ -310,14 +314,22 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
             self.post_message(OpenNote(message.page))
 
     def action_today(self) -> None:
-        """Select today in the Daily pane and open its page (creating the day on first use)."""
+        """Select today in the Daily pane and open its page (creating the day on first use).
+
+        The page's worker starts first and the Daily pane moves when its answer is in (:meth:`_select_today`):
+        moving the pane first painted the screen once for the pane (50–150 ms) before the worker even started,
+        then again for the page."""
         today = self.today()
+        self._today_pending = today
+        self.open_day(today, True)
+
+    def _select_today(self, today: str) -> None:
+        """The Daily pane part of ``t``: the pane shown, today highlighted (its cards read), the dates focused."""
         self._show_left("daily")
         if self.daily.day_info(today) is None:
             self.daily.load_days()
         self.daily.request_day(today)
         self.daily.focus_dates()
-        self.post_message(OpenDay(today, create=True))
 
     def action_step_day(self, delta: int) -> None:
         """``[``: the day before (older), ``]``: the day after; opens that day's page when it has one."""
