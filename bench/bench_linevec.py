@@ -9,6 +9,8 @@ counted) of ``engine.index()`` (keyword + vector pass), the vector pass's own se
 chunks, line vectors, bytes of ``index.sqlite`` + ``embeddings.sqlite`` (+ WAL) and of the faiss file. Prints JSON.
 
 ``--query-cost N``: instead, the query-time CPU of the stage with vs without turn vectors (:func:`query_cost`).
+``--stage-cost REV [--queries N]``: instead, the second stage's CPU now vs at git revision REV, interleaved, and
+whether the rankings differ (:func:`stage_cost`).
 
 Usage: ``python bench/bench_linevec.py [--query-cost 60] [--conversations 2] [--rounds 2]
 [--sets locomo,locomo-chat]`` (4 cold
@@ -104,6 +106,81 @@ def query_cost(emb, n: int) -> dict:
     return out
 
 
+def stage_cost(emb, rev: str, n: int) -> dict:
+    """CPU ms of the second stage alone (``rerank_for``) as it is now vs as it was at git revision ``rev``
+    (``search/rerank.py`` of that revision loaded beside the current one), interleaved per query on the same fused
+    candidates (legs, fusion and field rules run once per query), on knowledge-garden-zh (``known`` queries + the
+    bench queries) in keyword and hybrid mode, and on one LoCoMo conversation as cards. Also how many queries'
+    top 10 differ between the two (with stemming off in the current one: the speed-ups must change nothing)."""
+    import copy
+    import importlib.util
+    import subprocess
+    from dataclasses import replace
+
+    import bench_quality as bq
+    from _common import REPO
+    from queries import KGZH_QUERIES
+
+    import reme_engine.search.rerank as cur
+    from reme_engine.search.fields import adjust
+    from reme_engine.search.fusion import fuse, rank_key
+
+    src = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:reme_engine/search/rerank.py"], check=True,
+                         capture_output=True, text=True).stdout
+    tmp = Path(tempfile.mkdtemp()) / "rerank_base.py"
+    tmp.write_text(src, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("reme_engine.search._rerank_base", tmp)
+    base = importlib.util.module_from_spec(spec)
+    base.__package__ = "reme_engine.search"
+    spec.loader.exec_module(base)
+    out = {"base_rev": rev}
+    for name, build in (("kgzh", bq.build_known), ("locomo", bq.build_locomo)):
+        roots, queries = build(False)
+        key = sorted(roots)[0]
+        qs = [q["text"] for q in queries if q["vault"] == key][:n]
+        if name == "kgzh":
+            qs = [q if isinstance(q, str) else q[0] for q in KGZH_QUERIES] + qs
+        eng = open_engine(roots[key] / "vault", roots[key] / "state", emb)
+        eng.index()
+        s = eng.searcher
+        if not s.vectors.ready:
+            s.vectors.open()
+        s.wait_titles(600)
+        for mode in ("keyword", "hybrid"):
+            t_new, t_base, differ, differ_stem = [], [], 0, 0
+            for rnd in range(3):
+                for i, q in enumerate(qs):
+                    run = s.run_legs(q, 50, mode=mode)
+                    cfg = s.fusion
+                    eff = mode if run["legs"].get("vector") or mode == "keyword" else "keyword"
+                    fused = fuse(run["legs"], cfg, idf_sum=run["idf_sum"], mode=eff)
+                    rows = s._meta(list(fused))
+                    fused = {c: d for c, d in fused.items() if c in rows}
+                    adjust(fused, rows, q, cfg)
+                    got = {}
+                    pairs = [("new", cur.rerank_for, t_new), ("base", base.rerank_for, t_base)]
+                    for label, fn, acc in (pairs if (i + rnd) % 2 else pairs[::-1]):
+                        f = copy.deepcopy(fused)
+                        c = time.process_time()
+                        fn(s, f, q, cfg)
+                        if rnd:  # the first round fills the caches (chunk texts, folded texts, line matrices)
+                            acc.append((time.process_time() - c) * 1000)
+                        got[label] = sorted(f, key=lambda k: rank_key(k, f[k]))[:10]
+                    if rnd == 0:
+                        differ_stem += got["new"] != got["base"]
+                        cur.STEM = False
+                        f = copy.deepcopy(fused)
+                        cur.rerank_for(s, f, q, cfg)
+                        cur.STEM = True
+                        differ += sorted(f, key=lambda k: rank_key(k, f[k]))[:10] != got["base"]
+            out[f"{name}/{mode}"] = {"queries": len(qs), "stage_cpu_ms_now": stats(t_new),
+                                     "stage_cpu_ms_base": stats(t_base),
+                                     "top10_differ_stemming_off": differ, "top10_differ_now": differ_stem}
+            log(f"{name}/{mode}: {out[f'{name}/{mode}']}")
+        eng.close()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--conversations", type=int, default=2)
@@ -111,12 +188,19 @@ def main() -> None:
     ap.add_argument("--sets", default="locomo,locomo-chat")
     ap.add_argument("--query-cost", type=int, default=0, metavar="N",
                     help="only the query-time cost: N queries per set, rank() CPU with turn vectors on vs off")
+    ap.add_argument("--stage-cost", metavar="REV", help="only the second stage's CPU now vs at git revision REV")
+    ap.add_argument("--queries", type=int, default=60, help="queries per vault for --stage-cost")
     args = ap.parse_args()
     import bench_quality as bq
     from _common import loaded_embedder
 
     emb, _ = loaded_embedder()
     out = {"machine": machine(), "loadavg_start": loadavg(), "sets": {}}
+    if args.stage_cost:
+        out["stage_cost"] = stage_cost(emb, args.stage_cost, args.queries)
+        out["loadavg_end"] = loadavg()
+        emit(out)
+        return
     if args.query_cost:
         out["query_cost"] = query_cost(emb, args.query_cost)
         out["loadavg_end"] = loadavg()
