@@ -48,20 +48,25 @@ def copy_vault(src: Path, dst: Path) -> Path:
 
 
 @pytest.fixture
-def make_engine(tmp_path, embedder):
-    """``make_engine(vault, embed=True, **settings)`` → an open Engine with its state in tmp_path; closed after."""
+def make_engine(tmp_path, request):
+    """``make_engine(vault, embed=True, **settings)`` → an open Engine with its state in tmp_path; closed after.
+
+    The session's loaded embedder is requested only when ``embed`` (a keyword-only test never loads the model)."""
     from reme_engine.config import load_settings
     from reme_engine.engine import Engine
 
     engines = []
 
-    def make(vault: Path, *, embed: bool = True, **overrides):
-        cli = {"vault": str(vault), "state_dir": str(tmp_path / f"state{len(engines)}")}
+    def make(vault: Path, *, embed: bool = True, _seed: Path | None = None, **overrides):
+        state = tmp_path / f"state{len(engines)}"
+        if _seed is not None and not state.exists():
+            seed_state(_seed, state)
+        cli = {"vault": str(vault), "state_dir": str(state)}
         if not embed:
             cli["embedder"] = {"kind": "none"}
         cli.update(overrides)
         settings = load_settings(cli, env={})
-        eng = Engine.open(settings, embedder=embedder if embed else None)
+        eng = Engine.open(settings, embedder=request.getfixturevalue("embedder") if embed else None)
         engines.append(eng)
         return eng
 
@@ -70,15 +75,53 @@ def make_engine(tmp_path, embedder):
         e.close()
 
 
+def seed_state(template: Path, state: Path) -> Path:
+    """Copy a closed index template (``demo_index_template``) to ``state``: ``copy2`` keeps every file's mtime, so
+    the store's clean-shutdown stamp (size + mtime_ns of the databases) still matches and the copy opens clean."""
+    shutil.copytree(template, state, copy_function=shutil.copy2)
+    return state
+
+
+@pytest.fixture(scope="session")
+def demo_index_template(tmp_path_factory) -> Path:
+    """The keyword index (+ graph) of the demo vault with default settings, built once per session: a closed state
+    dir to copy (:func:`seed_state`). Every copy of the demo vault (``copy2``) carries the source's mtimes and sizes,
+    which is all the engine's no-op check compares, so an app opened on a seeded copy finds every note unchanged and
+    its startup pass parses nothing. Built with the bytes of the source checked unchanged (indexing writes nothing
+    to a vault)."""
+    from reme_engine.config import load_settings
+    from reme_engine.demo import demo_vault_source
+    from reme_engine.engine import Engine
+
+    base = tmp_path_factory.mktemp("demo-index")
+    vault = copy_vault(demo_vault_source(), base / "vault")
+    before = tree(vault)
+    settings = load_settings({"vault": str(vault), "state_dir": str(base / "state"), "embedder": {"kind": "none"}},
+                             env={})
+    with Engine.open(settings) as eng:
+        report = eng.index(vectors=False)
+    assert report.added and not report.skipped and tree(vault) == before
+    return base / "state"
+
+
 @pytest.fixture
-def app_for(demo_vault, make_engine):
+def app_for(demo_vault, make_engine, request):
     """``app_for(today=None, vault=None, embed=False, **settings)`` → a ReMeApp on the demo vault copy (or
     ``vault``), keyword-only unless ``embed``; ``today`` pins ``settings.today()`` (the engine shares the settings,
-    so proactive_read and daily_create agree)."""
+    so proactive_read and daily_create agree).
+
+    On the demo vault the state dir starts as a copy of ``demo_index_template`` (an index already up to date, so
+    the app's startup pass is a no-op check; notes the test changed before are re-read as in real use). Tests of a
+    first index (progress, "indexing…", the first pass's report) mark themselves ``@pytest.mark.cold_index``;
+    snapshot tests (``snap_compare``) always start cold, so their pictures stay those of a first start (a warm
+    start draws the 160x48 main screen's agenda one column narrower)."""
     from reme_tui.app import create_app  # lazy: most tests never import Textual
 
+    warm = request.node.get_closest_marker("cold_index") is None and "snap_compare" not in request.fixturenames
+
     def make(*, today: str | None = None, vault: Path | None = None, embed: bool = False, **overrides):
-        eng = make_engine(vault or demo_vault, embed=embed, **overrides)
+        seed = request.getfixturevalue("demo_index_template") if warm and vault is None else None
+        eng = make_engine(vault or demo_vault, embed=embed, _seed=seed, **overrides)
         if today is not None:
             eng.settings.today = lambda: today  # type: ignore[method-assign]
         return create_app(eng.settings, eng)
