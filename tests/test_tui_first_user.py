@@ -128,3 +128,28 @@ async def test_search_during_the_first_index_is_no_dead_end(app_for):
         m.first_pass_progress = None
         s.refresh_results()
         await wait_for(pilot, lambda: "no hits for" in str(s.info.render()), what="the final answer")
+
+
+async def test_switcher_filters_once_for_a_burst_of_keys_and_enter_acts_on_the_typed_name(app_for):
+    """Keys queued at once (a fast typist, a paste) and Enter right behind them: the list is filtered for the whole
+    text (once, not per key) and Enter opens that text's best match, never a row of a shorter prefix."""
+    from textual import events
+
+    from reme_tui.screens.switcher import QuickSwitcherScreen
+
+    app = app_for()
+    async with app.run_test(size=(100, 30)) as pilot:
+        m = await started(pilot)
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, QuickSwitcherScreen), what="switcher")
+        s = pilot.app.screen
+        await wait_for(pilot, lambda: s.matcher is not None and s.list.option_count > 0, what="note list")
+        before = len(s.filter_ms)
+        driver = pilot.app._driver
+        for key in [*"光伏产业链", "enter"]:
+            ev = events.Key(key, key if len(key) == 1 else None)
+            ev.set_sender(pilot.app)
+            driver.send_message(ev)
+        await wait_for(pilot, lambda: m.note.path == "digest/wiki/光伏产业链.md", what="opened")
+        assert pilot.app.screen is m
+        assert len(s.filter_ms) - before < 5  # fewer filterings than keys

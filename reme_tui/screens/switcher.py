@@ -231,7 +231,25 @@ class QuickSwitcherScreen(Dialog[tuple[str, str] | None]):
     @on(Input.Changed, "#switcher-input")
     def _changed(self, event: Input.Changed) -> None:
         event.stop()
-        self.refilter()
+        # One filtering for a burst of keys (a fast typist, a paste, keys held by type-ahead): queued behind the
+        # keys already waiting, it reads the input's value when it runs; each key filtered and laid out the list
+        # before the next key's echo could paint.
+        if not self._refilter_queued:
+            self._refilter_queued = True
+            self.call_later(self._queued_refilter)
+
+    _refilter_queued = False
+
+    def _queued_refilter(self) -> None:
+        if self._refilter_queued:  # not flushed already
+            self._refilter_queued = False
+            self.refilter()
+
+    def _flush_refilter(self) -> None:
+        """Filter now when a filtering is queued: Enter or an arrow typed right after the text acts on its rows."""
+        if self._refilter_queued:
+            self._refilter_queued = False
+            self.refilter()
 
     @on(Input.Submitted, "#switcher-input")
     def _submitted(self, event: Input.Submitted) -> None:
@@ -239,6 +257,7 @@ class QuickSwitcherScreen(Dialog[tuple[str, str] | None]):
         if self.matcher is None:  # the list is not in yet: open the best row when it arrives
             self._open_when_ready = True
             return
+        self._flush_refilter()
         self._choose(self.list.highlighted or 0)
 
     @on(OptionList.OptionSelected, "#switcher-list")
@@ -257,6 +276,7 @@ class QuickSwitcherScreen(Dialog[tuple[str, str] | None]):
             self.dismiss(("open", self.matches[int(oid[1:])].note.path))
 
     def action_move(self, step: int) -> None:
+        self._flush_refilter()
         n = self.list.option_count
         if n:
             self.list.highlighted = max(0, min(n - 1, (self.list.highlighted or 0) + step))
