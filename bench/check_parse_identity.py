@@ -3,6 +3,7 @@
 
     python bench/check_parse_identity.py --out before.json [ROOT ...]      # record (default roots: both vaults)
     python bench/check_parse_identity.py --compare before.json [ROOT ...]  # exit 1 and list files that differ
+    python bench/check_parse_identity.py --opaque [ROOT ...]               # what the opaque-data rule leaves out
 
 For each file the engine would index (scan rules, read-only: nothing is written to the roots) it records a digest of
 each part of ``Indexer.parse``: chunks (lines, text, headings), links (every field), meta + warning, name /
@@ -60,14 +61,51 @@ def parse_digests(root: Path) -> dict[str, dict[str, str]]:
     return out
 
 
+def opaque_report(root: Path) -> dict:
+    """What :func:`reme_engine.markdown.opaque.searchable_body` leaves out of ``root``'s Markdown notes (read-only):
+    the notes it changes, and their vector texts (chunks that get an embedding), vector characters and keyword
+    tokens with the rule (``after``) and without it (``before``)."""
+    from reme_engine.index.parse import wants_vector
+    from reme_engine.index.tokenizer import default_tokenizer
+    from reme_engine.markdown.chunker import chunk_markdown
+    from reme_engine.markdown.frontmatter import parse_frontmatter
+    from reme_engine.markdown.opaque import searchable_body
+
+    tok = default_tokenizer()
+    out: dict = {"files": [], "vector_texts": [0, 0], "vector_chars": [0, 0], "tokens": [0, 0]}
+    for p in sorted(root.rglob("*.md")):
+        rel = p.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts):
+            continue
+        text = p.read_text(encoding="utf-8", errors="replace")
+        fm = parse_frontmatter(text)
+        body = text[fm.body_offset:]
+        sb = searchable_body(body, rel=rel.as_posix(), meta=fm.meta)
+        if not sb.removed:
+            continue
+        out["files"].append(rel.as_posix())
+        for k, chunks in enumerate((chunk_markdown(body), chunk_markdown(sb.text))):
+            vec = [c.embed_text() for c in chunks if wants_vector(c.text)]
+            out["vector_texts"][k] += len(vec)
+            out["vector_chars"][k] += sum(map(len, vec))
+            out["tokens"][k] += sum(len(tok.tokenize(c.embed_text())) for c in chunks)
+    for key in ("vector_texts", "vector_chars", "tokens"):
+        out[key] = dict(zip(("before", "after"), out[key]))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("roots", nargs="*", type=Path, help="folders to check (default: knowledge-garden-zh and doocs)")
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--out", type=Path, help="write the digests here")
     g.add_argument("--compare", type=Path, help="compare with digests written earlier")
+    g.add_argument("--opaque", action="store_true", help="report what the opaque-data rule leaves out")
     args = ap.parse_args()
     roots = args.roots or [VAULT_ZH, CORPUS]
+    if args.opaque:
+        print(json.dumps({r.name: opaque_report(r.resolve()) for r in roots}, ensure_ascii=False, indent=1))
+        return 0
     t = time.perf_counter()
     now = {str(r): parse_digests(r.resolve()) for r in roots}
     secs = time.perf_counter() - t
