@@ -176,7 +176,16 @@ class ScanStep:
                 all_paths.append(rel)
                 if self.is_indexable(rel):
                     if rel in entries:  # NFC/NFD twins: both names normalise to one path
-                        skips.append({"path": rel, "reason": "duplicate name after Unicode normalisation"})
+                        # The NFC-spelled file is the one indexed (a path given in NFC names it); the other is
+                        # listed under its own spelling, so health_check shows it beside the indexed one.
+                        twin = entries[rel]
+                        keep, other = (ScanEntry(rel, abs_p, st.st_mtime, st.st_size), twin) \
+                            if fn == unicodedata.normalize("NFC", fn) else (twin, None)
+                        other_name = (twin.abs if other is not None else abs_p).relative_to(root).as_posix()
+                        entries[rel] = keep
+                        skips.append({"path": other_name,
+                                      "reason": f"same name as {rel} in another Unicode form (NFC/NFD): not "
+                                                "indexed; rename one of the two"})
                         continue
                     entries[rel] = ScanEntry(rel, abs_p, st.st_mtime, st.st_size)
         return entries, all_paths

@@ -106,6 +106,18 @@ def resolve(vault: Path, rel: str | os.PathLike[str], *, allow_root: bool = Fals
         raise VaultPathError("the vault root itself is not a valid target")
     root = Path(vault).resolve()
     target = root.joinpath(*PurePosixPath(norm).parts) if norm else root
+    given = "/".join(parts)
+    if given != norm and target.exists():
+        # Two files whose names differ only in Unicode form (possible on Linux): the caller named the other one,
+        # which no vault path (NFC) can address; acting on the NFC file would read or change the wrong note.
+        spelled = root.joinpath(*PurePosixPath(given).parts)
+        try:
+            twins = spelled.exists() and not os.path.samefile(spelled, target)
+        except OSError:
+            twins = False
+        if twins:
+            raise VaultPathError(f"two files are named {norm!r} in different Unicode forms (NFC and NFD); "
+                                 "rename one of them")
     # On disk the name may be NFD (macOS) — prefer an existing variant so reads find the file.
     if norm and not target.exists():
         alt = root.joinpath(*PurePosixPath(unicodedata.normalize("NFD", norm)).parts)
