@@ -231,8 +231,12 @@ class HybridSearcher:
         EmbedderError when the embedder fails."""
         return self._vector_leg(query, n, filters)[0]
 
-    def _vector_leg(self, query: str, n: int, filters: SearchFilters | None) -> tuple[list[tuple[int, float]], set]:
-        """``(vector leg, ids whose score is their note's title cosine)``."""
+    def _vector_leg(self, query: str, n: int, filters: SearchFilters | None, *,
+                    split: dict | None = None) -> tuple[list[tuple[int, float]], set]:
+        """``(vector leg, ids whose score is their note's title cosine)``. With ``split`` (a dict holding a
+        ``threading.Event`` under ``"ready"``): the query vector and the filter's allowed ids are put in it
+        (``"qv"``, ``"allowed"``) and the event set as soon as they are known, and only the chunk vectors are
+        searched: the caller searches the title vectors and merges (:func:`.titles.merge_title_hits`)."""
         vs = self.vectors
         if vs is None or not vs.ready:
             return [], set()
@@ -242,6 +246,10 @@ class HybridSearcher:
         if filters is not None and not filters.empty():
             # own connection per thread: this runs on the worker
             allowed = self.allowed_ids(filters)
+        if split is not None:
+            split["qv"], split["allowed"] = qv, allowed
+            split["ready"].set()
+            return vs.search(qv, n, allowed), set()
         hits = vs.search(qv, n, allowed)
         tv = self.titles()
         if tv is None:
@@ -308,9 +316,16 @@ class HybridSearcher:
             elif not self.vectors.ready:
                 degraded = "vector index not loaded yet: keyword search only"
             else:
+                # the worker embeds the query and searches the chunk vectors; this thread searches the title
+                # vectors meanwhile (faiss releases the GIL: both are memory-bound scans, ~0.3-1 ms each)
+                split = {"ready": threading.Event()}
+
                 def run_vec():
                     ts = time.perf_counter()
-                    return self._vector_leg(query, n, filters), (time.perf_counter() - ts) * 1000
+                    try:
+                        return self._vector_leg(query, n, filters, split=split), (ts, time.perf_counter())
+                    finally:
+                        split["ready"].set()
 
                 vec_future = self._pool.submit(run_vec)
         if mode in ("hybrid", "keyword") or vec_future is None:
@@ -326,7 +341,21 @@ class HybridSearcher:
             waiting = self._waiting_for_vector([doc for doc, _ in legs["keyword"]])
         if vec_future is not None:
             try:
-                (legs["vector"], title_ids), vec_ms = vec_future.result()
+                while not split["ready"].wait(0.25):  # set once the query is embedded (or the leg failed)
+                    if vec_future.done():
+                        break
+                th, t_end = None, 0.0
+                if "qv" in split:
+                    tv = self.titles()
+                    if tv is not None:
+                        tv.refresh()
+                        th = tv.search(split["qv"], n, split["allowed"])
+                        t_end = time.perf_counter()
+                (hits, title_ids), (t_start, t_stop) = vec_future.result()
+                if th:
+                    hits, title_ids = merge_title_hits(hits, th, n)
+                legs["vector"] = hits
+                vec_ms = (max(t_stop, t_end) - t_start) * 1000
             except EmbedderError as exc:
                 degraded = f"embedder failed, keyword search only: {exc}"
                 waiting = set()
