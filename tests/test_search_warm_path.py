@@ -1,0 +1,71 @@
+"""The warm search path's shortcuts change nothing a user sees: cached per-term BM25 scores, one freshness check per
+search, and the title vectors searched beside the chunk vectors (reme_engine.search.bm25mem / hybrid)."""
+
+import reme_engine.index.store as store_mod
+
+
+def _write(p, text):
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, encoding="utf-8")
+
+
+def _fts5(e, q, n=50):
+    """The keyword leg through FTS5's bm25() (the in-memory scorer off), for comparison."""
+    s = e.searcher
+    s.memory_bm25 = False
+    try:
+        return s.keyword_leg(q, n, None)
+    finally:
+        s.memory_bm25 = True
+
+
+def test_cached_term_scores_stay_fts5s_and_follow_a_save(open_engine, monkeypatch):
+    e = open_engine()
+    v = e.settings.vault
+    for i in range(12):
+        _write(v / f"n{i}.md", f"# Note {i}\n\nalpha beta {'gamma ' * (i % 4)}delta {i}\n\n" + "filler words " * i)
+    e.index()
+    s = e.searcher
+    queries = ["alpha gamma", "beta delta", "gamma", "alpha beta gamma delta"]
+    for q in queries * 2:  # the second round reads the per-term scores cached by the first
+        assert [round(x, 9) for _, x in s.keyword_leg(q, 50, None)] == [round(x, 9) for _, x in _fts5(e, q)], q
+    mem = s._memory()
+    assert "gamma" in mem._scored
+
+    # one freshness check (an SQL read of the postings' generation) per search, however often it asks the scorer
+    calls = []
+    real = store_mod.postings_gen
+    monkeypatch.setattr(store_mod, "postings_gen", lambda c: calls.append(1) or real(c))
+    e.search("alpha gamma", mode="keyword", limit=5)
+    assert len(calls) == 1
+    assert not getattr(mem._tl, "pinned", False)  # unpinned after the search: the next one checks again
+
+    # a save between two searches: the next search sees the new word and the changed statistics
+    _write(v / "n3.md", "# Note 3\n\nzyzzyva gamma gamma gamma\n")
+    e.index_paths(["n3.md"], vectors=False)
+    hits = e.search("zyzzyva", mode="keyword").hits
+    assert [h.path for h in hits] == ["n3.md"]
+    for q in queries:
+        assert [round(x, 9) for _, x in s.keyword_leg(q, 50, None)] == [round(x, 9) for _, x in _fts5(e, q)], q
+
+
+def test_title_vectors_searched_beside_chunk_vectors_rank_as_one_after_the_other(make_engine, tmp_path):
+    """The hybrid path searches the title vectors on the calling thread while the worker searches the chunk
+    vectors; the merged leg is the same as the sequential ``vector_leg``, title cosines and all."""
+    v = tmp_path / "v"
+    notes = {"习惯的力量": "每天重复的小行动会积累成大的改变。", "Spaced repetition": "Review cards at growing intervals.",
+             "番茄工作法": "二十五分钟专注，然后休息五分钟。", "Deep work": "Long stretches of focus without distraction.",
+             "复利效应": "小的优势随时间指数增长。", "Zettelkasten": "Atomic notes linked to each other."}
+    for title, body in notes.items():
+        _write(v / f"{title}.md", f"# {title}\n\n{body}\n")
+    e = make_engine(v)
+    e.index()
+    s = e.searcher
+    assert s.wait_titles()
+    for q in ["habits", "focus", "间隔重复", "compound interest", "卡片盒笔记"]:
+        run = s.run_legs(q, 50, mode="hybrid")
+        seq, title_ids = s._vector_leg(q, 50, None)
+        assert run["legs"]["vector"] == seq, q
+        assert run["title_ids"] == title_ids, q
+        assert run["vector_ms"] > 0
+    assert any(s.run_legs(q, 50)["title_ids"] for q in ["habits", "Deep work"])
