@@ -246,9 +246,116 @@ def _yaml_message(exc: yaml.YAMLError, first_line: int) -> str:
     return "invalid YAML: " + " ".join(str(exc).split())
 
 
+# -- simple frontmatter without the YAML parser (issue 12: YAML was ~10 % of a cold pass) ------------------------
+#: ``key: value`` at column 0; the key plain (no indicator, no ``:``/``#``), the value plain or empty.
+_SIMPLE_KEY_RE = re.compile(r"([^\s\-?:,\[\]{}#&*!|>'\"%@`][^:#]*?):(?: +(.*))?")
+#: ``- item`` of a block list (any indent, the same for all items of a key).
+_SIMPLE_ITEM_RE = re.compile(r"( *)- +(.*)")
+#: Characters a plain scalar may not start with (YAML indicators).
+_INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
+_SCALAR_LOADER: Any = None
+
+
+def _plain_ok(value: str) -> bool:
+    """True when ``value`` (stripped of spaces) is one plain YAML scalar as written: no indicator first, no
+    ``": "``/``" #"`` inside, no trailing ``:``, printable (tabs, NBSP, BOM and the like go the YAML way)."""
+    return (bool(value) and value[0] not in _INDICATORS and ": " not in value and " #" not in value
+            and not value.endswith(":") and value.isprintable())
+
+
+#: ``{plain scalar: (ok, value)}`` of :func:`_simple_scalar` (tags, dates and flags recur across notes); values are
+#: immutable (str, int, float, bool, None). Cleared when full.
+_SCALARS: dict[str, tuple[bool, Any]] = {}
+
+
+def _simple_scalar(value: str) -> tuple[bool, Any]:
+    """``(True, value as _Loader builds it)`` for a plain scalar, through the loader's own implicit resolvers
+    and constructors; ``(False, None)`` when that needs the parser (a merge key, an unknown tag)."""
+    got = _SCALARS.get(value)
+    if got is None:
+        if len(_SCALARS) >= 20_000:
+            _SCALARS.clear()
+        got = _build_scalar(value)
+        if len(value) <= 200:  # long values (descriptions) rarely recur
+            _SCALARS[value] = got
+    return got
+
+
+def _build_scalar(value: str) -> tuple[bool, Any]:
+    global _SCALAR_LOADER
+    tag = "tag:yaml.org,2002:str"
+    table = _Loader.yaml_implicit_resolvers
+    for t, rx in table.get(value[0], []) + table.get(None, []):
+        if rx.match(value):
+            tag = t
+            break
+    if tag == "tag:yaml.org,2002:str":
+        return True, value
+    ctor = _Loader.yaml_constructors.get(tag)
+    if ctor is None or tag == "tag:yaml.org,2002:merge":
+        return False, None
+    if _SCALAR_LOADER is None:
+        _SCALAR_LOADER = _PyLoader("")
+    return True, ctor(_SCALAR_LOADER, yaml.ScalarNode(tag, value))
+
+
+def _load_simple(raw: str) -> tuple[bool, Any]:
+    """``(True, data)`` when ``raw`` is only ``key: plain value`` lines, ``key:`` lines followed by ``- plain
+    item`` lines and blank lines, with ``data`` exactly what :func:`_load_yaml` gives for it (the same resolvers
+    and constructors build each scalar); ``(False, None)`` otherwise: anything else takes the YAML parser."""
+    if "\t" in raw or "\r" in raw or "#" in raw and (raw.startswith("#") or "\n#" in raw or " #" in raw):
+        return False, None
+    out: dict = {}
+    key: str | None = None  # the key whose list items may follow
+    items: list | None = None
+    indent = -1
+    for line in raw.split("\n"):
+        line = line.rstrip(" ")
+        if not line:
+            continue
+        if key is not None and line[0] in " -":
+            m = _SIMPLE_ITEM_RE.fullmatch(line)
+            if m is None or not _plain_ok(m.group(2)) or (indent >= 0 and len(m.group(1)) != indent):
+                return False, None
+            indent = len(m.group(1))
+            ok, v = _simple_scalar(m.group(2))
+            if not ok:
+                return False, None
+            if items is None:
+                items = out[key] = []
+            items.append(v)
+            continue
+        key = items = None
+        indent = -1
+        m = _SIMPLE_KEY_RE.fullmatch(line)
+        if m is None:
+            return False, None
+        k, v = m.group(1).rstrip(" "), m.group(2)
+        if not k.isprintable() or len(k) > 512:  # libyaml refuses simple keys over 1024 characters
+            return False, None
+        ok, kv = _simple_scalar(k)
+        if not ok or kv.__class__ is not str:
+            return False, None
+        if v is None or not v:
+            out[k] = None  # becomes the list when items follow
+            key = k
+            continue
+        if not _plain_ok(v):
+            return False, None
+        ok, val = _simple_scalar(v)
+        if not ok:
+            return False, None
+        out[k] = val
+    return True, (out or None)
+
+
 def _load_yaml(raw: str, first_line: int = 1) -> tuple[Any, str | None]:
     """(data, error message). ``data`` is normalised; ``error`` says why loading failed, with file lines
-    counted from ``first_line`` (the file line of ``raw``'s first line)."""
+    counted from ``first_line`` (the file line of ``raw``'s first line). Simple frontmatter (:func:`_load_simple`)
+    is read without the YAML parser, with the same result."""
+    ok, data = _load_simple(raw)
+    if ok:
+        return data, None
     try:
         data = yaml.load(raw, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader subclass
     except yaml.YAMLError as exc:
