@@ -17,7 +17,7 @@ from ..errors import EngineError, os_error_message
 from ..results import MoveResult
 from .files import find_note, has_suffix, is_protected, own_write, resolve_path
 from .intent import MoveIntent
-from .paths import new_name_problem
+from .paths import LINK_BREAKING, new_name_problem
 from .io import SkipFile, WriteConflict, atomic_write, read_text
 from .paths import VaultPathError, resolve
 
@@ -50,8 +50,8 @@ def move(ctx: VaultContext, src: str, dst: str, *, on_rewrite=None) -> MoveResul
         raise EngineError(f"no such file: {s.rel}")
     if s.abs.is_symlink():
         raise EngineError(f"{s.rel} is a symlink; move its target instead")
-    bad = [ch for ch in ("[[", "]]", "|", "#", "^") if ch in d.rel]
-    if bad:
+    bad = [ch for ch in LINK_BREAKING if ch in d.rel]
+    if bad:  # even onto an existing file (new_name_problem judges only new names)
         raise EngineError(f"a note named with {' '.join(bad)} cannot be linked to; choose another name")
     problem = new_name_problem(ctx.vault, d.rel) if not os.path.lexists(d.abs) else None
     if problem and not (d.rel.casefold() == s.rel.casefold() and "another case" in problem):

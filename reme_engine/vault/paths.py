@@ -37,6 +37,9 @@ def is_valid_name(name: str) -> bool:
 #: characters Obsidian refuses in a file name ("File name cannot contain any of the following characters"), which
 #: Windows and most sync services refuse too; ``/`` is the separator
 FORBIDDEN_NAME_CHARS = '*"\\<>:|?'
+#: what a ``[[wikilink]]`` to a name cannot spell: a link stops at ``]]``, and ``|`` ``#`` ``^`` start its alias,
+#: heading and block parts, so a note named with them can never be linked to (Obsidian warns the same)
+LINK_BREAKING = ("[[", "]]", "|", "#", "^")
 #: names Windows reserves for devices, with any extension (``CON.md`` cannot be created or synced there)
 RESERVED_NAMES = frozenset({"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)),
                             *(f"lpt{i}" for i in range(1, 10))})
@@ -45,7 +48,8 @@ RESERVED_NAMES = frozenset({"con", "prn", "aux", "nul", *(f"com{i}" for i in ran
 def new_name_problem(vault: Path, rel: str) -> str | None:
     """Why a *new* file at the vault-relative ``rel`` would cause trouble in Obsidian or on another OS, or None.
 
-    Checked for every path segment: a character Obsidian refuses (:data:`FORBIDDEN_NAME_CHARS`), a Windows device
+    Checked for every path segment: a character Obsidian refuses (:data:`FORBIDDEN_NAME_CHARS`), what a link
+    cannot spell (:data:`LINK_BREAKING`), a Windows device
     name (:data:`RESERVED_NAMES`), a trailing space or dot; and for the file name: a space around its stem (a link
     trims it), another entry of its folder with
     the same name in another case (one file on macOS and Windows: a sync would overwrite one with the other).
@@ -55,6 +59,9 @@ def new_name_problem(vault: Path, rel: str) -> str | None:
         bad = sorted({ch for ch in part if ch in FORBIDDEN_NAME_CHARS})
         if bad:
             return f"{part!r} has {' '.join(bad)}, which Obsidian does not allow in a file name"
+        breaking = [s for s in LINK_BREAKING if s in part]
+        if breaking:
+            return f"{part!r} has {' '.join(breaking)}, so no [[link]] can reach it; choose another name"
         if part.split(".", 1)[0].strip().lower() in RESERVED_NAMES:
             return f"{part!r} is a name Windows reserves for a device"
         if part != part.rstrip(" ."):
