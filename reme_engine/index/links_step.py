@@ -182,12 +182,19 @@ class LinksStep:
                         rows += c.execute(f"SELECT {cols} FROM links l JOIN files f ON f.id = l.src_id"
                                           f" WHERE l.id IN ({','.join('?' * len(part))})", part).fetchall()
         updates = []
+        # A non-empty target resolves the same from every note of one folder (the resolver ranks by the linking
+        # note's folder only), and hubs ("up:: [[MOC]]") are linked from many notes of a folder.
+        memo: dict[tuple[str, str], tuple] = {}
         for lid, target, src, old_res, old_amb, old_virt in rows:
             if not target:  # same-note heading link
                 r_path, amb, virt = src, 0, src
             else:
-                r = resolver.resolve(target, src)
-                r_path, amb, virt = r.path, int(r.ambiguous), (r.path or r.virtual)
+                key = (target, src.rpartition("/")[0])
+                got = memo.get(key)
+                if got is None:
+                    r = resolver.resolve(target, src)
+                    got = memo[key] = (r.path, int(r.ambiguous), (r.path or r.virtual))
+                r_path, amb, virt = got
             if (r_path, amb, virt) != (old_res, old_amb, old_virt):
                 updates.append((r_path, amb, virt, lid))
         if updates:
