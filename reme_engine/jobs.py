@@ -296,11 +296,25 @@ def _move(e: Engine, a: dict) -> dict:
 
 
 def _fm_update(e: Engine, a: dict) -> Any:
-    updates = dict(a.get("updates") or {})
-    updates.update({k[4:]: v for k, v in a.items() if k.startswith("set.")})
+    raw = a.get("updates") or {}
+    if not isinstance(raw, dict):
+        raise JobError(f"parameter updates: expected a JSON object of key: value, got {raw!r}")
+    updates = dict(raw)
+    updates.update({k[4:]: _cli_value(v) for k, v in a.items() if k.startswith("set.")})
     if not updates:
         raise JobError("nothing to update: pass updates='{\"key\": \"value\"}' or set.KEY=VALUE")
     return _fm_journaled(e, a["path"], updates, None)
+
+
+def _cli_value(v: Any) -> Any:
+    """A ``set.KEY=VALUE`` value: JSON when it reads as JSON (``12``, ``true``, ``["a", "b"]``), else the text, so
+    a number stays a number in the frontmatter."""
+    if not isinstance(v, str):
+        return v
+    try:
+        return json.loads(v)
+    except ValueError:
+        return v
 
 
 def _fm_journaled(e: Engine, path: str, updates: dict | None, delete: list[str] | None) -> dict:
@@ -338,7 +352,8 @@ JOBS: dict[str, Job] = {j.name: j for j in [
     method_job("stat", "File metadata and index state."),
     method_job("frontmatter_read", "Read a note's frontmatter."),
     method_job("frontmatter_update", "Merge keys into a note's frontmatter (order and unknown keys kept).",
-               drop=("delete",), param_help={"updates": "JSON object; or set.KEY=VALUE"}, run=_fm_update,
+               drop=("delete",), run=_fm_update,
+               param_help={"updates": "JSON object; or set.KEY=VALUE (VALUE read as JSON when it is: 12, true)"},
                writes=True),
     method_job("frontmatter_delete", "Remove keys from a note's frontmatter.", method="frontmatter_update",
                drop=("updates", "delete"), extra=(P("keys", "list", required=True, help=PARAM_HELP["keys"]),),
