@@ -14,6 +14,12 @@ interpreter start-up included, and its CPU time); one discarded warm-up run per 
   a fresh state dir; ``--serve`` starts, finishes its keyword pass and the samples run while its first vector pass
   runs (each sample says whether the pass was still running when it ended). Target ≤ 1 s (issue 12).
 
+With ``--other-checkout DIR`` (e.g. ``git worktree add /tmp/base <rev>``) the one-shot cases also run side by side,
+interleaved run by run, as ``python -m reme_tui.cli`` with ``PYTHONPATH`` set to this checkout and to ``DIR``
+(``side_by_side``: medians, per-pair ratios this/other). This checkout's hybrid case runs twice: with the model's
+fast-load cache (made by the discarded warm-up, in the bench's own ``XDG_CACHE_HOME``) and without it
+(``REME_MODEL_CACHE=off``: the package's stock load).
+
 Also the 10 largest cumulative imports of each job (``PYTHONPROFILEIMPORTTIME``, i.e. ``python -X importtime``) and
 the bare interpreter start-up for reference. ``--runs`` defaults to 5 here.
 """
@@ -53,16 +59,16 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def run(cmd: list[str], env: dict) -> tuple[float, subprocess.CompletedProcess]:
+def run(cmd: list[str], env: dict, cwd: str | None = None) -> tuple[float, subprocess.CompletedProcess]:
     t = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
     return time.perf_counter() - t, p
 
 
-def run_cpu(cmd: list[str], env: dict) -> tuple[float, float, subprocess.CompletedProcess]:
+def run_cpu(cmd: list[str], env: dict, cwd: str | None = None) -> tuple[float, float, subprocess.CompletedProcess]:
     """``(wall s, CPU s of the child, process)`` of one run (CPU from the waited child's rusage)."""
     c0 = _children_cpu()
-    dt, p = run(cmd, env)
+    dt, p = run(cmd, env, cwd)
     return dt, _children_cpu() - c0, p
 
 
@@ -167,6 +173,65 @@ def import_top(stderr: str, n: int = 10) -> dict:
             "total_import_ms": round(sum(r[1] for r in rows) / 1000, 1)}
 
 
+def side_by_side(cases: dict, env: dict, other: Path, runs: int) -> dict:
+    """The one-shot ``cases`` for this checkout and ``other``, interleaved run by run (``python -m reme_tui.cli``
+    with ``PYTHONPATH`` on each): wall/CPU stats and per-pair ratios this/other. This checkout's hybrid case also
+    runs with the model cache off (``hybrid_stock_load``)."""
+    import tempfile
+
+    from _common import REPO
+
+    # cwd outside both checkouts: `python -m` puts the working directory before PYTHONPATH on sys.path
+    cwd = tempfile.gettempdir()
+    sides = {"this": str(REPO), "other": str(other)}
+    runs_of: list[tuple[str, str, list[str], dict]] = []
+    for name, extra in cases.items():
+        for side, root in sides.items():
+            runs_of.append((name, side, extra, dict(env, PYTHONPATH=root)))
+        if name == "hybrid":
+            runs_of.append(("hybrid_stock_load", "this", extra, dict(env, PYTHONPATH=sides["this"],
+                                                                     REME_MODEL_CACHE="off")))
+    cmd_of = lambda extra: [sys.executable, "-m", "reme_tui.cli", "job", "search", *extra, "--no-server"]  # noqa: E731
+    for side, root in sides.items():  # check that each side imports its own checkout's code
+        code = "import reme_engine, os; print(os.path.dirname(os.path.dirname(reme_engine.__file__)))"
+        _d, p = run([sys.executable, "-c", code], dict(env, PYTHONPATH=root), cwd)
+        assert os.path.samefile(p.stdout.strip(), root), (side, p.stdout, p.stderr)
+    for name, side, extra, e in runs_of:  # warm-ups (this side's first hybrid run writes the model cache)
+        _w, _c, p = run_cpu(cmd_of(extra), e, cwd)
+        if p.returncode != 0:
+            raise SystemExit(f"{side} {name} failed: {p.stderr[-2000:]}")
+    got: dict = {}
+    for i in range(runs):
+        log(f"side by side {i + 1}/{runs}")
+        for name, side, extra, e in runs_of:
+            dt, cpu, p = run_cpu(cmd_of(extra), e, cwd)
+            assert p.returncode == 0, p.stderr[-2000:]
+            res = json.loads(p.stdout)
+            g = got.setdefault(f"{name}/{side}", {"wall": [], "cpu": [], "hits": [], "load": [], "took_ms": [],
+                                                  "vector_ms": []})
+            g["took_ms"].append(res.get("took_ms") or 0.0)
+            g["vector_ms"].append(res.get("vector_ms") or 0.0)
+            g["wall"].append(dt)
+            g["cpu"].append(cpu)
+            g["hits"].append([h["path"] for h in res.get("hits", [])])
+            g["load"].append(loadavg()[0])
+    out: dict = {"other_checkout": "<other worktree>", "loadavg_during": None}
+    loads = []
+    for key, g in got.items():
+        out[key] = {"wall_s": stats(g["wall"]), "cpu_s": stats(g["cpu"]), "samples_s": [round(x, 3) for x in g["wall"]],
+                    "engine_took_ms": stats(g["took_ms"], 1), "vector_ms": stats(g["vector_ms"], 1)}
+        loads += g["load"]
+    for name in cases:
+        a, b = got.get(f"{name}/this"), got.get(f"{name}/other")
+        if a and b:
+            out[f"{name}_ratio_this_over_other"] = {
+                "wall": stats([x / y for x, y in zip(a["wall"], b["wall"])]),
+                "cpu": stats([x / y for x, y in zip(a["cpu"], b["cpu"])]),
+                "same_hits": all(x == y for x, y in zip(a["hits"], b["hits"]))}
+    out["loadavg_during"] = stats(loads)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
@@ -177,6 +242,8 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--no-served", action="store_true", help="skip the case with a running --serve")
     ap.add_argument("--no-embedding", action="store_true", help="skip the cases during a first vector pass")
+    ap.add_argument("--other-checkout", type=Path, help="another checkout to compare the one-shot cases with")
+    ap.add_argument("--only-side-by-side", action="store_true", help="with --other-checkout: nothing else")
     args = ap.parse_args()
     out: dict = {"bench": "cli", "quick": args.quick, "runs": args.runs, "machine": machine(), "query": args.query}
     with bench_tmpdir("cli", keep=args.keep) as tmp:
@@ -202,6 +269,11 @@ def main() -> int:
             base.append(dt)
         out["python_startup_s"] = stats(base)
         cases = {"keyword": [f"query={args.query}", "mode=keyword"], "hybrid": [f"query={args.query}"]}
+        if args.other_checkout:
+            out["side_by_side"] = side_by_side(cases, env, args.other_checkout.resolve(), args.runs)
+            if args.only_side_by_side:
+                emit(out)
+                return 0
         for name, extra in cases.items():
             cmd = [*reme, "job", "search", *extra, "--no-server"]
             out[name] = sample(name, cmd, env, args.runs)

@@ -32,6 +32,12 @@ shared, label ``cli-vault``):
   wall time and ``partial`` (notes indexed so far); the answer must come at once (from the part indexed), never
   after a wait for the pass.
 
+- **first search** (``--first-search [--other-checkout DIR]``: this part alone, ~3 min): fresh servers on the
+  indexed copy (one discarded start); per start the ``initialize`` reply, then at once a default (hybrid)
+  ``search``: its wall time from spawn and from ready, and whether it was answered from keywords while the model
+  loaded (``degraded``); then the time until a hybrid search is hybrid. With ``--other-checkout`` the starts
+  alternate with that checkout's server (``PYTHONPATH``, working directory outside both checkouts).
+
 Targets: keyword search p50 ≤ 10 ms, hybrid ≤ 20 ms, ready ≤ 1 s; cold vault: every call ≤ 2.5 s (the first
 waits for the engine to open, ~1 s, then ≤ 1 s for a small vault's first pass).
 """
@@ -347,6 +353,8 @@ def main() -> int:
     ap.add_argument("--embed-seconds", type=float, default=20.0,
                     help="seconds of calls on each server of the vector-pass part (default 20)")
     ap.add_argument("--cold", action="store_true", help="only the cold-vault part (a never-indexed state dir)")
+    ap.add_argument("--first-search", action="store_true", help="only the first-search part")
+    ap.add_argument("--other-checkout", type=Path, help="with --first-search: alternate with this checkout")
     args = ap.parse_args()
     out: dict = {"bench": "mcp", "quick": args.quick, "runs": args.runs, "machine": machine(),
                  "queries": len(QUERIES)}
@@ -368,6 +376,10 @@ def main() -> int:
         emb, _ = loaded_embedder()
         state, info = index_with_cache(vault, tmp / "state", emb, not args.no_cache, "cli-vault")
         out["index"] = info
+        if args.first_search:
+            out["first_search"] = first_search(vault, state, args.ready_runs, args.other_checkout)
+            emit(out)
+            return 0
         out["in_process"] = in_process(vault, state, emb, args.runs)
         if out["in_process"]["title_vectors"]["embedded_now"] and not args.no_cache:
             import hashlib
@@ -454,6 +466,82 @@ def breakdown(out: dict) -> dict:
         res[mode] = {"call": e2e["call_ms"]["p50"], "engine": engine, "wrapper": wrapper, "sdk_dispatch": round(sdk, 3),
                      "transport_and_client": round(e2e["call_ms"]["p50"] - engine - wrapper - sdk, 3)}
     return res
+
+
+async def one_first_search(vault: Path, state: Path, pythonpath: str | None) -> dict:
+    """One fresh server: spawn → ``initialize``; a default (hybrid) search at once; then hybrid searches every
+    0.1 s until one is not answered from keywords (the model is in)."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    import tempfile
+
+    env = server_env()
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    params = StdioServerParameters(command=sys.executable, args=server_argv(vault, state), env=env,
+                                   cwd=tempfile.gettempdir())
+    devnull = open(os.devnull, "w")
+    t0 = time.perf_counter()
+    out: dict = {}
+    async with stdio_client(params, errlog=devnull) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            out["ready_s"] = time.perf_counter() - t0
+            t = time.perf_counter()
+            res = await s.call_tool("search", {"query": QUERIES[0], "limit": 10})
+            assert not res.is_error, res.content[0].text
+            data = json.loads(res.content[0].text)
+            out["first_search_s"] = time.perf_counter() - t0
+            out["first_search_after_ready_s"] = time.perf_counter() - t
+            out["first_from_keywords"] = "keyword results for now" in (data.get("degraded") or "")
+            out["first_has_vector_ranks"] = any("vector_rank" in h["why"] for h in data["hits"])
+            hybrid_at = out["first_search_s"] if not out["first_from_keywords"] else None
+            while hybrid_at is None and time.perf_counter() - t0 < 120:
+                await anyio_sleep(0.1)
+                res = await s.call_tool("search", {"query": QUERIES[1], "limit": 10})
+                data = json.loads(res.content[0].text)
+                if "keyword results for now" not in (data.get("degraded") or ""):
+                    hybrid_at = time.perf_counter() - t0
+            out["first_hybrid_answer_s"] = hybrid_at
+    devnull.close()
+    return out
+
+
+def first_search(vault: Path, state: Path, runs: int, other: Path | None) -> dict:
+    import anyio
+
+    from _common import REPO
+
+    from reme_engine.index.embedder import OfflineEmbedder
+    from reme_engine.index.usem3_cache import default_cache_root
+
+    # this checkout's model cache, as a server that lived long enough leaves it (the SDK's client kills a server
+    # 2 s after closing its stdin: a first start's background write of the cache would not finish)
+    warm = OfflineEmbedder(cache_dir=default_cache_root())
+    warm.load()
+    warm.wait_cache_saved(600)
+    sides = {"this": str(REPO)}
+    if other is not None:
+        sides["other"] = str(other.resolve())
+    got: dict = {side: [] for side in sides}
+    loads = []
+    for i in range(runs + 1):  # the first round is discarded (cold page cache; this side writes its model cache)
+        for side, root in sides.items():
+            r = anyio.run(one_first_search, vault, state, root)
+            log(f"first search {side} {i}: ready {r['ready_s']:.2f} s, first {r['first_search_s']:.2f} s")
+            if i:
+                got[side].append(r)
+                loads.append(loadavg()[0])
+    out: dict = {"runs": runs, "loadavg_during": stats(loads)}
+    for side, rows in got.items():
+        out[side] = {k: stats([x[k] for x in rows if x[k] is not None])
+                     for k in ("ready_s", "first_search_s", "first_search_after_ready_s", "first_hybrid_answer_s")}
+        out[side]["first_from_keywords"] = sum(x["first_from_keywords"] for x in rows)
+        out[side]["first_has_vector_ranks"] = sum(x["first_has_vector_ranks"] for x in rows)
+    if "other" in got:
+        out["first_search_ratio_this_over_other"] = stats(
+            [a["first_search_s"] / b["first_search_s"] for a, b in zip(got["this"], got["other"])])
+    return out
 
 
 def startup(vault: Path, state: Path, ready_runs: int) -> dict:

