@@ -128,3 +128,27 @@ def test_one_shot_search_uses_the_cache(tmp_path):
     assert (folder / "meta.json").is_file()
     hits = [[(h["path"], round(h["score"], 9)) for h in o["hits"]] for o in outs]
     assert hits[0] == hits[1] and hits[0][0][0] == "reading.md"
+
+
+def test_the_encode_child_loads_from_the_cache(tmp_path, embedder, cache_folder):
+    """A vector pass in the niced child process (the app's, ``--serve``'s) loads the model from the cache, whole
+    prefix table at once, and gives the in-process vectors bit for bit; it never writes the cache itself."""
+    import shutil
+
+    root = tmp_path / "models"
+    key = usem3_cache.cache_key(embedder._version)
+    shutil.copytree(cache_folder, root / key)
+    before = sorted(p.name for p in (root / key).iterdir())
+    e = OfflineEmbedder(cache_dir=root, child_min_texts=1)
+    try:
+        texts = TEXTS * 3
+        got = e.embed_pass(texts, pass_texts=len(texts))
+        pid = e.child_pid
+        assert pid is not None and not e.loaded  # encoded in the child: this process loaded nothing
+        assert np.array_equal(got, embedder.embed(texts))
+        maps = Path(f"/proc/{pid}/maps")
+        if maps.exists():  # the child (idle now, alive) has the cached weights memory-mapped: it loaded from them
+            assert str((root / key / "weights.bin").resolve()) in maps.read_text()
+    finally:
+        e.close()
+    assert sorted(p.name for p in (root / key).iterdir()) == before
