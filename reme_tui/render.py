@@ -128,6 +128,11 @@ def truncate_cells(text: str, width: int, ellipsis: str = "…") -> str:
     """``text`` cut to at most ``width`` terminal cells, ending in ``ellipsis`` when cut (CJK/emoji aware)."""
     if width <= 0:
         return ""
+    if len(text) > 4 * width + 16:
+        # only the first ``width`` cells matter: measuring a whole 4 KB chunk's graphemes was ~5 ms a search hit
+        head = text[: 4 * width + 16]
+        if cell_len(head) > width:  # it is cut within ``head`` (the rest cannot change that)
+            text = head
     if cell_len(text) <= width:
         return text
     keep = width - cell_len(ellipsis)

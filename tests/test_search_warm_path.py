@@ -69,3 +69,32 @@ def test_title_vectors_searched_beside_chunk_vectors_rank_as_one_after_the_other
         assert run["title_ids"] == title_ids, q
         assert run["vector_ms"] > 0
     assert any(s.run_legs(q, 50)["title_ids"] for q in ["habits", "Deep work"])
+
+
+def test_result_snippets_cut_long_chunks_as_before():
+    """The search screen's one-line snippet measures only the head of a long chunk: same text as measuring it all
+    (CJK, emoji, combining marks), on real chunks of knowledge-garden-zh."""
+    from rich.cells import cell_len, set_cell_size
+
+    from conftest import shared
+    from reme_tui.render import snippet, truncate_cells
+
+    def reference(text, width, ellipsis="…"):
+        if width <= 0:
+            return ""
+        if cell_len(text) <= width:
+            return text
+        keep = width - cell_len(ellipsis)
+        if keep <= 0:
+            return ellipsis[:width]
+        return set_cell_size(text, keep).rstrip(" ") + ellipsis
+
+    notes = sorted(shared("vaults/knowledge-garden-zh").rglob("*.md"))[::60]
+    samples = [p.read_text(encoding="utf-8") for p in notes]
+    samples += ["e\u0301" * 500, "👩‍👩‍👧" * 300, "宽" * 1000 + "x", "a" * 100]
+    for text in samples:
+        flat = " ".join(text.split())
+        for width in (1, 2, 10, 37, 80, 200):
+            assert truncate_cells(flat, width) == reference(flat, width), (width, flat[:40])
+    cut = snippet("# T\n\n" + "习惯 " * 300 + "关键词 尾巴", 40, "关键词")
+    assert cut.startswith("…") and "关键词" in cut and cell_len(cut) <= 40
