@@ -11,6 +11,7 @@ without an embedder (keyword + graph pass only):
   shadow tables ``chunks_fts_data`` = postings, ``chunks_fts_content`` = FTS5's own copy of the text, if any);
 - ``warm``: wall ms p50/p95 of ``engine.search(q, limit=10, mode="keyword")`` with and without the neighbour
   directory (the result builds it when first read, so ``search`` is what a caller showing hits pays), of the
+  same plus the TUI search screen's one-line snippet of each of the 10 hits (``search + the TUI's 10 snippets``), of the
   same plus ``json.dumps(result.to_dict())`` (``search, JSON with neighbours``: what ``job search`` prints, the
   directory built), and of the keyword leg alone (``HybridSearcher.keyword_leg(q, 50)``); queries: the vault's zh/en
   queries from ``bench/queries.py`` plus 30 note titles (crc32 order); one warm-up pass, then ``--runs`` passes;
@@ -79,12 +80,14 @@ def one(label: str, tmp: Path, runs: int) -> dict:
     stems = sorted(p.stem for p in vault.rglob("*.md") if not any(x.startswith(".") for x in p.parts))
     stems.sort(key=lambda x: zlib.crc32(x.encode()))
     qs = list(base_queries) + stems[:30]
+    from reme_tui.render import snippet
+
     s = eng.searcher
     for q in qs:  # warm-up: caches, the tokenizer's dictionary, SQLite pages
         eng.search(q, limit=10, mode="keyword")
     warm: dict[str, dict] = {}
     samples: dict[str, list[float]] = {"search": [], "search (no neighbours)": [], "search, JSON with neighbours": [],
-                                       "keyword leg": [],
+                                       "keyword leg": [], "search + the TUI's 10 snippets": [],
                                        "keyword leg through FTS5": [], "search, keyword leg through FTS5": []}
     parity = 0
     for q in qs:  # the in-memory scorer against FTS5's bm25(): the same scores, rank by rank
@@ -107,6 +110,10 @@ def one(label: str, tmp: Path, runs: int) -> dict:
             t = time.perf_counter()
             s.keyword_leg(q, 50, None)
             samples["keyword leg"].append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            for h in eng.search(q, limit=10, mode="keyword").hits:  # the search screen's row text (100 cells)
+                snippet(h.text, 98, q)
+            samples["search + the TUI's 10 snippets"].append((time.perf_counter() - t) * 1000)
             s.memory_bm25 = False
             t = time.perf_counter()
             s.keyword_leg(q, 50, None)
