@@ -161,3 +161,21 @@ def test_the_encode_child_loads_from_the_cache(tmp_path, embedder, cache_folder)
     finally:
         e.close()
     assert sorted(p.name for p in (root / key).iterdir()) == before
+
+
+def test_saving_prunes_long_unused_caches_of_other_versions(tmp_path, embedder):
+    import time
+
+    root = tmp_path / "models"
+    old, recent, foreign = root / "usem3-0.0.1-f1-aaaa", root / "usem3-0.0.2-f1-bbbb", root / "usem3-notes"
+    for d in (old, recent):
+        d.mkdir(parents=True)
+        for name in ("meta.json", "tokenizer.bin", "weights.bin"):
+            (d / name).write_bytes(b"x")
+    foreign.mkdir()  # not one of ours (no meta.json): never touched
+    long_ago = time.time() - usem3_cache.PRUNE_AFTER_S - 3600
+    for name in ("meta.json", "tokenizer.bin"):
+        os.utime(old / name, (long_ago, long_ago))
+    usem3_cache.save(root / "usem3-new", embedder._model)
+    assert not old.exists() and recent.is_dir() and foreign.is_dir()
+    assert usem3_cache.load(root / "usem3-new", 1) is not None

