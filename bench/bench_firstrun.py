@@ -2,7 +2,7 @@
 """First run on a fresh state dir (issue 12): the real ``reme-tui --serve`` over a temp copy of knowledge-garden-zh
 plus generated pathological notes, probed from outside with the real one-shot ``reme-tui job search``.
 
-    python bench/bench_firstrun.py [--parts serve,keys,keys-idle,throughput] [--child both|on|off]
+    python bench/bench_firstrun.py [--parts serve,keys,keys-idle,keys-inproc,first-commit,throughput] [--child both|on|off]
                                    [--key-seconds 150] [--no-pathological] [--searches 5] [--timeout 900] [--keep]
                                    [--other-checkout DIR] [--rounds 2]
 
@@ -22,7 +22,11 @@ wall and CPU of both processes, RSS of both: the model is loaded twice). Part ``
 with the index and vectors already built (one ``job reindex`` of a copy of knowledge-garden-zh, no pathological
 notes), so it times the app's own work (~2 min for ``--key-seconds 40``); with ``--other-checkout DIR`` (e.g. a
 ``git worktree`` of an older commit) the app of that checkout (``PYTHONPATH``) runs too, the two interleaved for
-``--rounds`` rounds on the same index, so the before/after ratio is measured side by side. Part ``serve`` (below):
+``--rounds`` rounds on the same index, so the before/after ratio is measured side by side. Part ``first-commit``:
+the app's first-index child alone (``Engine.index(child=True)``, fresh process per run) until its first committed
+batch — with ``--other-checkout``, interleaved with that checkout's. Part ``keys-inproc``: the key cycle under
+``App.run_test`` on an indexed copy, the milliseconds of layout and compositor refreshes each key costs (see
+:func:`keys_inproc_part`). Part ``serve`` (below):
 
 - ``sync_started_s``: from starting ``--serve`` until its first sync holds the index lock (probes start then);
 - ``small_note_searchable_s``: from starting ``--serve`` until ``job search mode=keyword`` finds a small new note
@@ -161,6 +165,10 @@ def main() -> None:
                         log(f"keys: {name}")
                         result["keys"][name] = keys_run(tmp, child, args.key_seconds, not args.no_pathological,
                                                         args.hybrid_wait, pythonpath=root)
+    if "keys-inproc" in parts:
+        result["keys_inproc"] = keys_inproc_part(args)
+    if "first-commit" in parts:
+        result["first_commit"] = first_commit_part(args)
     if "keys-idle" in parts:
         result["keys_idle"] = keys_idle_part(args)
     if "throughput" in parts:
@@ -561,6 +569,155 @@ def keys_run(tmp: Path, child: bool, seconds: float, patho: bool, hybrid_wait: f
         out["samples"] = samples
     out["targets"] = {"p95_ms": target(out["key_to_paint_ms"].get("p95"), 100.0),
                       "max_ms": target(out["key_to_paint_ms"].get("max"), 300.0)}
+    return out
+
+
+# -- part keys-inproc: the frames a key costs, in-process --------------------------------------------------------
+_KEYS_INPROC = """
+import asyncio, json, sys, time
+from textual import screen as scr
+from reme_engine.config import load_settings
+from reme_engine.engine import Engine
+from reme_tui.app import create_app
+frames = []
+depth = [0]
+def timed(name):
+    orig = getattr(scr.Screen, name)
+    def w(self, *a, **k):
+        depth[0] += 1
+        t = time.perf_counter()
+        try:
+            return orig(self, *a, **k)
+        finally:
+            depth[0] -= 1
+            if not depth[0]:  # a layout's own refresh is counted once, in the layout
+                frames.append(time.perf_counter() - t)
+    setattr(scr.Screen, name, w)
+timed("_compositor_refresh"); timed("_refresh_layout")
+async def main(cycles):
+    s = load_settings({"vault": sys.argv[1], "state_dir": sys.argv[2], "embedder": {"kind": "none"}}, env={})
+    e = Engine.open(s)
+    app = create_app(s, e)
+    out = {}
+    async with app.run_test(size=(160, 48)) as pilot:
+        m = app.main_screen
+        t = time.perf_counter()
+        while not (m.ctx.keyword_ready and m.note.path) and time.perf_counter() - t < 120:
+            await pilot.pause(0.05)
+        await pilot.pause(1.0)
+        async def key(name, *keys, settle=0.4):
+            frames.clear()
+            t = time.perf_counter()
+            await pilot.press(*keys)
+            await pilot.pause(settle)
+            out.setdefault(name, []).append(round(sum(frames) * 1000, 2))
+        for _ in range(cycles):
+            await key("/", "slash")
+            await key("type query", *"知识", settle=0.8)
+            await key("escape (search closes)", "escape")
+            await key("ctrl+o", "ctrl+o")
+            await key("type name", *"Redis", settle=0.6)
+            await key("enter (open note)", "enter", settle=0.8)
+            await key("t (today)", "t", settle=0.8)
+    e.close()
+    print(json.dumps(out))
+asyncio.run(main(int(sys.argv[3])))
+"""
+
+
+def keys_inproc_part(args) -> dict:
+    """The key cycle of part ``keys`` in the real app under ``App.run_test`` (160×48, headless), on an indexed
+    copy of knowledge-garden-zh (keyword only): per key, the milliseconds the screen spent in layout and
+    compositor refreshes (the frames) until the app settled — CPU of the UI thread's painting, less noisy on a
+    loaded machine than a tmux round trip. Fresh process per run; with ``--other-checkout`` that checkout's app
+    too, interleaved, ``--rounds`` rounds. Returns the runs and per side the median per key."""
+    sides = {"this": str(Path(__file__).resolve().parents[1])}
+    if args.other_checkout:
+        sides["other"] = str(args.other_checkout.resolve())
+    runs: list[dict] = []
+    with bench_tmpdir("firstrun-inproc") as tmp:
+        vault = copy_tree(VAULT_ZH, tmp / "vault")
+        subprocess.run([*cli("--vault", str(vault), "--state-dir", str(tmp / "state0"), "--no-server", "job",
+                             "reindex")], check=True, capture_output=True,
+                       env={**os.environ, "REME_EMBEDDER": "none"})
+        for r in range(args.rounds):
+            for side, root in sides.items():
+                state = copy_tree(tmp / "state0", tmp / f"state-{side}-{r}")
+                la = loadavg()
+                p = subprocess.run([sys.executable, "-P", "-c", _KEYS_INPROC, str(vault), str(state), "4"],
+                                   capture_output=True, text=True, env={**os.environ, "PYTHONPATH": root},
+                                   timeout=600, cwd=str(tmp))
+                try:
+                    got = json.loads(p.stdout.strip().splitlines()[-1])
+                except (ValueError, IndexError):
+                    got = {"error": p.stderr[-800:]}
+                runs.append({"side": side, "round": r + 1, "loadavg": la, "frames_ms": got})
+                log(f"keys-inproc: {side} round {r + 1}")
+    out: dict = {"runs": runs}
+    for side in sides:
+        per: dict[str, list[float]] = {}
+        for x in runs:
+            if x["side"] == side and "error" not in x["frames_ms"]:
+                for k, v in x["frames_ms"].items():
+                    per.setdefault(k, []).extend(v)
+        out[side] = {k: stats(v, 1) for k, v in per.items()}
+    return out
+
+
+# -- part first-commit: the first index's child process until its first committed batch -----------------------
+_FIRST_COMMIT = """
+import json, sys, time
+from reme_engine.config import load_settings
+from reme_engine.engine import Engine
+s = load_settings({"vault": sys.argv[1], "state_dir": sys.argv[2], "embedder": {"kind": "none"}}, env={})
+e = Engine.open(s)
+seen = {}
+def prog(stage, done, total, detail):
+    now = time.perf_counter() - t0
+    if stage == "index":
+        seen.setdefault("scanned_s", now)
+        if done:
+            seen.setdefault("first_commit_s", now)
+            seen.setdefault("first_batch_files", done)
+t0 = time.perf_counter()
+import reme_engine.index.indexer as ix
+ix.PARALLEL_ENABLED = True  # as the reme-tui entry points set it
+e.index(prog, vectors=False, child=True, cancelled=lambda: "first_commit_s" in seen)
+e.close()
+print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in seen.items()}))
+"""
+
+
+def first_commit_part(args) -> dict:
+    """The app's first-index child (``Engine.index(child=True)``, parse pool enabled as ``reme-tui`` does) on a
+    fresh copy of knowledge-garden-zh plus the pathological notes (over 16 MB: the parse pool is used): seconds from
+    the call until the scan is done and until the first batch is committed (the first notes searchable); the
+    child is stopped there. Each run is a fresh process; with ``--other-checkout`` that checkout's code runs too,
+    interleaved, ``--rounds`` rounds. Returns the runs and the medians per side."""
+    sides = {"this": str(Path(__file__).resolve().parents[1])}
+    if args.other_checkout:
+        sides["other"] = str(args.other_checkout.resolve())
+    runs: list[dict] = []
+    for r in range(args.rounds):
+        for side, root in sides.items():
+            with bench_tmpdir("firstrun-commit") as tmp:
+                vault = copy_tree(VAULT_ZH, tmp / "vault")
+                if not args.no_pathological:
+                    make_pathological(vault / "zz-pathological")
+                env = {**os.environ, "PYTHONPATH": root}
+                la = loadavg()
+                p = subprocess.run([sys.executable, "-P", "-c", _FIRST_COMMIT, str(vault), str(tmp / "state")],
+                                   capture_output=True, text=True, env=env, timeout=300, cwd=str(tmp))
+                try:
+                    got = json.loads(p.stdout.strip().splitlines()[-1])
+                except (ValueError, IndexError):
+                    got = {"error": p.stderr[-500:]}
+                runs.append({"side": side, "round": r + 1, "loadavg": la, **got})
+                log(f"first-commit: {side} round {r + 1}: {got}")
+    out: dict = {"runs": runs}
+    for side in sides:
+        vals = sorted(x["first_commit_s"] for x in runs if x["side"] == side and "first_commit_s" in x)
+        out[side] = {"first_commit_s_median": vals[len(vals) // 2] if vals else None, "first_commit_s": vals}
     return out
 
 
