@@ -4,6 +4,7 @@
     python bench/bench_search.py [--runs 3] [--quick] [--sizes 100000,1000000] [--no-cache]
     python bench/bench_search.py --kgzh     # warm latency on knowledge-garden-zh only (see kgzh_latency)
     python bench/bench_search.py --side-by-side <base checkout> [--rounds 5]   # old vs new, interleaved
+    python bench/bench_search.py --title-split-ab [--rounds 5]   # title vectors searched beside chunk vectors, on/off
 
 ``--side-by-side``: two long-lived worker processes, one importing ``reme_engine`` from the base checkout (e.g. a
 ``git worktree add <tmp>/base <rev>``), one from this one, each on its own temp index of knowledge-garden-zh (with
@@ -728,6 +729,54 @@ def side_by_side(base: Path, rounds: int, keep: bool) -> dict:
     return out
 
 
+def title_split_ab(rounds: int, keep: bool) -> dict:
+    """Warm hybrid ``engine.search(q, limit=10)`` on knowledge-garden-zh with ``hybrid.SPLIT_TITLE_SEARCH`` on
+    (the calling thread searches the title vectors while the worker searches the chunk vectors) and off (the
+    worker does both, one after the other), interleaved block by block in one process; wall and process-CPU
+    p50/p95 per side, and whether every query's top 10 (path, line, score) is the same both ways."""
+    import zlib
+
+    import reme_engine.search.hybrid as H
+    from queries import KGZH_QUERIES
+
+    out: dict = {"machine": machine(), "loadavg_start": loadavg(), "rounds": rounds}
+    emb, _ = loaded_embedder()
+    with bench_tmpdir("search-split", keep) as tmp:
+        vault = copy_tree(SHARED_DATA / "vaults" / "knowledge-garden-zh", tmp / "kgzh")
+        state, _ = index_with_cache(vault, tmp / "kgzh-state", emb, True, "kgzh")
+        eng = open_engine(vault, state, emb)
+        eng.vectors.open()
+        eng.searcher.wait_titles(900)
+        stems = sorted(p.stem for p in vault.rglob("*.md") if not any(x.startswith(".") for x in p.parts))
+        stems.sort(key=lambda x: zlib.crc32(x.encode()))
+        qs = list(KGZH_QUERIES) + stems[:30]
+        for q in qs:
+            eng.search(q, limit=10)
+        wall: dict = {"split": [], "serial": []}
+        cpu: dict = {"split": [], "serial": []}
+        for r in range(rounds):
+            for side in (("split", "serial") if r % 2 == 0 else ("serial", "split")):
+                H.SPLIT_TITLE_SEARCH = side == "split"
+                for q in qs:
+                    c, t = time.process_time(), time.perf_counter()
+                    eng.search(q, limit=10)
+                    wall[side].append((time.perf_counter() - t) * 1000)
+                    cpu[side].append((time.process_time() - c) * 1000)
+        same = True
+        for q in qs:
+            got = []
+            for flag in (True, False):
+                H.SPLIT_TITLE_SEARCH = flag
+                got.append([(h.path, h.start_line, h.end_line, h.score) for h in eng.search(q, limit=10).hits])
+            same &= got[0] == got[1]
+        eng.close()
+    out.update({side: {"wall_ms": stats(wall[side]), "cpu_ms": stats(cpu[side])} for side in wall})
+    out["ratio_p50_split_vs_serial"] = round(out["split"]["wall_ms"]["p50"] / out["serial"]["wall_ms"]["p50"], 3)
+    out["top10_identical"] = same
+    out["loadavg_end"] = loadavg()
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
@@ -749,6 +798,8 @@ def main() -> int:
                     help="with --kgzh: first time hybrid search while a cold title-vector build runs")
     ap.add_argument("--side-by-side", metavar="BASE", help="interleave blocks against the checkout BASE (see above)")
     ap.add_argument("--rounds", type=int, default=5, help="with --side-by-side: blocks per mode and side")
+    ap.add_argument("--title-split-ab", action="store_true",
+                    help="hybrid on kg-zh with the title-vector search split off the worker, on vs off")
     ap.add_argument("--sbs-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--repo", help=argparse.SUPPRESS)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -762,6 +813,9 @@ def main() -> int:
         return 0
     if args.sbs_worker:
         sbs_worker(args)
+        return 0
+    if args.title_split_ab:
+        emit(title_split_ab(args.rounds, args.keep))
         return 0
     if args.side_by_side:
         emit(side_by_side(Path(args.side_by_side), args.rounds, args.keep))

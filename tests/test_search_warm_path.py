@@ -49,7 +49,8 @@ def test_cached_term_scores_stay_fts5s_and_follow_a_save(open_engine, monkeypatc
         assert [round(x, 9) for _, x in s.keyword_leg(q, 50, None)] == [round(x, 9) for _, x in _fts5(e, q)], q
 
 
-def test_title_vectors_searched_beside_chunk_vectors_rank_as_one_after_the_other(make_engine, tmp_path):
+def test_title_vectors_searched_beside_chunk_vectors_rank_as_one_after_the_other(make_engine, tmp_path,
+                                                                                 monkeypatch):
     """The hybrid path searches the title vectors on the calling thread while the worker searches the chunk
     vectors; the merged leg is the same as the sequential ``vector_leg``, title cosines and all."""
     v = tmp_path / "v"
@@ -62,7 +63,11 @@ def test_title_vectors_searched_beside_chunk_vectors_rank_as_one_after_the_other
     e.index()
     s = e.searcher
     assert s.wait_titles()
-    for q in ["habits", "focus", "间隔重复", "compound interest", "卡片盒笔记"]:
+    import reme_engine.search.hybrid as hybrid
+
+    for q, split in [(q, split) for q in ["habits", "focus", "间隔重复", "compound interest", "卡片盒笔记"]
+                     for split in (True, False)]:
+        monkeypatch.setattr(hybrid, "SPLIT_TITLE_SEARCH", split)
         run = s.run_legs(q, 50, mode="hybrid")
         seq, title_ids = s._vector_leg(q, 50, None)
         assert run["legs"]["vector"] == seq, q

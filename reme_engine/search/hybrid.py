@@ -36,7 +36,7 @@ from dataclasses import replace
 from datetime import date
 
 from .chats import chunk_date_sql, line_date
-from .fields import _DAY_PAGE_RE, adjust, is_day_index_chunk, normalise_name  # noqa: F401 (re-exported)
+from .fields import _DAY_PAGE_RE, adjust, exact_names_first, is_day_index_chunk, normalise_name  # noqa: F401 (re-exported)
 from .fusion import (  # noqa: F401
     FUSION_METHODS,
     FusionConfig,
@@ -67,6 +67,9 @@ MODES = ("hybrid", "keyword", "vector")
 COMMON_TERM_CUTOFF = 0.05
 #: …applied only from this many chunks on: below it the full OR query costs a few ms and ranking stays exact.
 COMMON_TERM_MIN_CHUNKS = 50_000
+#: Hybrid search: the calling thread searches the title vectors while the worker searches the chunk vectors
+#: (False: the worker searches both, one after the other). Same results either way.
+SPLIT_TITLE_SEARCH = False  # measured at load 12: serial 33.7 ms vs split 36.4 (bench_search.py --title-split-ab)
 
 
 def fts_query(tokens: list[str], op: str = "OR") -> str:
@@ -318,14 +321,15 @@ class HybridSearcher:
             else:
                 # the worker embeds the query and searches the chunk vectors; this thread searches the title
                 # vectors meanwhile (faiss releases the GIL: both are memory-bound scans, ~0.3-1 ms each)
-                split = {"ready": threading.Event()}
+                split = {"ready": threading.Event()} if SPLIT_TITLE_SEARCH else None
 
                 def run_vec():
                     ts = time.perf_counter()
                     try:
                         return self._vector_leg(query, n, filters, split=split), (ts, time.perf_counter())
                     finally:
-                        split["ready"].set()
+                        if split is not None:
+                            split["ready"].set()
 
                 vec_future = self._pool.submit(run_vec)
         if mode in ("hybrid", "keyword") or vec_future is None:
@@ -341,11 +345,11 @@ class HybridSearcher:
             waiting = self._waiting_for_vector([doc for doc, _ in legs["keyword"]])
         if vec_future is not None:
             try:
-                while not split["ready"].wait(0.25):  # set once the query is embedded (or the leg failed)
-                    if vec_future.done():
+                while split is not None and not split["ready"].wait(0.25):  # set once the query is embedded
+                    if vec_future.done():  # (or the leg failed)
                         break
                 th, t_end = None, 0.0
-                if "qv" in split:
+                if split is not None and "qv" in split:
                     tv = self.titles()
                     if tv is not None:
                         tv.refresh()
@@ -405,6 +409,7 @@ class HybridSearcher:
         fused = {cid: d for cid, d in fused.items() if cid in rows}  # stale vector ids: chunk vanished
         adjust(fused, rows, query, cfg)
         rerank_for(self, fused, query, cfg)  # the second stage (search/rerank.py); a no-op when it is off
+        exact_names_first(fused)
         if cfg.collapse_day_index:
             # a day page listing a card that is a candidate too: the card is the answer, the page a repeat of its
             # summary (LoCoMo as daily cards: 18 % of the top-10 slots; R@5 0.81 → 0.83, bench/RESULTS.md)
