@@ -77,12 +77,27 @@ def is_day_index_chunk(path: str, text: str) -> bool:
     return bool(lines) and sum(ln.startswith(("- [[", "* [[")) for ln in lines) * 2 >= len(lines)
 
 
+def exact_names_first(fused: dict[int, dict]) -> None:
+    """After every scoring stage: a chunk :func:`adjust` marked ``name_match="exact"`` scores above every chunk
+    marked ``"partial"`` (少数派 before 少数派创作手册, as Obsidian's switcher orders them), however much more body
+    text the longer note matched. Mutates ``fused`` (``score``, ``field_boost``). Pure apart from that."""
+    floor = max((d["score"] for d in fused.values() if d.get("name_match") == "partial"), default=None)
+    if floor is None:
+        return
+    for d in fused.values():
+        if d.get("name_match") == "exact" and d["score"] <= floor:
+            lift = floor * 1.0001 - d["score"]
+            d["score"] += lift
+            d["field_boost"] = d.get("field_boost", 0.0) + lift
+
+
 def adjust(fused: dict[int, dict], rows: dict[int, tuple], query: str, cfg: FusionConfig) -> None:
     """Field-aware ranking on fused candidates. ``rows``: {id: (path, name, aliases (list or JSON text), text or
     None)}. Mutates ``fused`` (``score``; ``field_boost`` and ``demoted`` in the details). Pure apart from that.
 
     1. The best chunk of a note whose name, file stem or an alias equals the query (after
-       :func:`normalise_name`) gains ``title_boost × best score``; half when one of them contains the query.
+       :func:`normalise_name`) gains ``title_boost × best score``; half when one of them contains the query;
+       Such chunks are marked ``name_match`` (``"exact"`` / ``"partial"``) for :func:`exact_names_first`.
        Only keyword hits are checked: name, stem and aliases are indexed as the note's title field, so a note
        named like the query is always one.
     2. A generated day-index chunk (:func:`is_day_index_chunk`) that lists a note also among the candidates
@@ -97,6 +112,8 @@ def adjust(fused: dict[int, dict], rows: dict[int, tuple], query: str, cfg: Fusi
     if cfg.title_boost > 0:
         q = normalise_name(query)
         seen: set[str] = set()
+        exact: list[int] = []
+        partial: list[int] = []
         for cid in order:
             r = rows.get(cid)
             if r is None or r[0] in seen or not q or "keyword_rank" not in fused[cid]:
@@ -106,11 +123,17 @@ def adjust(fused: dict[int, dict], rows: dict[int, tuple], query: str, cfg: Fusi
             gain = 0.0
             if q in names:
                 gain = cfg.title_boost
+                exact.append(cid)
             elif len(q) >= 2 and any(q in n for n in names):
                 gain = cfg.title_boost / 2
+                partial.append(cid)
             if gain:
                 fused[cid]["score"] += gain * top
                 fused[cid]["field_boost"] = gain * top
+        for cid in exact:
+            fused[cid]["name_match"] = "exact"
+        for cid in partial:
+            fused[cid]["name_match"] = "partial"
     if cfg.demote_day_index:
         best_of: dict[str, float] = {}  # by path, and by file stem for basename links
         for cid, d in fused.items():
