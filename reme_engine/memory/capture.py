@@ -17,6 +17,7 @@ import json
 import logging
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Iterable
 
@@ -243,6 +244,38 @@ def _capture_waiting(engine, sid: str, batch: list[ChatMessage], res: CaptureRes
 _PENDING_LOCK = threading.Lock()  # guards the retry-thread bookkeeping below
 
 
+class _Turns:
+    """One engine's captures, one at a time in arrival order (a FIFO lock: a plain Lock wakes its waiters in no
+    set order, and two messages sent while the card is busy would then land swapped)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._next = 0  # the next ticket handed out
+        self._serving = 0  # the ticket whose turn it is
+
+    @contextmanager
+    def turn(self):
+        with self._cond:
+            ticket = self._next
+            self._next += 1
+            while self._serving != ticket:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._serving += 1
+                self._cond.notify_all()
+
+
+def _turns(engine) -> _Turns:
+    with _PENDING_LOCK:
+        t = getattr(engine, "_capture_turns", None)
+        if t is None:
+            t = engine._capture_turns = _Turns()
+        return t
+
+
 def _pending_path(engine):
     return engine.settings.state_dir / PENDING_FILE
 
@@ -331,7 +364,9 @@ def _retry_loop(engine) -> None:
             if engine.closed:
                 break
             try:
-                if flush_pending(engine, wait_s=1.0) == 0:
+                with _turns(engine).turn():
+                    left = flush_pending(engine, wait_s=1.0)
+                if left == 0:
                     break
             except Exception:  # noqa: BLE001 - e.g. a card that cannot be written now: keep the words, keep trying
                 log.warning("pending captures not appended yet", exc_info=True)
@@ -372,6 +407,12 @@ def append_user_messages_verbatim(engine, session_id: str, messages: Iterable[Ch
     except ValueError as exc:
         raise EngineError(str(exc)) from exc
     batch = [_as_message(m) for m in messages]
+    with _turns(engine).turn():  # a capture sent while an earlier one still waits for the card goes after it
+        return _append_in_turn(engine, sid, batch)
+
+
+def _append_in_turn(engine, sid: str, batch: list[ChatMessage]) -> CaptureResult:
+    """The body of :func:`append_user_messages_verbatim`, run in this capture's turn."""
     wanted = [m for m in batch if m.role == "user" and m.content.strip()]
     results = {sid: CaptureResult(sid)}
     with engine.write_lock:

@@ -1,0 +1,71 @@
+"""Messages sent one after another while the capture card is busy land on it in the order they were sent, whether
+they wait for the card, are kept pending, or are written once it is free."""
+
+import threading
+import time
+import uuid
+
+from reme_engine.memory import capture as C
+from reme_engine.memory.cards import _day_folder
+
+
+def wait_until(pred, timeout: float = 30.0, what: str = "condition"):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_captures_sent_while_the_card_is_busy_keep_their_order(make_engine, tmp_path, monkeypatch):
+    monkeypatch.setattr(C, "CAPTURE_WAIT_S", 0.3)
+    monkeypatch.setattr(C, "PENDING_RETRY_S", 600.0)  # no retry pass takes a turn here: the later messages flush
+    monkeypatch.setattr("reme_engine.vault.io.STABLE_READ_MAX_WAIT_S", 0.2)
+    vault = tmp_path / "v"
+    vault.mkdir()
+    eng = make_engine(vault, embed=False)
+    eng.index()
+    sid = uuid.uuid4().hex
+    card = vault / _day_folder(eng, eng.settings.today()) / "capture.md"
+    card.parent.mkdir(parents=True, exist_ok=True)
+    halt, shell = threading.Event(), []
+
+    def other_program():  # appends every 5 ms: the card never settles while it runs
+        while not halt.is_set():
+            with open(card, "a", encoding="utf-8") as fh:
+                fh.write(f"shell line {len(shell)}\n")
+            shell.append(len(shell))
+            halt.wait(0.005)
+
+    writer = threading.Thread(target=other_program, daemon=True)
+    writer.start()
+    wait_until(lambda: len(shell) >= 3, what="the other program started")
+    done: list[int] = []
+
+    def send(i: int, msg) -> None:
+        try:
+            eng.chat_capture(sid, [msg])
+        except C.CapturePending:
+            pass
+        done.append(i)
+
+    words = [f"message {i} of the walrus" for i in range(1, 6)]
+    threads = []
+    for i, w in enumerate(words, 1):
+        t = threading.Thread(target=send, args=(i, eng.chat_append(sid, "user", w)), daemon=True)
+        t.start()
+        threads.append(t)
+        wait_until(lambda: C._turns(eng)._next == i, what=f"capture {i} queued")
+        if i == 3:  # the first ones were kept pending; the card frees while 3–5 are on their way
+            wait_until(lambda: len(done) >= 2, what="two captures answered")
+            halt.set()
+            writer.join()
+    for t in threads:
+        t.join(30)
+    wait_until(lambda: not (eng.settings.state_dir / C.PENDING_FILE).exists(), what="pending captures appended")
+    text = card.read_text(encoding="utf-8")
+    positions = [text.index(w) for w in words]
+    assert all(text.count(w) == 1 for w in words), text
+    assert positions == sorted(positions), text
+    assert [ln for ln in text.splitlines() if ln.startswith("shell line")] == [f"shell line {i}" for i in shell]
