@@ -322,12 +322,12 @@ def _line_cosines_for(searcher, query: str, *, chats: bool = False):
     computed (``last_query_vec``), or None when there is none for this query (keyword mode, no embedder): the
     stage never encodes at query time. ``chats``: chat-record windows are scored too (from whatever turn vectors
     the cache holds: the vector pass builds them only with :data:`.linevec.CHAT_LINES`)."""
-    from . import linevec
-
     got = getattr(searcher, "last_query_vec", None)
     vs = searcher.vectors
     if got is None or got[0] != query or vs is None or not vs.ready:
         return None
+    from . import linevec  # here, not above: a keyword search then never imports numpy through it
+
     qv = got[1]
     lv = getattr(searcher, "_line_vectors", None)
     if lv is None or lv.space != vs.embedder.space:
