@@ -41,6 +41,13 @@ def test_one_shot_keyword_search_ranks_as_the_in_memory_scorer(tmp_path, demo_va
             assert a["keyword_score"] == pytest.approx(b["keyword_score"], rel=1e-12, abs=1e-15)
         compared += len(got["hits"])
     assert compared >= 10
+    # nor does such a process import numpy (no in-memory scorer, no vector module): its start-up is the job's
+    code = ("import sys; from reme_tui.cli import main; sys.argv[0] = 'reme-tui'; rc = main();"
+            " print('numpy' in sys.modules, file=sys.stderr); sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code, "job", "search", "query=光伏 产业链", "mode=keyword",
+                        "--no-server"], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and json.loads(r.stdout)["hits"]
+    assert r.stderr.strip().splitlines()[-1] == "False"
 
 
 def test_one_shot_keyword_errors_and_exit_codes_stay(tmp_path, demo_vault):
