@@ -244,6 +244,7 @@ def main() -> int:
     ap.add_argument("--no-embedding", action="store_true", help="skip the cases during a first vector pass")
     ap.add_argument("--other-checkout", type=Path, help="another checkout to compare the one-shot cases with")
     ap.add_argument("--only-side-by-side", action="store_true", help="with --other-checkout: nothing else")
+    ap.add_argument("--cases", default="keyword,hybrid", help="side-by-side cases (default keyword,hybrid)")
     args = ap.parse_args()
     out: dict = {"bench": "cli", "quick": args.quick, "runs": args.runs, "machine": machine(), "query": args.query}
     with bench_tmpdir("cli", keep=args.keep) as tmp:
@@ -270,7 +271,8 @@ def main() -> int:
         out["python_startup_s"] = stats(base)
         cases = {"keyword": [f"query={args.query}", "mode=keyword"], "hybrid": [f"query={args.query}"]}
         if args.other_checkout:
-            out["side_by_side"] = side_by_side(cases, env, args.other_checkout.resolve(), args.runs)
+            chosen = {k: v for k, v in cases.items() if k in args.cases.split(",")}
+            out["side_by_side"] = side_by_side(chosen, env, args.other_checkout.resolve(), args.runs)
             if args.only_side_by_side:
                 emit(out)
                 return 0
