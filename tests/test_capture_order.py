@@ -69,3 +69,45 @@ def test_captures_sent_while_the_card_is_busy_keep_their_order(make_engine, tmp_
     assert all(text.count(w) == 1 for w in words), text
     assert positions == sorted(positions), text
     assert [ln for ln in text.splitlines() if ln.startswith("shell line")] == [f"shell line {i}" for i in shell]
+
+
+def test_a_busy_day_page_gets_its_new_capture_card_listed_once_quiet(make_engine, tmp_path, monkeypatch):
+    from reme_engine.vault.daily import DAY_INDEX_START, INDEX_END, INDEX_START
+
+    monkeypatch.setattr(C, "PENDING_RETRY_S", 0.2)
+    monkeypatch.setattr("reme_engine.vault.io.STABLE_READ_MAX_WAIT_S", 0.2)
+    vault = tmp_path / "v"
+    vault.mkdir()
+    eng = make_engine(vault, embed=False)
+    date = eng.settings.today()
+    folder = _day_folder(eng, date)
+    page = vault / f"{folder}.md"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(f"# {date}\n\n{INDEX_START}\n{INDEX_END}\n", encoding="utf-8")
+    eng.index()
+    halt, shell = threading.Event(), []
+
+    def other_program():
+        while not halt.is_set():
+            with open(page, "a", encoding="utf-8") as fh:
+                fh.write(f"shell line {len(shell)}\n")
+            shell.append(len(shell))
+            halt.wait(0.005)
+
+    writer = threading.Thread(target=other_program, daemon=True)
+    writer.start()
+    wait_until(lambda: len(shell) >= 3, what="the other program started")
+    sid = uuid.uuid4().hex
+    paths = eng.chat_capture(sid, [eng.chat_append(sid, "user", "a narwhal thought")])
+    assert paths and (vault / paths[0]).exists()
+    halt.set()
+    writer.join()
+
+    def listed() -> bool:
+        text = page.read_text(encoding="utf-8")
+        section = text.split(DAY_INDEX_START, 1)[1].split(INDEX_END, 1)[0]  # (the start marker gains a hash)
+        return "capture" in section
+
+    wait_until(listed, what="the day page lists the capture card")
+    text = page.read_text(encoding="utf-8")
+    assert [ln for ln in text.splitlines() if ln.startswith("shell line")] == [f"shell line {i}" for i in shell]

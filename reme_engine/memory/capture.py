@@ -216,9 +216,11 @@ def _capture_once(engine, sid: str, batch: list[ChatMessage], res: CaptureResult
 
             for rel in created:
                 try:
-                    reindex_day(engine, run, rel.split("/")[-2])
-                except EngineError:
-                    pass  # the day page is the user's to fix; the capture itself is saved
+                    busy_page = _page_busy(reindex_day(engine, run, rel.split("/")[-2]))
+                except (EngineError, FileBusy):
+                    busy_page = True
+                if busy_page:  # another program is writing the day page: the retry thread lists the card
+                    _day_index_later(engine, rel.split("/")[-2])  # once the page is quiet
             if written:
                 engine.index_paths(written)
         run.finish("ok", {"paths": written, "appended": res.appended, "created": created})
@@ -353,6 +355,50 @@ def flush_pending(engine, *, wait_s: float = 0.0, results: dict[str, CaptureResu
     return len(left)
 
 
+#: Attempts of the retry thread at a busy day page's index before it gives up (one per PENDING_RETRY_S seconds);
+#: ``job daily_reindex`` still regenerates it.
+DAY_INDEX_ATTEMPTS = 60
+
+
+def _page_busy(res) -> bool:
+    """True when a day-index refresh wrote nothing because the page could not be read right now (another program
+    keeps writing it), as opposed to a page the app leaves alone for good (no markers, the user's section)."""
+    return bool(getattr(res, "skipped", None)) and str(res.skipped).startswith("day page not readable")
+
+
+def _day_index_later(engine, date: str) -> None:
+    """Remember that the day page of ``date`` still lacks its new capture card (the page was busy): the retry
+    thread regenerates its index once the page is quiet (at most :data:`DAY_INDEX_ATTEMPTS` tries)."""
+    with _PENDING_LOCK:
+        engine.__dict__.setdefault("_capture_days", {})[date] = DAY_INDEX_ATTEMPTS
+    _start_retry(engine)
+
+
+def _retry_day_indexes(engine) -> int:
+    """Regenerate the day indexes :func:`_day_index_later` put off, each as its own ``capture`` run (so it is
+    revertible like the capture). Returns how many are still put off (the page is still busy)."""
+    from .day_index import reindex_day
+
+    with _PENDING_LOCK:
+        days = engine.__dict__.get("_capture_days") or {}
+        dates = sorted(days)
+    left = 0
+    for date in dates:
+        run = _LazyRun(engine, {"day_index": date})
+        try:
+            busy_page = _page_busy(reindex_day(engine, run, date))
+        except (EngineError, FileBusy):
+            busy_page = True
+        run.finish("failed" if busy_page else "ok", {"day_index": date})
+        with _PENDING_LOCK:
+            days[date] = days.get(date, 1) - 1
+            if not busy_page or days[date] <= 0:
+                days.pop(date, None)
+            else:
+                left += 1
+    return left
+
+
 def _retry_loop(engine) -> None:
     """The retry thread: every :data:`PENDING_RETRY_S` seconds, try the pending captures until none is left or
     the engine closes (checked four times a second, so closing is never held up)."""
@@ -365,7 +411,7 @@ def _retry_loop(engine) -> None:
                 break
             try:
                 with _turns(engine).turn():
-                    left = flush_pending(engine, wait_s=1.0)
+                    left = flush_pending(engine, wait_s=1.0) + _retry_day_indexes(engine)
                 if left == 0:
                     break
             except Exception:  # noqa: BLE001 - e.g. a card that cannot be written now: keep the words, keep trying
