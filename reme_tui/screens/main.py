@@ -479,11 +479,17 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
             else:
                 self.notify("read-only: not opened for editing", title="Read-only", timeout=2)
             return
-        self.prepare_edit(path)
+        self.prepare_edit(path, existed=doc is not None and doc.path == path and not doc.unwritten)
 
     @work(thread=True, exclusive=True, group="edit", exit_on_error=False)
-    def prepare_edit(self, path: str) -> None:
+    def prepare_edit(self, path: str, existed: bool = False) -> None:
+        """(Worker.) The editor's temp copy of ``path``; ``existed``: the note shown was a file, so a file gone
+        since is an error, not a new note (editing it would recreate the old name with only the editor's text)."""
         try:
+            if existed and not (self.engine.vault / path).exists():
+                self.post_message(EditReady(path, error=f"{path} was removed or renamed since it was opened; "
+                                                        "nothing to edit (open it again from the tree)"))
+                return
             session = editor.prepare_edit(self.engine, path)
         except Exception as exc:
             self.post_message(EditReady(path, error=loaders.error_text(exc)))
