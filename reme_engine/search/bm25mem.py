@@ -18,7 +18,9 @@ they are the ids above the old maximum — come in with term counts re-derived f
 against the stored hash and FTS5's per-column sizes), and cached terms catch up lazily; a bigger change (> 2,000
 rows) or a failed check reads everything again. So a word of a note saved a moment ago (the watcher's
 ``index_paths``, another process's sync) is found by the next query, without re-reading every term. Memory: the row tables (~16 bytes per keyword row) plus at most
-:data:`MAX_CACHED_POSTINGS` cached postings (~12 bytes each), least recently used terms evicted first.
+:data:`MAX_CACHED_POSTINGS` cached postings (~12 bytes each), least recently used terms evicted first. Each term's
+per-row BM25 scores are kept too (8 bytes a posting, the same bound), valid for the snapshot they were computed on:
+the score depends only on the term's postings, the row lengths and counts, so a query sums cached arrays.
 """
 
 from __future__ import annotations
