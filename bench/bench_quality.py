@@ -516,9 +516,12 @@ def _turn_index(s):
         lv = linevec.LineVectors(s.store.conn, s.vectors.embedder.space, s.vectors.dim)
         lv.CACHE = 1 << 30
         mats, owners = [], []
-        for cid, path in s.store.conn.execute("SELECT c.id, f.path FROM chunks c JOIN files f ON f.id = c.file_id"):
-            if linevec.wants_lines(path, chats=True):
-                m = lv.matrices([s.chunk_texts([cid])[cid][2]])[0]
+        ids = [cid for cid, path in s.store.conn.execute("SELECT c.id, f.path FROM chunks c JOIN files f"
+                                                         " ON f.id = c.file_id") if linevec.wants_lines(path, chats=True)]
+        texts = s.chunk_texts(ids) if ids else {}
+        for cid in ids:
+            if cid in texts:
+                m = lv.matrices([texts[cid][2]])[0]
                 mats.append(m)
                 owners += [cid] * len(m)
         got = s._bench_turns = (np.vstack(mats) if mats else np.zeros((0, s.vectors.dim), np.float32),
