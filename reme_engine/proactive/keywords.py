@@ -177,9 +177,10 @@ def _units(body: str) -> list[str]:
 
 
 #: The quick-capture card's own scaffolding (a time and a link to the session shown as "chat" before each
-#: message), matched after the links were replaced by their visible names: the app's words, not the user's, so
-#: they are no topic ("Capture · Chat" was one).
-_CAPTURE_STAMP_RE = re.compile(r"^\*\*\d{1,2}:\d{2}\*\*\s*·\s+chat\s", re.M)
+#: message; "noted by agent X" and its source link before an agent's note), matched after the links were replaced
+#: by their visible names: the app's words, not the user's, so they are no topic ("Capture · Chat" was one, and
+#: "noted · agent · <agent name>").
+_CAPTURE_STAMP_RE = re.compile(r"^\*\*\d{1,2}:\d{2}\*\*\s*·\s+(?:chat\s|noted by [^\n]*)", re.M)
 
 
 def _note(f: DailyFile, daily_dir: str) -> _Note:
