@@ -127,10 +127,46 @@ def _after(abs_path, sha: str) -> tuple[str | None, str]:
     return (text if now == sha else None), sha
 
 
-def _refuse_changed(name: str):
+def _refuse_changed(rel: str):
     from .errors import EngineError
 
-    return EngineError(f"not written: {name} changed on disk since it was read")
+    return EngineError(f"not written: {rel} changed on disk since the read that returned expected_sha")
+
+
+#: Attempts of a write or edit the caller gave no ``expected_sha`` for, when another program keeps changing the
+#: note between this process's read and its compare-and-swap write.
+BUSY_ATTEMPTS = 5
+
+
+def _checked_sha(expected_sha: str | None) -> str | None:
+    """``expected_sha`` as given, after checking it looks like a ``sha`` a read returned (32 hex digits, see
+    :func:`reme_engine.vault.io.content_hash`). Raises BadArgument (exit 2) otherwise."""
+    import re
+
+    from .errors import BadArgument
+
+    if expected_sha and not re.fullmatch(r"[0-9a-f]{32}", expected_sha):
+        raise BadArgument(f"expected_sha {expected_sha!r} is not a sha a read returned (32 hex digits)")
+    return expected_sha or None
+
+
+def _while_busy(expected_sha: str | None, rel: str, attempt):
+    """Run ``attempt()``; when the caller gave no ``expected_sha`` and the note changed between this process's
+    read and its write (another program writing it), read and try again, :data:`BUSY_ATTEMPTS` times in all."""
+    import time
+
+    from .errors import EngineError
+
+    for i in range(BUSY_ATTEMPTS):
+        try:
+            return attempt()
+        except EngineError as exc:
+            if expected_sha or "changed on disk" not in str(exc):
+                raise
+            if i == BUSY_ATTEMPTS - 1:
+                raise EngineError(f"not written: {rel} kept changing while it was written (another program is "
+                                  "writing it); nothing was changed, try again") from exc
+            time.sleep(0.05 * (i + 1))  # the other writer is between two writes
 
 
 def journaled_write(engine: VaultContext, path: str, content: str, *, overwrite: bool = True,
@@ -150,16 +186,21 @@ def journaled_write(engine: VaultContext, path: str, content: str, *, overwrite:
     vp = resolve_path(engine, path, for_write=True)
     if vp.rel and not has_suffix(vp.rel) and not os.path.lexists(vp.abs):
         vp = resolve_path(engine, vp.rel + ".md", for_write=True)  # as files.write names it
-    with engine.write_lock:
-        before = _snapshot(vp.abs) if not vp.abs.is_dir() else (None, None)
-        if before[1] is not None and expected_sha and expected_sha != before[1]:
-            raise _refuse_changed(vp.abs.name)
-        res = engine.write(vp.rel, content, overwrite=overwrite, expected_sha=before[1])
-        run = engine.journal.start_run(engine.vault, kind, {"path": res.path, "bytes": res.bytes})
-        run.record_done(res.path, "create" if before[1] is None else "update", before,
-                        _after(engine.vault / res.path, res.sha), step="write")
-        run.finish("ok", {"paths": [res.path], "created": [res.path] if res.created else []})
-    return {**asdict(res), "run_id": run.run_id}
+    expected_sha = _checked_sha(expected_sha)
+
+    def attempt():
+        with engine.write_lock:
+            before = _snapshot(vp.abs) if not vp.abs.is_dir() else (None, None)
+            if before[1] is not None and expected_sha and expected_sha != before[1]:
+                raise _refuse_changed(vp.rel)
+            res = engine.write(vp.rel, content, overwrite=overwrite, expected_sha=before[1])
+            run = engine.journal.start_run(engine.vault, kind, {"path": res.path, "bytes": res.bytes})
+            run.record_done(res.path, "create" if before[1] is None else "update", before,
+                            _after(engine.vault / res.path, res.sha), step="write")
+            run.finish("ok", {"paths": [res.path], "created": [res.path] if res.created else []})
+        return {**asdict(res), "run_id": run.run_id}
+
+    return _while_busy(expected_sha, vp.rel, attempt)
 
 
 def journaled_edit(engine: VaultContext, path: str, old: str, new: str, *, count: int = 1,
@@ -174,16 +215,21 @@ def journaled_edit(engine: VaultContext, path: str, old: str, new: str, *, count
     from .vault.files import find_note
 
     vp = find_note(engine, path, for_write=True)
-    with engine.write_lock:
-        before = _snapshot(vp.abs)
-        if expected_sha and before[1] != expected_sha:
-            raise _refuse_changed(vp.abs.name)
-        res = engine.edit(vp.rel, old, new, count=count, expected_sha=before[1])
-        run = engine.journal.start_run(engine.vault, kind, {"path": res.path, "count": count,
-                                                            "old_chars": len(old), "new_chars": len(new)})
-        run.record_done(res.path, "update", before, _after(engine.vault / res.path, res.sha), step="edit")
-        run.finish("ok", {"paths": [res.path], "created": []})
-    return {**asdict(res), "run_id": run.run_id}
+    expected_sha = _checked_sha(expected_sha)
+
+    def attempt():
+        with engine.write_lock:
+            before = _snapshot(vp.abs)
+            if expected_sha and before[1] != expected_sha:
+                raise _refuse_changed(vp.rel)
+            res = engine.edit(vp.rel, old, new, count=count, expected_sha=before[1])
+            run = engine.journal.start_run(engine.vault, kind, {"path": res.path, "count": count,
+                                                                "old_chars": len(old), "new_chars": len(new)})
+            run.record_done(res.path, "update", before, _after(engine.vault / res.path, res.sha), step="edit")
+            run.finish("ok", {"paths": [res.path], "created": []})
+        return {**asdict(res), "run_id": run.run_id}
+
+    return _while_busy(expected_sha, vp.rel, attempt)
 
 
 def journaled_delete(engine: VaultContext, path: str, *, expected_sha: str, kind: str = DELETE_KIND) -> dict:
@@ -201,11 +247,12 @@ def journaled_delete(engine: VaultContext, path: str, *, expected_sha: str, kind
 
     if not expected_sha:
         raise EngineError("not deleted: pass expected_sha (the sha a read returned)")
+    _checked_sha(expected_sha)
     vp = find_note(engine, path, for_write=True)
     with engine.write_lock:
         before = _snapshot(vp.abs)
         if before[1] != expected_sha:
-            raise EngineError(f"not deleted: {vp.abs.name} changed on disk since it was read")
+            raise EngineError(f"not deleted: {vp.rel} changed on disk since the read that returned expected_sha")
         res = engine.delete(vp.rel, expected_sha=expected_sha)
         run = engine.journal.start_run(engine.vault, kind, {"path": res.path})
         run.record_done(res.path, "delete", before, (None, None), step="delete")

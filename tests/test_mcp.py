@@ -171,9 +171,9 @@ async def test_every_tool_on_the_demo_vault(demo_vault, tmp_path):
         assert (await call(s, "search", query="quokka", mode="keyword"))["hits"][0]["path"] == w["path"]
         note.write_text("# MCP note\n\nzanzibar quokka\nthe person's own line\n")  # edited meanwhile
         msg = await fail(s, "write_note", path=w["path"], content="replaced", expected_sha=w["sha"])
-        assert msg == "not written: mcp-note.md changed on disk since it was read"
+        assert msg == "not written: digest/wiki/mcp-note.md changed on disk since the read that returned expected_sha"
         msg = await fail(s, "edit_note", path=w["path"], old="quokka", new="wombat", expected_sha=w["sha"])
-        assert msg == "not written: mcp-note.md changed on disk since it was read"
+        assert msg == "not written: digest/wiki/mcp-note.md changed on disk since the read that returned expected_sha"
         assert note.read_text() == "# MCP note\n\nzanzibar quokka\nthe person's own line\n"
         cur = await call(s, "read_note", path=w["path"])
         await call(s, "edit_note", path=w["path"], old="quokka", new="wombat", expected_sha=cur["sha"])

@@ -286,7 +286,7 @@ def edit(ctx: VaultContext, path: str, old: str, new: str, *, count: int = 1,
     except SkipFile as exc:  # FileBusy included: a save in progress is a refusal, never a crash
         raise EngineError(f"cannot edit {vp.rel}: {exc.reason}") from exc
     if expected_sha and tf.sha != expected_sha:
-        raise EngineError(f"not written: {vp.abs.name} changed on disk since it was read")
+        raise EngineError(f"not written: {vp.rel} changed on disk since the read that returned expected_sha")
     n = tf.text.count(old)
     if n == 0:
         raise EngineError(f"text to replace not found in {vp.rel}")
