@@ -98,7 +98,9 @@ class NoteIndex:
         for i, e in enumerate(self.entries):
             e.order = i
             for kind, _orig, folded in e.fields:
-                self.names.add(folded.rsplit("/", 1)[-1] if kind == "path" else folded)
+                self.names.add(folded)  # a path ("race/r6") names its note as well as its file name does
+                if kind == "path":
+                    self.names.add(folded.rsplit("/", 1)[-1])
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -193,4 +195,5 @@ class NoteMatcher:
 
     def exact(self, query: str) -> bool:
         """True when some note's title, alias or file name equals ``query`` (folded): no "create" offer then."""
-        return " ".join(fold(query).split()) in self.index.names
+        q = " ".join(fold(query).split()).strip("/")
+        return q in self.index.names or (q.endswith(".md") and q[:-3] in self.index.names)

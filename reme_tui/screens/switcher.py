@@ -92,6 +92,7 @@ class QuickSwitcherScreen(Dialog[tuple[str, str] | None]):
         self.matcher: NoteMatcher | None = None
         self.matches: list[Match] = []
         self.create_path: str | None = None  # the "create" row's note, when offered
+        self.file_path: str | None = None  # the "open" row of a file in the vault that the index left out
         self.filter_ms: list[float] = []  # per filtering (match + rows), for the benchmark and the curious
         self.load_ms = 0.0
         self.created_at = time.perf_counter()
@@ -200,10 +201,18 @@ class QuickSwitcherScreen(Dialog[tuple[str, str] | None]):
         # Textual's own Content renders without a Rich console pass per row (a fifth of an opening's CPU)
         opts = [Option(Content.from_rich_text(match_prompt(m, width)), id=f"m{i}")
                 for i, m in enumerate(self.matches)]
-        self.create_path = None
+        self.create_path = self.file_path = None
         if query.strip() and not self.matcher.exact(query):
-            self.create_path = note_path_for(query)
-            if self.create_path:
+            path = note_path_for(query)
+            if path and self._on_disk(path):
+                # a file the index left out (too large, binary, …): open it (the pane says why), never "create"
+                self.file_path = path
+                row = Text("↪ Open ", style="italic")
+                row.append(path, style="bold")
+                row.append(" (in the vault, not indexed)", style="dim")
+                opts.append(Option(Content.from_rich_text(fit_text(row, width)), id="file"))
+            elif path:
+                self.create_path = path
                 row = Text("+ Create ", style="italic")
                 row.append(self.create_path, style="bold")
                 opts.append(Option(Content.from_rich_text(fit_text(row, width)), id="create"))
@@ -221,6 +230,15 @@ class QuickSwitcherScreen(Dialog[tuple[str, str] | None]):
             self.info.update(Text(f"{len(self.matches)}{more} of {n} notes", style="dim"), layout=False)
         else:
             self.info.update(Text(f"no note matches {query.strip()!r}", style="dim"), layout=False)
+
+    def _on_disk(self, path: str) -> bool:
+        """True when the vault holds a file at ``path`` (a stat: microseconds); False for a path that escapes."""
+        try:
+            vault = self.engine.vault.resolve()
+            target = (vault / path).resolve()
+            return target.is_relative_to(vault) and target.is_file()
+        except (OSError, RuntimeError, ValueError, AttributeError):
+            return False
 
     def _painted(self, t0: float) -> None:
         now = time.perf_counter()
@@ -272,6 +290,8 @@ class QuickSwitcherScreen(Dialog[tuple[str, str] | None]):
         oid = self.list.get_option_at_index(index).id
         if oid == "create" and self.create_path:
             self.dismiss(("create", self.create_path))
+        elif oid == "file" and self.file_path:
+            self.dismiss(("open", self.file_path))
         elif oid and oid.startswith("m"):
             self.dismiss(("open", self.matches[int(oid[1:])].note.path))
 
