@@ -53,6 +53,9 @@ def _isolate_env(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+    # one model fast-load cache per session: written once, then every process that loads the model (a CLI or MCP
+    # subprocess) loads it in ~1 s instead of building the tokenizer's tables (and writing 86 MB) again
+    monkeypatch.setenv("REME_MODEL_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
 
 
 @pytest.fixture(scope="session")

@@ -125,6 +125,7 @@ def test_one_shot_search_uses_the_cache(tmp_path):
     env = {**os.environ, "REME_VAULT": str(vault), "REME_STATE_DIR": str(tmp_path / "state"),
            "XDG_CACHE_HOME": str(tmp_path / "cache")}
     env.pop("REME_EMBEDDER", None)
+    env.pop("REME_MODEL_CACHE", None)  # the default place, in the user cache dir
     cmd = [sys.executable, "-c", "import sys; from reme_tui.cli import main; sys.exit(main())",
            "job", "search", "query=认知 读书", "--no-server"]
     outs = []

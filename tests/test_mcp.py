@@ -38,7 +38,7 @@ NOTE_URI = "reme://note/"
 
 def _env() -> dict[str, str]:
     # the SDK passes only a minimal environment to the server: hand it the test's isolated config/data dirs
-    keep = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "TZ")
+    keep = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "REME_MODEL_CACHE", "TZ")
     return {k: os.environ[k] for k in keep if k in os.environ}
 
 
