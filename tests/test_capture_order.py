@@ -2,20 +2,12 @@
 they wait for the card, are kept pending, or are written once it is free."""
 
 import threading
-import time
 import uuid
+
+from test_capture_busy import Appender, shell_lines, wait_until
 
 from reme_engine.memory import capture as C
 from reme_engine.memory.cards import _day_folder
-
-
-def wait_until(pred, timeout: float = 30.0, what: str = "condition"):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_captures_sent_while_the_card_is_busy_keep_their_order(make_engine, tmp_path, monkeypatch):
@@ -29,18 +21,9 @@ def test_captures_sent_while_the_card_is_busy_keep_their_order(make_engine, tmp_
     sid = uuid.uuid4().hex
     card = vault / _day_folder(eng, eng.settings.today()) / "capture.md"
     card.parent.mkdir(parents=True, exist_ok=True)
-    halt, shell = threading.Event(), []
-
-    def other_program():  # appends every 5 ms: the card never settles while it runs
-        while not halt.is_set():
-            with open(card, "a", encoding="utf-8") as fh:
-                fh.write(f"shell line {len(shell)}\n")
-            shell.append(len(shell))
-            halt.wait(0.005)
-
-    writer = threading.Thread(target=other_program, daemon=True)
+    writer = Appender(card, every=0.005)  # the card never settles while it runs
     writer.start()
-    wait_until(lambda: len(shell) >= 3, what="the other program started")
+    wait_until(lambda: writer.n >= 3, what="the other program started")
     done: list[int] = []
 
     def send(i: int, msg) -> None:
@@ -59,8 +42,7 @@ def test_captures_sent_while_the_card_is_busy_keep_their_order(make_engine, tmp_
         wait_until(lambda: C._turns(eng)._next == i, what=f"capture {i} queued")
         if i == 3:  # the first ones were kept pending; the card frees while 3–5 are on their way
             wait_until(lambda: len(done) >= 2, what="two captures answered")
-            halt.set()
-            writer.join()
+            writer.stop()
     for t in threads:
         t.join(30)
     wait_until(lambda: not (eng.settings.state_dir / C.PENDING_FILE).exists(), what="pending captures appended")
@@ -68,7 +50,7 @@ def test_captures_sent_while_the_card_is_busy_keep_their_order(make_engine, tmp_
     positions = [text.index(w) for w in words]
     assert all(text.count(w) == 1 for w in words), text
     assert positions == sorted(positions), text
-    assert [ln for ln in text.splitlines() if ln.startswith("shell line")] == [f"shell line {i}" for i in shell]
+    assert shell_lines(text) == writer.lines()
 
 
 def test_a_busy_day_page_gets_its_new_capture_card_listed_once_quiet(make_engine, tmp_path, monkeypatch):
@@ -85,23 +67,13 @@ def test_a_busy_day_page_gets_its_new_capture_card_listed_once_quiet(make_engine
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(f"# {date}\n\n{INDEX_START}\n{INDEX_END}\n", encoding="utf-8")
     eng.index()
-    halt, shell = threading.Event(), []
-
-    def other_program():
-        while not halt.is_set():
-            with open(page, "a", encoding="utf-8") as fh:
-                fh.write(f"shell line {len(shell)}\n")
-            shell.append(len(shell))
-            halt.wait(0.005)
-
-    writer = threading.Thread(target=other_program, daemon=True)
+    writer = Appender(page, every=0.005)
     writer.start()
-    wait_until(lambda: len(shell) >= 3, what="the other program started")
+    wait_until(lambda: writer.n >= 3, what="the other program started")
     sid = uuid.uuid4().hex
     paths = eng.chat_capture(sid, [eng.chat_append(sid, "user", "a narwhal thought")])
     assert paths and (vault / paths[0]).exists()
-    halt.set()
-    writer.join()
+    writer.stop()
 
     def listed() -> bool:
         text = page.read_text(encoding="utf-8")
@@ -110,4 +82,4 @@ def test_a_busy_day_page_gets_its_new_capture_card_listed_once_quiet(make_engine
 
     wait_until(listed, what="the day page lists the capture card")
     text = page.read_text(encoding="utf-8")
-    assert [ln for ln in text.splitlines() if ln.startswith("shell line")] == [f"shell line {i}" for i in shell]
+    assert shell_lines(text) == writer.lines()

@@ -4,7 +4,7 @@ stale one is refused naming the note's vault path."""
 
 from __future__ import annotations
 
-import threading
+from test_capture_busy import Appender, shell_lines
 
 from reme_engine.jobs import EXIT_USAGE, exit_code, run_job
 
@@ -15,28 +15,18 @@ def test_edit_without_expected_sha_retries_while_another_program_appends(open_en
     note = e.vault / "race" / "m1.md"
     note.write_text("# m1\n\nquokka here\n", encoding="utf-8")
     e.index()
-    halt, lines = threading.Event(), []
-
-    def other_program():
-        while not halt.is_set():
-            with open(note, "a", encoding="utf-8") as fh:
-                fh.write(f"shell line {len(lines)}\n")
-            lines.append(len(lines))
-            halt.wait(0.1)
-
-    t = threading.Thread(target=other_program, daemon=True)
-    t.start()
+    writer = Appender(note, every=0.1)
+    writer.start()
     try:
         for i in range(3):
             res = run_job(e, "edit", {"path": "race/m1.md", "old": "quokka" if i == 0 else f"wombat{i - 1}",
                                       "new": f"wombat{i}"})
             assert res["success"], res
     finally:
-        halt.set()
-        t.join()
+        writer.stop()
     text = note.read_text(encoding="utf-8")
     assert "wombat2 here" in text
-    assert [ln for ln in text.splitlines() if ln.startswith("shell line")] == [f"shell line {i}" for i in lines]
+    assert shell_lines(text) == writer.lines()
 
 
 def test_expected_sha_errors_say_what_is_wrong(open_engine):
