@@ -12,6 +12,11 @@ by the text's hash like chunk texts), so only new or renamed titles are ever enc
 thread (a first search never waits for it: it just runs without title vectors); it is redone when the files table
 changes (count or newest ``indexed_at``, checked at most every :data:`CHECK_EVERY_S`). Vaults with more than
 :data:`MAX_NOTES` notes skip title vectors (a flat product over every title would cost more than the leg itself).
+
+Each finished build is also kept next to the index (:data:`SNAPSHOT_NAME`: ids, vectors, null floor, the files
+marker and the embedding space it was made for), written atomically; a build whose marker and space match the
+snapshot loads it instead (a few ms for 3,000 notes, against ~0.4 s of cache reads and 48 null probes), which is
+most of what a one-shot ``job search`` waited for.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ MAX_NOTES = 50_000
 TITLE_NULL_QUANTILE = 0.9
 #: Titles encoded per embedder call while building.
 BATCH = 64
+#: The last build, beside the index database (``<state dir>/…``): a regenerable cache.
+SNAPSHOT_NAME = "title-vectors.npz"
 _BARE = re.compile(r"^[\d\s._\-]+$")
 
 
@@ -66,6 +73,8 @@ class TitleVectors:
         self._stop = threading.Event()
         #: title cosines below this do not count (the titles' null model, see _build)
         self.floor = 1.0
+        #: the last build came from the snapshot file (:data:`SNAPSHOT_NAME`), not from the cache and the model
+        self.from_snapshot = False
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop a build under way (after its current batch) and wait for it up to ``timeout`` seconds: a thread
@@ -105,6 +114,8 @@ class TitleVectors:
 
         try:
             vs = self.vectors
+            if self._load_snapshot(marker, vs):
+                return
             c = self.store.conn  # this thread's own connection
             rows = c.execute(
                 "SELECT f.path, f.name, f.aliases, c.id, c.headings FROM files f JOIN chunks c ON c.file_id = f.id"
@@ -178,12 +189,68 @@ class TitleVectors:
             self._data = (id_arr, index)
             self._marker = marker
             self.error = None
+            self.from_snapshot = False
+            self._save_snapshot(marker, vs.embedder.space, id_arr, mat)
         except (EmbedderError, OSError, ValueError, RuntimeError) as exc:  # search goes on without titles
             self.error = str(exc)
         except Exception as exc:  # noqa: BLE001 — a sqlite3 error on a store being rebuilt: retry next check
             self.error = str(exc)
         finally:
             self.built.set()
+
+    def _snapshot_path(self):
+        db = getattr(self.store, "db_path", None)
+        return None if db is None else db.parent / SNAPSHOT_NAME
+
+    def _save_snapshot(self, marker, space: str, ids, mat) -> None:
+        """Keep this build (atomically; a failure only costs the next process a full build)."""
+        import io
+
+        import numpy as np
+
+        from ..vault.io import atomic_write
+
+        path = self._snapshot_path()
+        if path is None:
+            return
+        buf = io.BytesIO()
+        np.savez(buf, ids=ids, mat=mat, floor=np.float64(self.floor),
+                 key=np.array(json.dumps({"marker": list(marker), "space": space})))
+        try:
+            atomic_write(path, buf.getvalue())
+        except OSError:
+            pass
+
+    def _load_snapshot(self, marker, vs) -> bool:
+        """Take the snapshot when it was made for this ``marker`` and embedding space; False otherwise (or when it
+        is unreadable: the build then runs and rewrites it)."""
+        import numpy as np
+
+        path = self._snapshot_path()
+        if path is None or not path.exists():
+            return False
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                key = json.loads(str(z["key"]))
+                if key != {"marker": list(marker), "space": vs.embedder.space}:
+                    return False
+                ids, mat, floor = z["ids"].astype(np.int64), z["mat"].astype(np.float32), float(z["floor"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        if mat.ndim != 2 or mat.shape != (len(ids), vs.dim):
+            return False
+        from ..index.vectors import _faiss
+
+        faiss = _faiss()
+        index = faiss.IndexIDMap2(faiss.IndexFlatIP(vs.dim))
+        if len(ids):
+            index.add_with_ids(np.ascontiguousarray(mat), ids)
+        self.floor = floor
+        self._data = (ids, index)
+        self._marker = marker
+        self.error = None
+        self.from_snapshot = True
+        return True
 
     def search(self, qv, n: int, allowed=None) -> list[tuple[int, float]]:
         """Top ``n`` ``(first chunk id, title cosine)`` for the query vector ``qv`` (L2-normalised), only cosines
