@@ -306,6 +306,13 @@ def _fm_update(e: Engine, a: dict) -> Any:
     return _fm_journaled(e, a["path"], updates, None)
 
 
+def _keys(keys: list[str]) -> list[str]:
+    """The frontmatter keys to delete; JobError (exit 2) when none is given (an empty run would be journaled)."""
+    if not keys:
+        raise JobError("nothing to delete: pass keys=KEY[,KEY…]")
+    return keys
+
+
 def _cli_value(v: Any) -> Any:
     """A ``set.KEY=VALUE`` value: JSON when it reads as JSON (``12``, ``true``, ``["a", "b"]``), else the text, so
     a number stays a number in the frontmatter."""
@@ -357,7 +364,7 @@ JOBS: dict[str, Job] = {j.name: j for j in [
                writes=True),
     method_job("frontmatter_delete", "Remove keys from a note's frontmatter.", method="frontmatter_update",
                drop=("updates", "delete"), extra=(P("keys", "list", required=True, help=PARAM_HELP["keys"]),),
-               run=lambda e, a: _fm_journaled(e, a["path"], {}, a["keys"]), writes=True),
+               run=lambda e, a: _fm_journaled(e, a["path"], {}, _keys(a["keys"])), writes=True),
     method_job("daily_create", "Create today's (or date's) day folder and index page; idempotent.", writes=True),
     method_job("daily_list", "Cards of a day."),
     method_job("daily_reindex", "Regenerate the day index section between its markers.", writes=True),

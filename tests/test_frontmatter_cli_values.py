@@ -31,3 +31,20 @@ def test_updates_that_are_not_an_object_are_a_usage_error(open_engine):
     res = run_job(e, "frontmatter_update", {"path": "n.md", "updates": "[1, 2]"})
     assert exit_code(res) == EXIT_USAGE and "JSON object" in res["error"], res
     assert note.read_text(encoding="utf-8") == "---\ncount: 3\n---\nbody\n"
+
+
+def test_frontmatter_delete_without_keys_is_a_usage_error(open_engine):
+    e = open_engine()
+    (e.vault / "n.md").write_text("---\ncount: 3\n---\nbody\n", encoding="utf-8")
+    res = run_job(e, "frontmatter_delete", {"path": "n.md", "keys": ""})
+    assert exit_code(res) == EXIT_USAGE and "nothing to delete" in res["error"], res
+    assert not [r for r in e.journal.runs(limit=10) if r["kind"].startswith("cli:")]
+
+
+def test_a_date_range_that_cannot_match_is_a_usage_error(open_engine):
+    e = open_engine()
+    (e.vault / "n.md").write_text("walrus\n", encoding="utf-8")
+    e.index()
+    res = run_job(e, "search", {"query": "walrus", "mode": "keyword", "date_from": "2026-12-05",
+                                "date_to": "2026-12-01"})
+    assert exit_code(res) == EXIT_USAGE and "is after date_to" in res["error"], res

@@ -573,6 +573,9 @@ class HybridSearcher:
                         _date.fromisoformat(value)
                     except ValueError:
                         raise ValueError(f"{name} must be a real date YYYY-MM-DD (got {value!r})") from None
+            if filters.date_from and filters.date_to and filters.date_from > filters.date_to:
+                raise ValueError(f"date_from {filters.date_from} is after date_to {filters.date_to}: no date can "
+                                 "match (swap them?)")
         if limit < 1:
             raise ValueError("limit must be >= 1")
         t0 = time.perf_counter()
