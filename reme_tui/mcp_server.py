@@ -303,6 +303,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _plain_stderr_logging() -> None:
+    """One plain line per warning on stderr (an MCP client shows the server's stderr in its log). Set before the
+    SDK's server is made: its own set-up (``logging.basicConfig`` with a Rich handler, which wraps and colours
+    lines into box art in a client's log) then finds the root logger configured and leaves it alone."""
+    import logging
+
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("reme-tui mcp: %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.WARNING)
+
+
 def main(args: argparse.Namespace, rest: list[str]) -> int:
     """``reme-tui mcp …``: parse ``rest`` over the top-level ``args``, then serve until the client disconnects."""
     ns = build_parser().parse_args(rest)
@@ -319,6 +333,7 @@ def main(args: argparse.Namespace, rest: list[str]) -> int:
                f"vault is a file, not a folder: {vault}" if vault.exists() else f"vault folder does not exist: {vault}")
         print(f"reme-tui mcp: {why}", file=sys.stderr, flush=True)
         return 2
+    _plain_stderr_logging()
     vs = VaultServer(settings, read_only=ns.read_only, watch=not ns.no_watch, embed=not ns.no_embed)
     server = build_server(vs)  # the engine opens after the handshake (see build_server)
     import signal
