@@ -124,7 +124,8 @@ def _term(t: str) -> tuple[bool, str, str]:
     if got is None:
         latin = not _CJK_RUN_RE.match(t)
         st = stem(t) if latin else t
-        got = (latin, st, st[:-1] if latin and st[-1] in "ye" else st)
+        # the stem's final y/e varies (spy / spies); a stem of 1–2 letters keeps it: an empty prefix never ends
+        got = (latin, st, st[:-1] if latin and len(st) > 2 and st[-1] in "ye" else st)
         if len(_TERMS) > 65536:
             _TERMS.clear()
         _TERMS[t] = got
@@ -162,7 +163,7 @@ def line_coverage(text: str, weights: dict[str, float]) -> float:
                     run = low[i:j]
                     if run == t or stem(run) == st:
                         lines.add(count("\n", 0, i))
-                i = low.find(pre, j)
+                i = low.find(pre, max(j, i + 1))
         else:
             i = low.find(t)
             while i >= 0:
