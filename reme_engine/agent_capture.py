@@ -280,11 +280,13 @@ def journaled_frontmatter_update(engine: VaultContext, path: str, updates: dict 
 def journaled_move(engine: VaultContext, src: str, dst: str, *, kind: str = MOVE_KIND) -> dict:
     """:meth:`Engine.move` as one journal run of ``kind`` (params: src, dst), revertible: the moved note (a
     delete at ``src`` and a create at ``dst``) and every linking note rewritten, each with the exact text it
-    replaced (the move reports them as it writes). Returns the MoveResult as a dict plus ``run_id``; EngineError
-    as :meth:`Engine.move`.
+    replaced (the move reports them as it writes). Returns the MoveResult as a dict plus ``run_id``; when some
+    linking notes could not be rewritten (``conflicts``), also ``success: False`` and ``error`` naming them (the
+    move itself is done and journaled). EngineError as :meth:`Engine.move`.
     """
     from dataclasses import asdict
 
+    from .memory.journal import MOVE_REWRITE_STEP, MOVE_STEP
     from .vault import move as _move
     from .vault.files import find_note, resolve_path
 
@@ -297,10 +299,21 @@ def journaled_move(engine: VaultContext, src: str, dst: str, *, kind: str = MOVE
         res = _move.move(engine, src, dst, on_rewrite=lambda *a: rewrites.append(a))
         run = engine.journal.start_run(engine.vault, kind, {"src": res.src, "dst": res.dst})
         if res.src == s.rel:
-            run.record_done(res.src, "delete", moved, (None, None), step="move")
-            run.record_done(res.dst, "create", (None, None), moved, step="move", sources=[res.src])
+            run.record_done(res.src, "delete", moved, (None, None), step=MOVE_STEP)
+            run.record_done(res.dst, "create", (None, None), moved, step=MOVE_STEP, sources=[res.src])
         for path, btext, bsha, atext, asha in rewrites:
-            run.record_done(path, "update", (btext, bsha), (atext, asha), step="rewrite links", sources=[res.dst])
+            run.record_done(path, "update", (btext, bsha), (atext, asha), step=MOVE_REWRITE_STEP,
+                            sources=[res.dst])
         run.finish("ok", {"paths": [res.dst, *res.rewritten_files], "created": [res.dst],
                           "conflicts": list(res.conflicts)})
-    return {**asdict(res), "run_id": run.run_id}
+    out = {**asdict(res), "run_id": run.run_id}
+    if res.conflicts:
+        # The move is done (and revertible); the notes whose links still point at the old name are the user's to
+        # fix, so they are said, and the job is not a success (exit 1): never a silent exit 0.
+        names = ", ".join(res.conflicts[:5]) + (f" and {len(res.conflicts) - 5} more" if len(res.conflicts) > 5 else "")
+        out["success"] = False
+        out["error"] = (f"moved {res.src} → {res.dst}, but the links in {len(res.conflicts)} note(s) were not "
+                        f"rewritten (another program kept changing them, or they are not writable): {names}; "
+                        f"they still point at {res.src}; their bytes are kept (fix the links, move it back, "
+                        f"or revert run {run.run_id})")
+    return out

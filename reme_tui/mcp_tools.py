@@ -524,8 +524,8 @@ def _edit_note(vs: VaultServer, a: dict) -> dict:
 def _move_note(vs: VaultServer, a: dict) -> dict:
     """Move or rename a note and rewrite the links that point to it (in every linking note, atomically).
 
-    Refuses an existing destination, folders and layer folders; linking notes changed meanwhile are listed in
-    `conflicts` and left untouched. One journal run (`run_id`) holds the move and every rewritten note: revert
+    Refuses an existing destination, folders and layer folders; linking notes another program kept changing
+    meanwhile are retried for a few seconds, then listed in `conflicts` (with a `warning` line) and left untouched. One journal run (`run_id`) holds the move and every rewritten note: revert
     undoes all of it.
     """
     from reme_engine.agent_capture import journaled_move
@@ -533,7 +533,10 @@ def _move_note(vs: VaultServer, a: dict) -> dict:
     a["src"] = vs.note_path(a["src"])
     if a["src"].lower().endswith(".md"):
         a["dst"] = vs.note_path(a["dst"], must_exist=False)
-    return vs.journaled(journaled_move, vs.engine, a["src"], a["dst"])
+    res = vs.journaled(journaled_move, vs.engine, a["src"], a["dst"])
+    if res.pop("success", True) is False:  # moved, but some links left as they were: said, not an error (done)
+        res["warning"] = res.pop("error")
+    return res
 
 
 def _delete_note(vs: VaultServer, a: dict) -> dict:

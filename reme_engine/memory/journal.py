@@ -8,7 +8,9 @@ hashes and texts, and the sources (vault paths) it was derived from.
 Writes go through :meth:`Run.write`: it reads the current file, refuses to clobber a change the user made after
 the pipeline read it (``expected_sha``), writes atomically and journals the change. :meth:`ChangeJournal.revert`
 restores a run's before-states, refusing files changed again since (their current hash is not the run's
-after-hash). A revert that restores nothing while refusing something fails and leaves the run as it was; one that
+after-hash). A move in a run (its note's delete + create) is undone as one rename back, never replacing a file at
+the old name and never deleting the note while the old name is taken. A revert that restores nothing while
+refusing something fails and leaves the run as it was; one that
 restores some files and refuses others is *partial*: the run is marked partly reverted (``partly_reverted_at``,
 ``revert_state`` "partial"), not reverted, so the refused files can be reverted later once the person decides.
 """
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..crashpoints import crash_point
-from ..vault.io import WriteConflict, atomic_write, content_hash, file_hash
+from ..vault.io import WriteConflict, atomic_write, content_hash, file_hash, rename_noreplace
 from ..vault.paths import VaultPathError, resolve
 
 log = logging.getLogger("reme.journal")
@@ -157,6 +159,24 @@ def _text_matches(text: str | None, sha: str) -> bool:
         return False
     data = text.encode("utf-8")
     return content_hash(data) == sha or content_hash(b"\xef\xbb\xbf" + data) == sha
+
+
+#: Journal steps of a move run (:func:`reme_engine.agent_capture.journaled_move`): the note's delete + create, and
+#: each linking note rewritten (``sources`` = [the new path]).
+MOVE_STEP, MOVE_REWRITE_STEP = "move", "rewrite links"
+
+
+def _move_pairs(changes: list[Change], first_before: dict[str, Change]) -> dict[str, str]:
+    """``{dst: src}`` of the moves in a run's changes: a ``create`` of step :data:`MOVE_STEP` whose one source is
+    a path the run deleted in that step. Reverted as one rename back, never as a delete plus a create."""
+    out = {}
+    for ch in changes:
+        if ch.step == MOVE_STEP and ch.action == "create" and len(ch.sources) == 1:
+            src = ch.sources[0]
+            b = first_before.get(src)
+            if b is not None and b.step == MOVE_STEP and b.action == "delete" and src != ch.path:
+                out[ch.path] = src
+    return out
 
 
 def _preview(v: Any) -> str:
@@ -303,7 +323,10 @@ class ChangeJournal:
         A file whose current hash is not the run's last after-hash was changed again since: it is refused with a
         reason and left as it is. A damaged journal row is never guessed at: a change whose row cannot be read,
         or whose before-text does not match its before-hash, is refused (``path`` "?" when unreadable) and
-        named in ``warnings``. The outcome (see :class:`RevertResult`) decides the run's mark: "reverted" sets
+        named in ``warnings``. A move (:func:`_move_pairs`) goes back by one rename to its old name, never onto a
+        file there (then the move, and the link rewrites pointing at its new name, are refused: both files kept);
+        a note edited at its new name goes back with the edit (a warning says so). The outcome (see
+        :class:`RevertResult`) decides the run's mark: "reverted" sets
         ``reverted_at``, "partial" sets ``partly_reverted_at`` (the run stays revertible), "refused" changes
         nothing. Raises KeyError for an unknown run.
         """
@@ -321,7 +344,29 @@ class ChangeJournal:
         for ch in changes:
             first_before.setdefault(ch.path, ch)
             last_after[ch.path] = ch
+        moves = _move_pairs(changes, first_before)
+        undo_moves: dict[str, str] = {}  # dst → src, for moves that can be undone
+        for dst, src in moves.items():
+            refusal = self._move_refusal(vault, src, dst, first_before, last_after, reverted_at)
+            if refusal is None:
+                undo_moves[dst] = src
+                continue
+            res.refused.append({"path": src, "reason": refusal})
+            res.refused.append({"path": dst, "reason": refusal})
+            if not refusal.endswith(NOTHING_TO_DO):
+                for ch in changes:  # the links it rewrote keep pointing at where the note is
+                    if ch.step == MOVE_REWRITE_STEP and ch.sources == [dst] and ch.path not in moves:
+                        res.refused.append({"path": ch.path, "reason": f"links to {dst}, which stays where it is "
+                                                                      f"(its move is not undone); left as it is"})
+        held = {r["path"] for r in res.refused}
+        paired = set(moves) | set(moves.values())
         for path in reversed(list(last_after)):
+            if path in held:
+                continue
+            if path in paired:
+                if path in undo_moves:
+                    self._undo_move(vault, undo_moves[path], path, first_before, last_after, res)
+                continue
             try:
                 vp = resolve(vault, path)
             except VaultPathError as exc:
@@ -365,6 +410,60 @@ class ChangeJournal:
             self._exec("UPDATE runs SET reverted_at=coalesce(reverted_at, ?), partly_reverted_at=NULL"
                        " WHERE run_id=?", (time.time(), run_id))
         return res
+
+
+    def _move_refusal(self, vault: Path, src: str, dst: str, first_before: dict[str, "Change"],
+                      last_after: dict[str, "Change"], reverted_at: float | None) -> str | None:
+        """Why the move ``src`` → ``dst`` of a run cannot be undone now (None: it can). The note must be at
+        ``dst`` and nothing at ``src``: a file there since (a new note, a program appending to the old path) is
+        never replaced, and the moved note is never deleted while its old name is taken, so both are kept."""
+        try:
+            s_vp, d_vp = resolve(vault, src), resolve(vault, dst)
+        except VaultPathError as exc:
+            return f"damaged journal row: {exc}"
+        cur_src, cur_dst = file_hash(s_vp.abs), file_hash(d_vp.abs)
+        if cur_src is not None:
+            if cur_dst is None and cur_src in (first_before[src].before_sha, last_after[dst].after_sha):
+                when = time.strftime(" at %H:%M", time.localtime(reverted_at)) if reverted_at else ""
+                return (f"already reverted{when}" if reverted_at else "already as it was before the run") + \
+                    f"; {NOTHING_TO_DO}"
+            return (f"{src} exists again since the move (another file took the old name); the move is not undone "
+                    f"and both files are kept")
+        if cur_dst is None:
+            return f"{dst} is gone since the move (deleted or moved again); nothing to move back"
+        return None
+
+    def _undo_move(self, vault: Path, src: str, dst: str, first_before: dict[str, "Change"],
+                   last_after: dict[str, "Change"], res: RevertResult) -> None:
+        """Move the note at ``dst`` back to ``src`` (never replacing a file there), then put back the text the
+        run gave it (its self-links) only while the note is still exactly what the run left: a note edited at its
+        new name goes back with the edit (a warning says so), so no byte anyone wrote is lost and the note
+        exists under one name."""
+        s_vp, d_vp = resolve(vault, src), resolve(vault, dst)
+        cur = file_hash(d_vp.abs)
+        try:
+            s_vp.abs.parent.mkdir(parents=True, exist_ok=True)
+            rename_noreplace(d_vp.abs, s_vp.abs)
+        except FileExistsError:
+            reason = f"{src} exists again since the move; the move is not undone and both files are kept"
+            res.refused += [{"path": src, "reason": reason}, {"path": dst, "reason": reason}]
+            return
+        except OSError as exc:
+            res.refused += [{"path": src, "reason": str(exc)}, {"path": dst, "reason": str(exc)}]
+            return
+        res.restored += [dst, src]
+        before = first_before[src]
+        if cur != last_after[dst].after_sha:
+            self._warn(res.warnings, f"{dst} was changed since the move: moved back to {src} with those changes")
+        elif cur != before.before_sha:
+            if not _text_matches(before.before_text, before.before_sha):
+                self._warn(res.warnings, f"{src}: the journal's before-text does not match its hash (damaged "
+                                         "row); moved back as it was at the new name")
+                return
+            try:
+                atomic_write(s_vp.abs, before.before_text or "", expected_sha=cur)
+            except (WriteConflict, OSError) as exc:
+                self._warn(res.warnings, f"{src}: moved back, but its own links not restored: {exc}")
 
 
 _DAY_FOLDER = re.compile(r"\d{4}-\d{2}-\d{2}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import hashlib
 import logging
 import os
@@ -446,3 +447,57 @@ def _load_rename_exchange():
 
 
 _rename_exchange = _load_rename_exchange()
+
+
+def rename_noreplace(src: Path, dst: Path) -> None:
+    """Rename ``src`` to ``dst`` without ever replacing an existing ``dst`` (a file someone saved meanwhile).
+
+    Linux: one ``renameat2(…, RENAME_NOREPLACE)``; elsewhere, or on a file system without it, hard-link then
+    unlink (``link`` fails if ``dst`` exists), else an ``os.rename`` checked just before. Raises
+    FileExistsError when ``dst`` exists (nothing moved), FileNotFoundError when ``src`` is gone, OSError otherwise.
+    """
+    if _rename_noreplace_at is not None:
+        try:
+            _rename_noreplace_at(src, dst)
+            fsync_path(dst.parent)
+            return
+        except OSError as exc:
+            if exc.errno == errno.EEXIST:
+                raise FileExistsError(errno.EEXIST, "destination exists", str(dst)) from None
+            if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                raise
+    try:
+        os.link(src, dst)
+    except FileExistsError:
+        raise
+    except OSError:
+        if os.path.lexists(dst):
+            raise FileExistsError(errno.EEXIST, "destination exists", str(dst)) from None
+        os.rename(src, dst)
+    else:
+        os.unlink(src)
+    fsync_path(dst.parent)
+
+
+def _load_rename_noreplace():
+    """``renameat2(…, RENAME_NOREPLACE)`` from libc as ``f(a, b)`` raising OSError, or None where unavailable."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    at_fdcwd, rename_noreplace = -100, 1  # <fcntl.h> AT_FDCWD, <linux/fs.h> RENAME_NOREPLACE
+
+    def noreplace(a: Path, b: Path) -> None:
+        if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_noreplace) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), str(b))
+
+    return noreplace
+
+
+_rename_noreplace_at = _load_rename_noreplace()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -93,13 +94,12 @@ def rewrite_inbound(ctx: VaultContext, intent: MoveIntent, resolver,
 
     ``resolver``: the vault before the move (it must know ``intent.src``). Idempotent: a linking note already
     rewritten has no link left that resolves to ``src``, so running it again after a crash changes nothing
-    twice. Returns ``(rewritten paths, links rewritten, conflicts)``; a note changed by the user meanwhile is
-    a conflict and keeps its bytes. ``on_rewrite(path, before_text, before_sha, after_text, after_sha)`` is
+    twice. Returns ``(rewritten paths, links rewritten, conflicts)``. A note another program changes between
+    the read and the compare-and-swap write (or keeps changing while read) is read and rewritten again, with
+    back-off, for :data:`REWRITE_RETRY_S` seconds; one still changing then, or not writable, is a conflict and
+    keeps its bytes. ``on_rewrite(path, before_text, before_sha, after_text, after_sha)`` is
     called after each note written (texts without BOM), so a caller can journal exactly what was replaced.
     """
-    from ..markdown.links import rewrite_links
-    from .provenance import APP, note_ownership, stamp
-
     src, dst = intent.src, intent.dst
     after = ctx.indexer.build_resolver()  # the vault as it will be: links that still work stay as written
     after.remove(src)
@@ -107,36 +107,47 @@ def rewrite_inbound(ctx: VaultContext, intent: MoveIntent, resolver,
     resolver.remove(dst)
     resolver.add(src, intent.aliases)
     rewritten, total, conflicts = [], 0, []
+    busy: list[tuple[int, str, str]] = []  # (k, linking note as recorded, its path now): retried below
     for k, src_path in enumerate(intent.sources):
         # the moved note's own self-links live at its new path now
         cur_path = dst if src_path == src else src_path
-        try:
-            vp = resolve(ctx.vault, cur_path)
-            tf = read_text(vp.abs, ctx.settings.max_file_bytes)
-        except FileNotFoundError:
-            continue  # deleted meanwhile: nothing left to point anywhere
-        except (OSError, SkipFile, VaultPathError):
+        outcome, n = _rewrite_one(ctx, src_path, cur_path, resolver, src, dst, after, on_rewrite)
+        if outcome == _BUSY:
+            busy.append((k, src_path, cur_path))
+            continue
+        if outcome == _WRITTEN:
+            rewritten.append(cur_path)
+            total += n
+            crash_point(f"move.after_rewrite_{k}")
+        elif outcome == _FAILED:
             conflicts.append(cur_path)
-            continue
-        new_text, n = rewrite_links(tf.text, src_path, resolver, src, dst, after, cur_path)
-        if n == 0:
-            continue
-        if note_ownership(tf.text).owner == APP:
-            new_text = stamp(new_text)  # the app's own link rewrite keeps an app-owned note the app's
-        if tf.encoding == "utf-8-sig":
-            new_text = "\ufeff" + new_text
-        try:
-            sha = atomic_write(vp.abs, new_text, expected_sha=tf.sha)
-        except (WriteConflict, OSError) as exc:  # changed meanwhile, read-only folder, disk full: left as is
-            log.warning("link in %s not rewritten: %s", cur_path, exc)
-            conflicts.append(cur_path)
-            continue
-        own_write(ctx, cur_path, sha)
-        if on_rewrite is not None:
-            on_rewrite(cur_path, tf.text.lstrip("\ufeff"), tf.sha, new_text.lstrip("\ufeff"), sha)
-        rewritten.append(cur_path)
-        total += n
-        crash_point(f"move.after_rewrite_{k}")
+    # A note another program was writing (an appender between our read and our compare-and-swap, or one that
+    # never settled for the read): read again and retry, with back-off, for REWRITE_RETRY_S in all, so a short
+    # burst of writes does not leave its link unrewritten. What is still busy then is a reported conflict.
+    deadline = time.monotonic() + REWRITE_RETRY_S
+    delay = 0.05
+    while busy:
+        if time.monotonic() >= deadline:
+            conflicts.extend(cur for _, _, cur in busy)
+            break
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 2, 0.4)
+        still = []
+        for k, src_path, cur_path in busy:
+            outcome, n = _rewrite_one(ctx, src_path, cur_path, resolver, src, dst, after, on_rewrite)
+            if outcome == _BUSY:
+                still.append((k, src_path, cur_path))
+                continue
+            if outcome == _WRITTEN:
+                rewritten.append(cur_path)
+                total += n
+                crash_point(f"move.after_rewrite_{k}")
+            elif outcome == _FAILED:
+                conflicts.append(cur_path)
+        busy = still
+    for path in conflicts:
+        log.warning("link in %s not rewritten: it kept changing while the move rewrote it, or is not writable",
+                    path)
     if ctx.watcher is not None:
         ctx.watcher.suppress([src, dst, *rewritten])
     # every linking note, not only the ones rewritten here: after a crash, the ones the killed process
@@ -144,6 +155,52 @@ def rewrite_inbound(ctx: VaultContext, intent: MoveIntent, resolver,
     linking = [dst if p == src else p for p in intent.sources]
     ctx.index_paths(list(dict.fromkeys([src, dst, *linking])))
     return rewritten, total, conflicts
+
+
+#: Seconds a move keeps retrying a linking note another program is writing before reporting it as a conflict.
+REWRITE_RETRY_S = 3.0
+
+_WRITTEN, _UNCHANGED, _BUSY, _FAILED = "written", "unchanged", "busy", "failed"
+
+
+def _rewrite_one(ctx: VaultContext, src_path: str, cur_path: str, resolver, src: str, dst: str, after,
+                 on_rewrite) -> tuple[str, int]:
+    """Rewrite the links of one linking note (read, rewrite, compare-and-swap write with that read's hash).
+
+    Returns ``(outcome, links rewritten)``: ``written``; ``unchanged`` (gone, or no link to rewrite); ``busy``
+    (another program changed it between the read and the write, or kept it changing while read: worth a retry,
+    its bytes untouched); ``failed`` (unreadable, outside the vault, read-only, disk full: reported as is).
+    """
+    from ..markdown.links import rewrite_links
+    from .io import FileBusy
+    from .provenance import APP, note_ownership, stamp
+
+    try:
+        vp = resolve(ctx.vault, cur_path)
+        tf = read_text(vp.abs, ctx.settings.max_file_bytes)
+    except FileNotFoundError:
+        return _UNCHANGED, 0  # deleted meanwhile: nothing left to point anywhere
+    except FileBusy:
+        return _BUSY, 0
+    except (OSError, SkipFile, VaultPathError):
+        return _FAILED, 0
+    new_text, n = rewrite_links(tf.text, src_path, resolver, src, dst, after, cur_path)
+    if n == 0:
+        return _UNCHANGED, 0
+    if note_ownership(tf.text).owner == APP:
+        new_text = stamp(new_text)  # the app's own link rewrite keeps an app-owned note the app's
+    if tf.encoding == "utf-8-sig":
+        new_text = "\ufeff" + new_text
+    try:
+        sha = atomic_write(vp.abs, new_text, expected_sha=tf.sha)
+    except WriteConflict as exc:  # changed meanwhile (retried), read-only or not a regular file (reported)
+        return (_BUSY if "changed on disk" in str(exc) else _FAILED), 0
+    except OSError:  # read-only folder, disk full: left as is
+        return _FAILED, 0
+    own_write(ctx, cur_path, sha)
+    if on_rewrite is not None:
+        on_rewrite(cur_path, tf.text.lstrip("\ufeff"), tf.sha, new_text.lstrip("\ufeff"), sha)
+    return _WRITTEN, n
 
 
 def recover_interrupted(ctx: VaultContext) -> list[str]:
