@@ -16,14 +16,15 @@ in a thread worker (``loaders.note_document``; the newest request wins), shows i
 
 from __future__ import annotations
 
+import asyncio
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.content import Content
 from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Markdown, Static, TextArea
-from textual.widgets.markdown import MarkdownBlock
+from textual.widgets import Static
 
 from ..messages import FollowLink, NoteDocument, NoteLoaded, NoteShown, OpenNote, ReloadNote
 from ..render import (
@@ -37,88 +38,21 @@ from ..render import (
     truncate_cells,
 )
 
+if TYPE_CHECKING:
+    from textual.widgets import Markdown
+
 #: Above this many bytes a note is shown as plain text: the Markdown widget mounts one widget per block and
 #: would hold the UI for a noticeable moment on a big file (a 100 KB note renders in well under a second).
 MAX_MARKDOWN_BYTES = 100 * 1024
 
 
-class PlainNote(TextArea):
-    """The read-only text view. Its editing keys are switched off, so keys such as Backspace (Back) reach the
-    screen's bindings instead of being swallowed. For a long file it holds a window of lines; ``alt+↓``/``alt+↑``
-    post :class:`~reme_tui.messages.OpenNote` for the next/previous window."""
+def __getattr__(name: str):
+    # the body widgets moved to note_body (imported after the first frame); their old names still resolve
+    if name in ("NoteMarkdown", "PlainNote", "ReMeMarker"):
+        from . import note_body
 
-    BINDINGS = [
-        Binding("alt+down", "window(1)", "Next lines", show=False, id="note.next_window"),
-        Binding("alt+up", "window(-1)", "Previous lines", show=False, id="note.previous_window"),
-    ]
-
-    def action_window(self, direction: int) -> None:
-        view = next((a for a in self.ancestors if isinstance(a, NoteView)), None)
-        doc = view.doc if view is not None else None
-        if doc is None or not doc.windowed:
-            return
-        if direction > 0 and doc.window_end < doc.total_lines:
-            self.post_message(OpenNote(doc.path, doc.window_end + 1, history=False))
-        elif direction < 0 and doc.window_start > 1:
-            self.post_message(OpenNote(doc.path, max(1, doc.window_start - 1), history=False))
-
-    EDIT_ACTIONS = frozenset({"delete_left", "delete_right", "delete_word_left", "delete_word_right",
-                              "delete_line", "delete_to_start_of_line", "delete_to_end_of_line", "cut", "paste",
-                              "undo", "redo"})
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if self.read_only and action in self.EDIT_ACTIONS:
-            return False
-        return super().check_action(action, parameters)
-
-
-#: The reme marker lines (HTML comments, invisible in Obsidian's reading view) → their kind.
-_MARKERS = (("<!-- reme:begin ", "begin"), ("<!-- reme:end -->", "end"),
-            ("<!-- reme:day-index:start", "day-begin"), ("<!-- reme:day-index:end -->", "day-end"))
-
-
-class ReMeMarker(MarkdownBlock):
-    """One reme marker line (``<!-- reme:begin … -->`` etc.), shown as a short dim label instead of nothing, so
-    the reader sees where reme's block starts and ends. ``kind``: begin/end/day-begin/day-end."""
-
-    DEFAULT_CSS = """
-    ReMeMarker {
-        height: 1;
-        color: $text-muted;
-        text-style: italic;
-        text-wrap: nowrap;
-        text-overflow: ellipsis;
-    }
-    """
-
-    def __init__(self, markdown: Markdown, token, kind: str) -> None:
-        super().__init__(markdown, token)
-        self.kind = kind
-        self.set_label(True)
-
-    def set_label(self, intact: bool) -> None:
-        """Word the label for an intact block (reme's) or one the user edited inside (theirs now)."""
-        if self.kind == "begin":
-            text = "┄ reme proposes (edit it in to keep it, delete the block to dismiss)" if intact else \
-                "┄ reme block you edited: yours now"
-        elif self.kind == "day-begin":
-            text = "┄ day index by reme" if intact else "┄ day index you edited: yours now"
-        else:
-            text = "┄ end of reme's block" if self.kind == "end" else "┄ end of the day index"
-        self.set_content(Content(text))
-
-
-class NoteMarkdown(Markdown):
-    """The Markdown widget of the note pane: reme's marker comments become :class:`ReMeMarker` labels (other HTML
-    is dropped, as the stock widget does)."""
-
-    def unhandled_token(self, token):
-        if token.type == "html_block":
-            text = token.content.strip()
-            for prefix, kind in _MARKERS:
-                if text.startswith(prefix) and "\n" not in text:
-                    return ReMeMarker(self, token, kind)
-        return None
+        return getattr(note_body, name)
+    raise AttributeError(name)
 
 
 class NoteScroll(VerticalScroll, can_focus=True):
@@ -151,23 +85,55 @@ class NoteView(Vertical):
         self.prov = Static("", id="note-prov", markup=False)
         self.prov_links: list[tuple[str, str]] = []  # (label, link target) of the provenance line
         self.scroller = NoteScroll(id="note-scroll")
-        self.markdown = NoteMarkdown("", id="note-md", open_links=False)
-        self.plain = PlainNote("", id="note-plain", read_only=True, soft_wrap=True, show_line_numbers=True)
-        self.plain.cursor_blink = False  # read-only: a blinking cursor is noise (and unstable in snapshots)
-        self.plain.display = False
+        # The body widgets (note_body: the Markdown widget and a TextArea) are made on first use and mounted
+        # after the first frame: their imports alone are ~40 ms the first paint need not wait for
+        self._markdown = None
+        self._plain = None
+        self._body_mounted: asyncio.Task | None = None
+
+    @property
+    def markdown(self):
+        """The rendered-Markdown widget (:class:`~reme_tui.widgets.note_body.NoteMarkdown`, id ``note-md``); made
+        on first use, in the pane once :meth:`mount_body` ran."""
+        if self._markdown is None:
+            from .note_body import NoteMarkdown
+
+            self._markdown = NoteMarkdown("", id="note-md", open_links=False)
+        return self._markdown
+
+    @property
+    def plain(self):
+        """The read-only plain-text widget (:class:`~reme_tui.widgets.note_body.PlainNote`, id ``note-plain``,
+        hidden until a plain note is shown); made on first use, in the pane once :meth:`mount_body` ran."""
+        if self._plain is None:
+            from .note_body import PlainNote
+
+            self._plain = PlainNote("", id="note-plain", read_only=True, soft_wrap=True, show_line_numbers=True)
+            self._plain.cursor_blink = False  # read-only: a blinking cursor is noise (and unstable in snapshots)
+            self._plain.display = False
+        return self._plain
+
+    async def mount_body(self) -> None:
+        """Mount the body widgets (once; later calls wait for the first). :meth:`show` awaits it."""
+        if self._body_mounted is None:
+            self._body_mounted = asyncio.ensure_future(self._mount_body())
+        await self._body_mounted
+
+    async def _mount_body(self) -> None:
+        await self.scroller.mount(self.markdown)
+        await self.mount(self.plain, after=self.scroller)
 
     def compose(self) -> ComposeResult:
         yield self.owner_line
         yield self.meta
         yield self.prov
-        with self.scroller:
-            yield self.markdown
-        yield self.plain
+        yield self.scroller
 
     # -- loading (a thread worker → a message to itself) ----------------------------------------------------
     def on_mount(self) -> None:
         if self.ctx is not None:
             self.ctx.vault_changed.subscribe(self, self._vault_changed)
+        self.call_after_refresh(self.mount_body)
 
     def load(self, request: OpenNote) -> None:
         """Read and show ``request.path`` (a newer request makes an older answer stale)."""
@@ -262,6 +228,7 @@ class NoteView(Vertical):
 
     async def show(self, doc: NoteDocument) -> None:
         """Render ``doc`` (awaits the Markdown widget's rebuild, so blocks exist when this returns)."""
+        await self.mount_body()
         self.path = doc.path
         self.doc = doc
         md_note = doc.path.lower().endswith((".md", ".markdown")) and not doc.unwritten
@@ -302,6 +269,8 @@ class NoteView(Vertical):
     def _mark_blocks(self, doc: NoteDocument) -> None:
         """Class the rendered blocks: ``-app`` on those within reme's line ranges (a dim left gutter says they are
         reme's), ``callout -callout-<group>`` on callouts; word the marker labels (intact or edited)."""
+        from .note_body import ReMeMarker
+
         ranges = doc.app_ranges
         begins = {b[0]: b[2] for b in doc.app_blocks}
         ends = {b[1]: b[2] for b in doc.app_blocks}
