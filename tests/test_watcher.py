@@ -301,6 +301,22 @@ def test_symlink_out_of_vault_ignored(vault, tmp_path, watch):
     assert sink.seen() == {"daily/sentinel.md"}
 
 
+@pytest.mark.parametrize("link", ["a/loop", "a/up"])
+def test_a_folder_symlink_loop_does_not_hide_the_vaults_changes(vault, watch, link):
+    """``a/loop -> ..`` (the vault again) or ``a/up -> ../..`` (a folder holding the vault): watchfiles follows
+    the symlink and then reports the vault's events under the looped path. They are reported under the files'
+    own vault paths, once, and nothing outside the vault is."""
+    (vault / "a").mkdir()
+    os.symlink("..", vault / "a" / "loop") if link == "a/loop" else os.symlink("../..", vault / "a" / "up")
+    w, sink = watch()
+    write(vault / "a" / "n.md")
+    write(vault / "daily" / "d.md")
+    write(vault.parent / "beside.md")  # outside the vault, watched only through the symlink
+    assert sink.wait_for("a/n.md", "daily/d.md"), sink.batches
+    sink.settle()
+    assert sink.seen() == {"a/n.md", "daily/d.md"}, sink.batches
+
+
 def test_paths_are_nfc(vault, watch):
     w, sink = watch()
     nfd = unicodedata.normalize("NFD", "daily/café.md")

@@ -21,7 +21,8 @@ What it handles, and why (watchfiles 1.3.0 on Linux, measured here — ARCHITECT
 - **The vault root disappearing** (unmounted drive, moved folder): pending changes are dropped (nothing is purged
   from the index), ``on_error`` is told, and the watcher retries every ``ROOT_RETRY_S``; when the root is back it
   reports every indexable file found plus ``known_under("")`` so the indexer reconciles.
-- **Symlinks** leading out of the vault (watchfiles follows them) are ignored.
+- **Symlinks** leading out of the vault (watchfiles follows them) are ignored. An event under a folder symlink
+  that leads back into the vault (a loop such as ``a/loop -> ..``) is reported under the file's own path.
 - **The app's own writes** are indexed by the engine directly; :meth:`expect_write` / :meth:`suppress` register
   the expected content hash of a path and events whose file content still has that hash are dropped for
   ``suppress_window_s`` seconds.
@@ -342,14 +343,35 @@ class VaultWatcher:
             return real.startswith(self._root_str + os.sep)
         return True
 
+    def _real(self, abs_path: str, cache: dict[str, str]) -> str | None:
+        """The event path with its folder's symlinks resolved, or None when that folder is outside the vault.
+
+        watchfiles follows folder symlinks, and inotify keeps one watch per folder: a folder reached through a
+        symlink (``a/loop -> ..``, ``a/up -> ../..``) has its events reported under the *last* path it was
+        watched by, the looped one. Resolving the folder gives back the file's own vault path, so a loop never
+        hides a change nor reports one twice; a folder outside the vault is dropped."""
+        parent = os.path.dirname(abs_path)
+        real = cache.get(parent)
+        if real is None:
+            real = cache[parent] = os.path.realpath(parent)
+        if real == parent:
+            return abs_path
+        if real != self._root_str and not real.startswith(self._root_str + os.sep):
+            return None
+        return os.path.join(real, os.path.basename(abs_path))
+
     def _ingest(self, changes: set, now: float) -> bool:
         """Fold a group of raw changes into the pending set. Returns True when the root itself was deleted."""
         from watchfiles import Change
 
         dir_cache: dict[str, str | None] = {}
         touched = False
+        real_dirs: dict[str, str] = {}
         for change, abs_path in changes:
             self.stats["events"] += 1
+            abs_path = self._real(abs_path, real_dirs)
+            if abs_path is None:
+                continue
             rel = self._rel(abs_path)
             if rel is None:
                 continue

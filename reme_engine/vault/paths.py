@@ -90,7 +90,8 @@ def resolve(vault: Path, rel: str | os.PathLike[str], *, allow_root: bool = Fals
     """Resolve ``rel`` against ``vault`` and prove it stays inside.
 
     Refuses (``VaultPathError``): NUL bytes, absolute paths, drive letters, ``.``/``..`` components, the root
-    itself unless ``allow_root``, and any path whose real location (after symlinks) leaves the vault.
+    itself unless ``allow_root``, any path whose real location (after symlinks) leaves the vault, and any path
+    through a folder symlink that points back at a folder containing it (a loop: ``a/loop -> ..``).
     With ``for_write``, also any dot-file or dot-folder component (``.obsidian/``, ``.git/``, ``.trash/``): those
     belong to other tools. The file need not exist.
     """
@@ -136,9 +137,36 @@ def resolve(vault: Path, rel: str | os.PathLike[str], *, allow_root: bool = Fals
         raise VaultPathError(f"cannot resolve {raw!r}: symlink loop or unreadable path ({exc})") from None
     if real != root and not real.is_relative_to(root):
         raise VaultPathError(f"path leaves the vault (symlink?): {raw!r}")
+    if norm and real != target:  # a symlink on the way: is it a folder symlink back into its own ancestry?
+        loop = _loop_link(root, norm)
+        if loop is not None:
+            raise VaultPathError(f"{loop!r} is a folder symlink to a folder that contains it (a loop); not "
+                                 f"followed: name the note by its own path")
     if for_write and real != root and any(p.startswith(".") for p in real.relative_to(root).parts):
         raise VaultPathError(f"dot-files and dot-folders are not writable (through a symlink): {raw!r}")
     return VaultPath(norm, target)
+
+
+def _loop_link(root: Path, norm: str) -> str | None:
+    """The vault-relative prefix of ``norm`` that is a folder symlink pointing at one of its own ancestors (the
+    vault root included), or None. A path through such a link names a note that also has a shorter, real path
+    (``a/loop/a/n.md`` is ``a/n.md``); the index, the watcher and links know only the real one."""
+    cur = root
+    parts = PurePosixPath(norm).parts
+    for i, part in enumerate(parts):
+        cur = cur / part
+        try:
+            if not cur.is_symlink():
+                if not cur.exists():
+                    return None
+                continue
+            target = cur.resolve()
+            here = cur.parent.resolve()
+        except (OSError, RuntimeError):
+            return "/".join(parts[: i + 1])
+        if target.is_dir() and (here == target or here.is_relative_to(target)):
+            return "/".join(parts[: i + 1])
+    return None
 
 
 def to_rel(vault: Path, path: Path) -> str:
