@@ -166,3 +166,46 @@ def test_search_runs_the_second_stage_from_the_settings(open_engine, coverage_va
     assert [h.path for h in eng.search(q, limit=2).hits] == ["trip.md", "scattered.md"]
     off = dataclasses.replace(eng.searcher.fusion, rerank_coverage=0.0)
     assert [h.path for h in eng.searcher.search(q, limit=2, fusion=off).hits] == ["scattered.md", "trip.md"]
+
+
+def _coverage_by_lines(text: str, weights: dict[str, float]) -> float:
+    """Reference for :func:`line_coverage`, line by line: a Latin term matches a whole run equal to it or with the
+    same stem, a CJK term any occurrence in the line (what the prefix scan did before runs were indexed)."""
+    import re
+    import unicodedata
+
+    from reme_engine.search.rerank import _CJK, stem
+
+    total = sum(weights.values())
+    low = unicodedata.normalize("NFKC", text).lower()
+    best = 0.0
+    for line in low.split("\n"):
+        runs = re.findall(rf"[^\W_{_CJK}]+", line)
+        got = 0.0
+        for t, w in weights.items():
+            if re.match(rf"[{_CJK}]", t):
+                hit = t in line
+            else:
+                hit = any(r == t or stem(r) == stem(t) for r in runs)
+            if hit:
+                got += w
+        best = max(best, got)
+    return min(1.0, best / total) if total > 0 else 0.0
+
+
+def test_line_coverage_equals_a_line_by_line_scan_on_random_texts():
+    import random
+
+    rnd = random.Random(7)
+    words = ["paint", "painting", "Painted", "spies", "spy", "camp", "camping", "activities", "activity", "run",
+             "running", "e", "y", "光伏", "产业", "光伏产业", "make", "making", "hopping", "hop", "2024", "x1",
+             "ＡＢＣ", "abc", "node.js", "c++"]
+    terms = ["paint", "spy", "camped", "activity", "run", "e", "y", "光伏", "产业", "makes", "hop", "2024", "abc",
+             "js", "c"]
+    for _ in range(600):
+        text = "\n".join("".join(rnd.choice([" ", "", ", ", "光", "\u3000", "-"]) + rnd.choice(words)
+                                 for _ in range(rnd.randint(0, 7))) for _ in range(rnd.randint(1, 6)))
+        weights = {rnd.choice(terms): round(rnd.uniform(0.1, 3.0), 3) for _ in range(rnd.randint(1, 5))}
+        assert line_coverage(text, weights) == pytest.approx(_coverage_by_lines(text, weights), abs=1e-12), \
+            (text, weights)
+        assert line_coverage(text, weights) == line_coverage(text, weights)  # the text's index, cached, agrees

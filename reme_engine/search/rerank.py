@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from bisect import bisect_left
 from collections.abc import Callable
 
 from .fields import _day_targets
@@ -115,20 +116,81 @@ def stem(word: str) -> str:
 _STEMS: dict[str, str] = {}
 
 
-_TERMS: dict[str, tuple[bool, str, str]] = {}
+_TERMS: dict[str, tuple[bool, str, str, bool]] = {}
 
 
-def _term(t: str) -> tuple[bool, str, str]:
-    """``(is Latin, stem, prefix searched for)`` of a query term, remembered (a query's terms recur per chunk)."""
+def _term(t: str) -> tuple[bool, str, str, bool]:
+    """``(is Latin, stem, prefix searched for, only Latin run characters)`` of a query term, remembered (a query's
+    terms recur per chunk). The last: the term is one whole run as the tokenizer cuts them (always so for the
+    tokenizer's Latin tokens), so :func:`line_coverage` may look it up among a text's runs."""
     got = _TERMS.get(t)
     if got is None:
         latin = not _CJK_RUN_RE.match(t)
         st = stem(t) if latin else t
         # the stem's final y/e varies (spy / spies); a stem of 1–2 letters keeps it: an empty prefix never ends
-        got = (latin, st, st[:-1] if latin and len(st) > 2 and st[-1] in "ye" else st)
+        pre = st[:-1] if latin and len(st) > 2 and st[-1] in "ye" else st
+        got = (latin, st, pre, latin and bool(pre) and all(_latin_char(c) for c in t))
         if len(_TERMS) > 65536:
             _TERMS.clear()
         _TERMS[t] = got
+    return got
+
+
+class _TextLines:
+    """What :func:`line_coverage` needs of one folded chunk text, computed once per text (not per query term):
+    ``nl`` — offsets of its newlines (a match's line is ``bisect_left(nl, offset)``, instead of counting the
+    newlines before every match); ``runs`` — each distinct Latin/digit run (as the tokenizer cuts them) → the set
+    of lines holding it; ``stems`` — :func:`stem` of those runs → the union of their lines. A Latin query term's
+    lines are then two dict lookups: the runs equal to it, and the runs sharing its stem (a run whose stem is the
+    term's starts with the term's stem prefix, so this is what the prefix scan found)."""
+
+    __slots__ = ("nl", "_runs", "_stems", "_low")
+
+    def __init__(self, low: str) -> None:
+        self._low = low
+        self.nl = [m.start() for m in _NL_RE.finditer(low)]
+        self._runs: dict[str, set[int]] | None = None
+        self._stems: dict[str, set[int]] | None = None
+
+    def latin(self) -> tuple[dict[str, set[int]], dict[str, set[int]]]:
+        """``(runs, stems)``, built on first use (a CJK-only query never needs them)."""
+        if self._runs is None:
+            nl = self.nl
+            runs: dict[str, set[int]] = {}
+            for m in _LATIN_TOKEN_RE.finditer(self._low):
+                ln = bisect_left(nl, m.start())
+                got = runs.get(m.group())
+                if got is None:
+                    runs[m.group()] = {ln}
+                else:
+                    got.add(ln)
+            stems: dict[str, set[int]] = {}
+            for r, lns in runs.items():
+                st = stem(r)
+                got = stems.get(st)
+                if got is None:
+                    stems[st] = set(lns)
+                else:
+                    got |= lns
+            self._runs, self._stems = runs, stems
+        return self._runs, self._stems
+
+
+_NL_RE = re.compile("\n")
+#: a whole Latin/digit run (what the tokenizer keeps as one Latin token)
+_LATIN_TOKEN_RE = re.compile(rf"[^\W_{_CJK}]+")
+_LINES: dict[str, _TextLines] = {}
+
+
+def _text_lines(low: str) -> _TextLines:
+    """The :class:`_TextLines` of a folded text, remembered by text (like :func:`_folded`: the same chunks are
+    candidates of many queries)."""
+    got = _LINES.get(low)
+    if got is None:
+        got = _TextLines(low)
+        if len(_LINES) > 4096:
+            _LINES.clear()
+        _LINES[low] = got
     return got
 
 
@@ -138,8 +200,8 @@ def line_coverage(text: str, weights: dict[str, float]) -> float:
 
     A Latin/digit term counts when it is a whole run of the line (lower-cased, NFKC, as the tokenizer cuts runs) or,
     with :data:`STEM`, a run with the same :func:`stem`; a CJK term (a jieba word or a bigram) when the line
-    contains it: the matches the tokenizer would give, found with ``str.find`` — running the tokenizer over ~30
-    chunks per query took ~15 ms, this ~1."""
+    contains it: the matches the tokenizer would give, found with ``str.find`` (CJK) or looked up among the text's
+    runs (Latin, :class:`_TextLines`) — running the tokenizer over ~30 chunks per query took ~15 ms, this ~0.5."""
     total = sum(weights.values())
     if total <= 0 or not text:
         return 0.0
@@ -147,30 +209,47 @@ def line_coverage(text: str, weights: dict[str, float]) -> float:
     n = len(low)
     per_line: dict[int, float] = {}
     per_pair: dict[int, set] = {}
-    count = low.count
+    idx = None
     for t, w in weights.items():
-        latin, st, pre = _term(t)
-        if pre not in low:  # most terms of a query are absent from most chunks: one C-level scan says so
-            continue
-        lines: set[int] = set()
-        if latin and STEM:
-            # inflected forms: find the stem's prefix (its final y/e varies), compare the whole run's stem
-            i = low.find(pre)
-            while i >= 0:
-                j = i + len(pre)
-                if i == 0 or not _latin_char(low[i - 1]):
-                    j = _LATIN_RUN_RE.match(low, j).end()
-                    run = low[i:j]
-                    if run == t or stem(run) == st:
-                        lines.add(count("\n", 0, i))
-                i = low.find(pre, max(j, i + 1))
+        latin, st, pre, plain = _term(t)
+        if latin and STEM and plain:
+            # the runs equal to the term or sharing its stem: exactly the runs the prefix scan below would accept
+            if idx is None:
+                idx = _text_lines(low)
+            runs, stems = idx.latin()
+            a, b = runs.get(t), stems.get(st)
+            if a is None:
+                if b is None:
+                    continue
+                lines = b
+            else:
+                lines = a if b is None else a | b
         else:
-            i = low.find(t)
-            while i >= 0:
-                j = i + len(t)
-                if not latin or ((i == 0 or not _latin_char(low[i - 1])) and (j >= n or not _latin_char(low[j]))):
-                    lines.add(count("\n", 0, i))  # the line of the match
-                i = low.find(t, j if latin else i + 1)
+            if pre not in low:  # most terms of a query are absent from most chunks: one C-level scan says so
+                continue
+            if idx is None:
+                idx = _text_lines(low)
+            nl = idx.nl
+            lines = set()
+            if latin and STEM:
+                # a term with characters outside the Latin runs: find the stem's prefix (its final y/e varies),
+                # compare the whole run's stem
+                i = low.find(pre)
+                while i >= 0:
+                    j = i + len(pre)
+                    if i == 0 or not _latin_char(low[i - 1]):
+                        j = _LATIN_RUN_RE.match(low, j).end()
+                        run = low[i:j]
+                        if run == t or stem(run) == st:
+                            lines.add(bisect_left(nl, i))
+                    i = low.find(pre, max(j, i + 1))
+            else:
+                i = low.find(t)
+                while i >= 0:
+                    j = i + len(t)
+                    if not latin or ((i == 0 or not _latin_char(low[i - 1])) and (j >= n or not _latin_char(low[j]))):
+                        lines.add(bisect_left(nl, i))  # the line of the match
+                    i = low.find(t, j if latin else i + 1)
         for ln in lines:
             per_line[ln] = per_line.get(ln, 0.0) + w
         if PAIR:
