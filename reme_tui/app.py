@@ -19,6 +19,7 @@ from textual.binding import Binding
 
 from .cjk import enable_cjk_line_breaking
 from .commands import NoteCommands, ReMeCommands
+from .driver import apply_escape_delay, driver_class
 from .gc_idle import IdleCollector
 from .screens.help import HelpScreen, collect_rows
 from .screens.main import MainScreen
@@ -40,7 +41,8 @@ class ReMeApp(App[int]):
 
     def __init__(self, settings, engine, *, background: bool = False) -> None:
         enable_cjk_line_breaking()
-        super().__init__()
+        apply_escape_delay()
+        super().__init__(driver_class=driver_class())
         self.settings = settings
         self.engine = engine
         #: start the engine's watcher and cron thread after the first index pass (the real app; tests opt in)
