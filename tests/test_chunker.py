@@ -600,3 +600,35 @@ def test_table_rows_make_no_tokens():
     assert [t.type for t in tokens if t.level == 0][:2] == ["table_open", "table_close"]
     assert tokens[0].map == [0, rows + 2]
     assert len(tokens) < 10
+
+
+def _stock_block_parser():
+    """markdown-it's own block loop with the chunker's configuration (lean table rule), no first-character dispatch."""
+    from markdown_it import MarkdownIt
+
+    from reme_engine.markdown.chunker import _lean_table
+
+    md = MarkdownIt("commonmark").enable("table").disable(["inline", "text_join"])
+    alt = next(r.alt for r in md.block.ruler.__rules__ if r.name == "table")
+    md.block.ruler.at("table", _lean_table, {"alt": list(alt)})
+    return md
+
+
+def test_first_character_dispatch_gives_markdown_its_tokens():
+    """The block loop that tries only the rules a line's first character allows yields markdown-it's own tokens,
+    on random mixes of every block start (nesting, lazy lines, tabs, indented code, unclosed fences)."""
+    import random
+
+    from reme_engine.markdown.chunker import _parser, _token_signature
+
+    fast, stock = _parser(), _stock_block_parser()
+    assert not hasattr(fast.block.tokenize, "__self__")  # installed (probes matched)
+    pieces = ["# h", "## h2 #", "#x", "text", "  text", "    code", "\tcode", "- a", "* b", "+ c", "1. one", "2) two",
+              "10. ten", "> q", ">q", "> - qi", "```", "~~~", "```py", "  ```", "***", "---", "___", "- - -", "===",
+              "<div>", "</div>", "<!-- c", "-->", "<pre>", "[r]: /u", "[r]:", "| a | b |", "|---|---|", "-|-", ":-:|",
+              "", "", " ", "1.", "-", ">", "   - nested", "      - deeper", "<?php", "<x-y>", "a | b", "--- | ---",
+              "中文段落", "> 引用", "  > - x", "\t- t"]
+    rnd = random.Random(12)
+    for _ in range(3000):
+        text = "\n".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 30)))
+        assert _token_signature(fast.parse(text)) == _token_signature(stock.parse(text)), text

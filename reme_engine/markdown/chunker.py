@@ -232,6 +232,7 @@ def _parser() -> MarkdownIt:
     # Table cells become tokens we never read (8 per row); the lean rule keeps the table's extent only.
     alt = next((r.alt for r in md.block.ruler.__rules__ if r.name == "table"), ["paragraph", "reference"])
     md.block.ruler.at("table", _lean_table, {"alt": list(alt)})
+    _dispatch_by_first_char(md)
     state_cls = _fast_state_block(md)
     if state_cls is not None:
         tokenize = md.block.tokenize
@@ -301,6 +302,131 @@ def _fast_state_block(md: MarkdownIt):
     except Exception:  # noqa: BLE001 - another markdown-it version: keep its own class
         return None
     return _FastStateBlock
+
+
+#: Block rules of markdown-it-py that return False, before anything else (after their indented-code test), unless
+#: the line's first non-blank character (``src[bMarks[line] + tShift[line]]``) is one of these: read from the rules
+#: in ``markdown_it/rules_block`` (fence.py, blockquote.py, hr.py, list.py: bullet or digit, reference.py,
+#: html_block.py, heading.py). ``table`` needs ``|``, ``-`` or ``:`` first on the *next* line; ``code`` an
+#: indented-code line; the others (``lheading``, ``paragraph``, unknown ones) may match any line.
+_RULE_FIRST_CHARS = {"fence": "~`", "blockquote": ">", "hr": "*-_", "list": "*-+0123456789", "reference": "[",
+                     "html_block": "<", "heading": "#"}
+_TABLE_DELIMITER_FIRST = "|-:"
+_FIRST_CHARS = frozenset("".join(_RULE_FIRST_CHARS.values()))
+
+
+def _token_signature(tokens) -> list[tuple]:
+    return [(t.type, t.tag, t.nesting, t.map, t.level, t.markup, t.info, t.content, t.block, t.hidden)
+            for t in tokens]
+
+
+def _dispatch_by_first_char(md: MarkdownIt) -> bool:
+    """Make this private parser try, at each line, only the block rules that can match its first character.
+
+    markdown-it tries every block rule in turn at each block start, and a paragraph tries every terminator rule at
+    each of its lines (~10 calls a line, nearly all returning False at their first-character test): on the
+    code-heavy corpus most of its block-parse time. Here the block loop (``md.block.tokenize``, the same loop as
+    ``ParserBlock.tokenize``) and the terminator chains (``ruler.getRules(chain)``, which the rules call) use,
+    per line, the rules in their order minus those :data:`_RULE_FIRST_CHARS` rules out: the same calls that can
+    return True in the same order, so the same tokens. Indented-code lines get every rule. Installed only when
+    the tokens equal markdown-it's own on probe texts; returns whether it was."""
+    ruler = md.block.ruler
+    try:
+        active = [(r.name, r.fn, tuple(r.alt)) for r in ruler.__rules__ if r.enabled]
+        stock_tokenize = md.block.tokenize
+        stock_get_rules = ruler.getRules
+    except AttributeError:  # another markdown-it version
+        return False
+    chains: dict[str, list[tuple[str, object]]] = {"": [(n, f) for n, f, _ in active]}
+    for n, f, alt in active:
+        for c in alt:
+            chains.setdefault(c, []).append((n, f))
+    full = {c: [f for _, f in rules] for c, rules in chains.items()}
+    picked: dict[tuple, list] = {}
+
+    def pick(chain: str, ch: str, table_ok: bool) -> list:
+        got = [f for n, f in chains[chain] if n != "code" and (n != "table" or table_ok)
+               and (n not in _RULE_FIRST_CHARS or ch in _RULE_FIRST_CHARS[n])]
+        picked[(chain, ch, table_ok)] = got
+        return got
+
+    def candidates(chain: str, state, line: int, end: int) -> list:
+        if state.is_code_block(line):
+            return full[chain]
+        src, bmarks, tshift, emarks = state.src, state.bMarks, state.tShift, state.eMarks
+        pos = bmarks[line] + tshift[line]
+        ch = src[pos] if pos < emarks[line] else ""
+        if ch not in _FIRST_CHARS:
+            ch = ""
+        nxt = line + 1
+        table_ok = False
+        if nxt + 1 <= end:
+            p = bmarks[nxt] + tshift[nxt]
+            table_ok = p < emarks[nxt] and src[p] in _TABLE_DELIMITER_FIRST
+        got = picked.get((chain, ch, table_ok))
+        return got if got is not None else pick(chain, ch, table_ok)
+
+    def tokenize(state, startLine: int, endLine: int) -> None:  # ParserBlock.tokenize, rules from candidates()
+        line = startLine
+        max_nesting = state.md.options.maxNesting
+        has_empty = False
+        while line < endLine:
+            state.line = line = state.skipEmptyLines(line)
+            if line >= endLine:
+                break
+            if state.sCount[line] < state.blkIndent:
+                break
+            if state.level >= max_nesting:
+                state.line = endLine
+                break
+            ok = False
+            for rule in candidates("", state, line, endLine):
+                ok = rule(state, line, endLine, False)
+                if ok:
+                    if state.line <= line:
+                        raise RuntimeError("block rule didn't increment state.line")
+                    break
+            if not ok:
+                raise RuntimeError("none of the block rules matched")
+            state.tight = not has_empty
+            line = state.line
+            if (line - 1) < endLine and state.isEmpty(line - 1):
+                has_empty = True
+            if line < endLine and state.isEmpty(line):
+                has_empty = True
+                line += 1
+                state.line = line
+
+    def terminator(chain: str):
+        def any_terminates(state, line: int, end: int, silent: bool) -> bool:
+            for rule in candidates(chain, state, line, end):
+                if rule(state, line, end, silent):
+                    return True
+            return False
+
+        return [any_terminates]
+
+    terminators = {c: terminator(c) for c in chains if c}
+
+    def get_rules(chainName: str = "") -> list:
+        got = terminators.get(chainName)
+        return got if got is not None else stock_get_rules(chainName)
+
+    probes = ("# h\n\npara\n- a\n  - b\n\n  c\n> q\n> > r\nlazy\n\n1. x\n2) y\n\n| a | b |\n|---|:-:|\n| 1 | 2 |\n",
+              "text\n***\n___\n- - -\n<div>\nx\n</div>\n\n[ref]: /u \"t\"\n[x]\n\n    code\n  ```js\n  f\n  ```\n",
+              "a\n=\nb\n---\n~~~\nunclosed\n", "* a\n\n      code in item\n+ b\n\n10. z\n<!-- c\n\n-->\n#no\n#  h2 ##\n",
+              "> - q\n>   ```\n> x\n\tt\n  \t- tab\n|x|\n-|-\n")
+    try:
+        want = [_token_signature(md.parse(s)) for s in probes]
+        md.block.tokenize = tokenize
+        ruler.getRules = get_rules
+        if [_token_signature(md.parse(s)) for s in probes] == want:
+            return True
+    except Exception:  # noqa: BLE001 - another markdown-it version: keep its own loop
+        pass
+    md.block.tokenize = stock_tokenize
+    ruler.getRules = stock_get_rules
+    return False
 
 
 _TABLE_HELPERS: tuple | None = None
