@@ -932,3 +932,28 @@ def test_chat_records_are_named_as_chats_in_link_rows():
     assert display_name("digest/wiki/a.md", "Alpha") == "Alpha"
     row = neighbour_prompt(Hop2(f"session/dialog/{sid}.jsonl", sid, "", False, "daily/2026-11-28/x.md", "X"), 60)
     assert "💬 chat d7f11c3e" in row.plain and sid not in row.plain
+
+
+async def test_indexed_time_moves_when_the_watcher_indexes_an_external_edit(app_for, demo_vault):
+    """"indexed HH:MM" in the status line: the engine's stamp is the last full sync, which an external edit does
+    not run; the real watcher's batch brings the index up to date, so the time shown moves to that minute."""
+    app = app_for()
+    app.background = True
+    async with app.run_test(size=(160, 48)) as pilot:
+        m = await started(pilot)
+        await wait_for(pilot, lambda: app.engine.watcher is not None, what="watcher")
+        await wait_for(pilot, lambda: not m.index_running, what="the startup pass")
+        with app.engine.store.write():
+            app.engine.store.set_meta("last_sync", "2026-01-02T08:00:00+0000")  # a sync long ago
+        m.status.load()
+        await wait_for(pilot, lambda: "indexed 01-02" in m.status.render_text().plain, what="the old time")
+        note = demo_vault / "edited-elsewhere.md"
+        note.write_text("# Edited elsewhere\n\nquokkaharbour\n", encoding="utf-8")
+        await wait_for(pilot, lambda: app.engine.search("quokkaharbour", mode="keyword").hits, timeout=10,
+                       what="the watcher indexed the new note")
+        now = _dt.datetime.now().astimezone()
+        await wait_for(pilot, lambda: "indexed 01-02" not in m.status.render_text().plain, what="the time moved")
+        shown = m.status.render_text().plain
+        assert f"indexed {now:%H}:" in shown or f"indexed {(now + _dt.timedelta(minutes=1)):%H}:" in shown
+        assert m.status.indexed_at() >= now - _dt.timedelta(minutes=1)
+        assert pilot.app._exception is None

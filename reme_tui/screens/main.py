@@ -425,6 +425,8 @@ class MainScreen(PaneLayout, ScreenOpeners, Screen):
         self.publish_change(VaultChange(list(paths), None, app_write=True))
 
     def on_vault_changed(self, message: VaultChanged) -> None:
+        if message.report is not None:  # a watcher batch: the index is up to date with the vault as of now
+            self.status.indexed_now()
         self.publish_change(VaultChange(list(message.paths), message.report))
 
     def on_cron_event(self, message: CronEvent) -> None:

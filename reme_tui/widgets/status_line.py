@@ -46,18 +46,27 @@ def _short_embedder(space: str | None) -> str:
     return f"embedder: {bits[0]} {bits[-1]}d" if len(bits) >= 2 and bits[-1].isdigit() else f"embedder: {space}"
 
 
-def _short_time(stamp: str | None) -> str:
-    """``20:03`` for a stamp of today, ``11-28 20:03`` otherwise ('' when missing or unreadable)."""
+def _parse_stamp(stamp: str | None) -> datetime | None:
+    """The engine's ``last_indexed`` stamp (``%Y-%m-%dT%H:%M:%S%z``, or any ISO form) as an aware datetime
+    (local time when it has no offset); None when missing or unreadable."""
     if not stamp:
-        return ""
+        return None
     try:
         dt = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S%z")
     except ValueError:
         try:
             dt = datetime.fromisoformat(stamp)
         except ValueError:
-            return ""
-    now = datetime.now(dt.tzinfo) if dt.tzinfo else datetime.now()
+            return None
+    return dt if dt.tzinfo else dt.astimezone()
+
+
+def _short_time(stamp: str | datetime | None) -> str:
+    """``20:03`` for a stamp of today, ``11-28 20:03`` otherwise ('' when missing or unreadable)."""
+    dt = stamp if isinstance(stamp, datetime) else _parse_stamp(stamp)
+    if dt is None:
+        return ""
+    now = datetime.now(dt.tzinfo)
     return dt.strftime("%H:%M") if dt.date() == now.date() else dt.strftime("%m-%d %H:%M")
 
 
@@ -75,6 +84,9 @@ class StatusLine(Static):
         super().__init__("", id=id, markup=False)
         self.engine = engine
         self._figures_at = 0.0
+        #: when the watcher last brought the index up to date with the vault (the engine's ``last_indexed`` is
+        #: the last full sync, which external edits do not run)
+        self.checked_at: datetime | None = None
 
     @_work(thread=True, exclusive=True, group="status", exit_on_error=False)
     def load(self) -> None:
@@ -102,6 +114,19 @@ class StatusLine(Static):
 
     def set_work(self, text: str | None) -> None:
         self.work = text or ""
+
+    def indexed_now(self) -> None:
+        """The watcher indexed a batch of external edits just now: "indexed HH:MM" moves to this minute."""
+        self.checked_at = datetime.now().astimezone()
+        self._refresh_text()
+
+    def indexed_at(self) -> datetime | None:
+        """When the index was last brought up to date: the later of the last full sync (``status``'s
+        ``last_indexed``) and the watcher's last batch (:meth:`indexed_now`)."""
+        synced = _parse_stamp((self.status or {}).get("last_indexed"))
+        if self.checked_at is None or (synced is not None and synced >= self.checked_at):
+            return synced
+        return self.checked_at
 
     def render_text(self) -> Text:
         """The line for the widget's width: at 100 columns and fewer the figures are shortened (no "indexed"
@@ -133,7 +158,7 @@ class StatusLine(Static):
                 t.append(f"{have} vectors")
             else:
                 t.append("no vectors")
-            when = _short_time(st.get("last_indexed"))
+            when = _short_time(self.indexed_at())
             if when and compact < 2:
                 t.append(f" · indexed {when}", style="dim")
         else:
