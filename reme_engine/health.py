@@ -107,15 +107,22 @@ def health_check(engine: Engine) -> HealthReport:
                                f"wrong; {n} re-resolved")
         else:
             checks["links"] = f"ok ({chk['links']} links, {chk['checked']} re-resolved from scratch agree)"
+        if engine.vectors is not None and not engine.vectors.ready:
+            try:  # a one-shot health_check checks them too: faiss's file only, no model is loaded
+                engine.vectors.open()
+            except Exception as exc:  # noqa: BLE001 — a corrupt vector index is a finding, not a crash
+                engine.vectors.error = str(exc)
         if engine.vectors is not None and engine.vectors.ready:
             with engine.write_lock:
                 rec = engine.vectors.reconcile()
-            checks["vectors"] = (f"ok ({len(engine.vectors.index)} vectors match the embedded chunks)"
+            have = engine.store.counts()["chunks_with_vectors"]
+            checks["vectors"] = (f"ok ({have} vectors match the embedded chunks)"
                                  if not (rec["missing"] or rec["orphans"]) else
                                  f"repaired: {rec['orphans']} orphan vectors dropped, {rec['missing']} missing "
                                  "queued for the next vector pass")
         else:
-            checks["vectors"] = "not loaded (checked when opened)"
+            checks["vectors"] = ("error: " + engine.vectors.error if engine.vectors is not None and engine.vectors.error
+                                 else "off (no embedder)" if engine.vectors is None else "not loaded (dimension unknown)")
     except sqlite3.DatabaseError as exc:
         checks["links"] = f"error: {exc}"
         ok = False
@@ -165,7 +172,9 @@ def status(engine: Engine) -> EngineStatus:
         **counts,
         "embedder": engine.embedder.space if engine.embedder else None,
         "vectors_loaded": bool(vectors and vectors.ready),
-        "vectors": len(vectors.index) if vectors and vectors.index is not None else None,
+        # the store's count of chunks with a vector, the number health_check and --refresh show too; the loaded
+        # index holding exactly those is what health_check verifies (and repairs)
+        "vectors": counts["chunks_with_vectors"] if vectors is not None else None,
         "llm_configured": engine.settings.llm.configured,
         "tokenizer": engine.tokenizer.fingerprint,
         "daily_dir": engine.settings.layers.daily_dir,

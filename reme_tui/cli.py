@@ -388,11 +388,19 @@ def run_refresh(args: argparse.Namespace) -> int:
 def _vector_line(counts: dict, report) -> str:
     """``vectors`` summary line: how many of the index's chunks have a vector, then what this run did. The run's
     ``embedded`` counts only chunks embedded now, so it is smaller than the chunk count whenever the embedding
-    cache or an earlier run already held the rest — the line says so instead of two bare numbers."""
+    cache or an earlier run already held the rest — the line says so instead of two bare numbers.
+
+    The count is the store's ``chunks_with_vectors`` (the one number ``health_check`` and the app's status line
+    show); chunks that get no vector by design (too little text, ``index.parse.wants_vector``) are said apart,
+    never counted as having one."""
     total, pending = counts["chunks"], counts["chunks_without_vectors"]
-    before = max(0, total - pending - report.embedded - report.embed_cached)
-    line = (f"vectors    {total - pending} of {total} chunks have a vector  (this run: embedded {report.embedded}, "
-            f"from the embedding cache {report.embed_cached}" + (f", {before} had one already)" if before else ")"))
+    have = counts.get("chunks_with_vectors", total - pending)
+    none = max(0, total - have - pending)
+    before = max(0, have - report.embedded - report.embed_cached)
+    line = (f"vectors    {have} of {total} chunks have a vector"
+            + (f", {none} get none (too little text to embed)" if none else "")
+            + f"  (this run: embedded {report.embedded}, from the embedding cache {report.embed_cached}"
+            + (f", {before} had one already)" if before else ")"))
     if getattr(report, "embed_busy", None):
         line += f"  {report.embed_busy}"
     elif pending:
