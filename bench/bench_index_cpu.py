@@ -7,12 +7,13 @@ Each run is a fresh process on a fresh state dir over a temp copy of the vault (
 doocs corpus), timing ``engine.indexer.sync()`` (sequential parse, the API default) as user+sys CPU of that
 process (``sync_cpu_s``; ``disk_mb``: the index database afterwards, checkpointed) and, in a second fresh process,
 parsing alone (``Indexer._parse_safe`` of every file: read, frontmatter, chunks, links, tokens; ``parse_cpu_s``),
-which leaves out the store's writes.
+which leaves out the store's writes. ``--steps app``: the same sync with the parse pool allowed, as the ``reme-tui``
+entry points run it (``indexer.PARALLEL_ENABLED``): CPU of the process and its pool workers (waited-for children).
 
 ``--baseline REV``: the same runs on the whole engine (``reme_engine/``) of git revision ``REV``, interleaved run
 by run with the current code (who goes first alternates), so both see the same load; ratios are of medians.
 ``--reme PYTHON``: in the same rotation, ReMe's cold index of the vault (``bench/reme_cold_index.py`` run by
-``PYTHON``, a venv with ``reme-ai==0.4.1.8``: ``python3 -m venv /tmp/E-reme && /tmp/E-reme/bin/pip install
+``PYTHON``, a venv with ``reme-ai==0.4.1.8``: ``python3 -m venv <venv> && <venv>/bin/pip install
 reme-ai==0.4.1.8 agentscope``), CPU of its ``reindex`` job; ``reme_over_current`` is ReMe's median CPU over ours
 (our throughput by CPU in multiples of ReMe's). Prints one JSON object (medians, samples, load averages, CPU).
 """
@@ -53,9 +54,12 @@ def worker(args) -> None:
     assert reme_engine.__file__.startswith(args.src), reme_engine.__file__
     from _common import cpu_seconds, open_engine
 
+    from reme_engine.index import indexer as ix_mod
+
+    ix_mod.PARALLEL_ENABLED = args.what == "app"  # what the reme-tui entry points switch on
     eng = open_engine(Path(args.vault), Path(args.state), embed=False)
     ix = eng.indexer
-    if args.what == "sync":
+    if args.what in ("sync", "app"):
         c0 = cpu_seconds()
         rep = ix.sync()
         out = {"cpu_s": round(cpu_seconds() - c0, 3), "chunks": rep.chunks_total, "links": rep.links_total}
@@ -104,7 +108,7 @@ def main() -> int:
     ap.add_argument("--baseline", help="git revision whose parse files are measured side by side")
     ap.add_argument("--reme", help="python of a venv with reme-ai 0.4.1.8: its cold index in the rotation")
     ap.add_argument("--vaults", default="kg,doocs")
-    ap.add_argument("--steps", default="sync,parse", help="sync, parse or both")
+    ap.add_argument("--steps", default="sync,parse", help="comma-separated: sync, app, parse")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--src", help=argparse.SUPPRESS)
     ap.add_argument("--vault", help=argparse.SUPPRESS)

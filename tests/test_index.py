@@ -285,6 +285,10 @@ def test_parallel_parse_gives_the_same_index(make_engine, tmp_path, monkeypatch)
     _write(v / "notes/bad.md", "caf\xe9")
     (v / "notes/bad.md").write_bytes("caf\xe9".encode("latin-1"))
     rows = []
+    pools = []
+    real_pool = ix._parse_pool
+    monkeypatch.setattr(ix, "_parse_pool", lambda *a: pools.append(real_pool(*a)) or pools[-1])
+    monkeypatch.setattr(ix, "POOL_MAX_LOAD_PER_CPU", 1e9)  # whatever the machine's load
     for threshold in (10_000, 5):
         monkeypatch.setattr(ix, "PARALLEL_MIN_FILES", threshold)
         monkeypatch.setattr(ix, "PARALLEL_ENABLED", True)
@@ -297,6 +301,24 @@ def test_parallel_parse_gives_the_same_index(make_engine, tmp_path, monkeypatch)
                      sorted(e.store.conn.execute("SELECT rowid, body, title FROM chunks_fts")),
                      sorted(e.store.conn.execute("SELECT target, resolved FROM links"))))
     assert rows[0] == rows[1]
+    assert pools[0] is None and pools[-1] is not None  # serial first, then the pool
+
+
+def test_no_parse_pool_on_a_busy_machine(monkeypatch):
+    """With every core busy (1-minute load at POOL_MAX_LOAD_PER_CPU per CPU) a big sync parses in-process."""
+    from reme_engine.index import indexer as ix
+
+    monkeypatch.setattr(ix, "PARALLEL_ENABLED", True)
+    monkeypatch.delenv("REME_NO_PARALLEL_INDEX", raising=False)
+    monkeypatch.setattr(ix.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(ix.os, "getloadavg", lambda: (2.0, 0.0, 0.0))
+    assert ix._parse_pool(10_000, 1 << 30) is None
+    monkeypatch.setattr(ix.os, "getloadavg", lambda: (0.5, 0.0, 0.0))
+    pool = ix._parse_pool(10_000, 1 << 30)
+    try:
+        assert pool is not None
+    finally:
+        pool.shutdown()
 
 
 def test_index_paths_finds_nfd_names_on_disk(make_engine, tmp_path):

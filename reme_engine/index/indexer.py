@@ -80,17 +80,29 @@ PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 #: Opt-in: spawned workers re-import the caller's ``__main__``, which breaks scripts without a
 #: ``if __name__ == "__main__"`` guard. The ``reme-tui`` entry points switch it on.
 PARALLEL_ENABLED = False
+#: A pool only when the 1-minute load average (this process included) is below this many runnable tasks per CPU.
+#: Parsing in workers costs ~18 % more CPU than in-process (each spawned worker imports the engine and loads the
+#: segmenter's dictionary; every parsed file is pickled across): on the 33 MB corpus with 2 workers, 17.0 s of
+#: CPU against 14.5 s, and at load 6-9 on 2 cores it was slower as well (50.9 s wall against 40.8 s), since no
+#: core was free for the workers (bench/RESULTS.md, "Cold keyword pass CPU, session 21").
+POOL_MAX_LOAD_PER_CPU = 1.0
 #: Files a pooled sync parses in its own process first, while the workers start.
 INLINE_HEAD_FILES = 64
 _WORKER_INDEXERS: dict = {}
 
 
 def _parse_pool(n_files: int, n_bytes: int = 1 << 62):
-    """A spawn-context process pool for a big sync, or None (small syncs, one core, or pools unavailable)."""
+    """A spawn-context process pool for a big sync, or None (small syncs, one core, a busy machine: see
+    :data:`POOL_MAX_LOAD_PER_CPU`, or pools unavailable)."""
     cpus = os.cpu_count() or 1
     if (not PARALLEL_ENABLED or n_files < PARALLEL_MIN_FILES or n_bytes < PARALLEL_MIN_BYTES or cpus < 2
             or os.environ.get("REME_NO_PARALLEL_INDEX")):
         return None
+    try:
+        if os.getloadavg()[0] >= POOL_MAX_LOAD_PER_CPU * cpus:  # busy machine: no free core to gain
+            return None
+    except OSError:  # no load average on this platform
+        pass
     try:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
