@@ -517,6 +517,14 @@ def test_snapshot_main_160x48(app_for, snap_compare, monkeypatch):
     assert snap_compare(app, terminal_size=(160, 48), run_before=run_before)
 
 
+def test_snapshot_main_160x48_warm_start(demo_vault, make_engine, demo_index_template, snap_compare, monkeypatch):
+    """A warm start (the index already up to date, as most starts are) paints the 160x48 main screen exactly as
+    the first start above (its SVG is a copy of that test's): the agenda was one column narrower once."""
+    eng = make_engine(demo_vault, embed=False, _seed=demo_index_template)
+    app, run_before = _snapshot_app(lambda **_kw: create_app(eng.settings, eng), monkeypatch, chat=True)
+    assert snap_compare(app, terminal_size=(160, 48), run_before=run_before)
+
+
 async def test_heading_link_scrolls_and_embeds_are_marked(app_for):
     app = app_for()
     async with app.run_test(size=(100, 20)) as pilot:
