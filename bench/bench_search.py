@@ -3,7 +3,7 @@
 
     python bench/bench_search.py [--runs 3] [--quick] [--sizes 100000,1000000] [--no-cache]
     python bench/bench_search.py --kgzh     # warm latency on knowledge-garden-zh only (see kgzh_latency)
-    python bench/bench_search.py --side-by-side <base checkout> [--rounds 5]   # old vs new, interleaved
+    python bench/bench_search.py --side-by-side <base checkout> [--rounds 5] [--reme <python with reme-ai>]
     python bench/bench_search.py --title-split-ab [--rounds 5]   # title vectors searched beside chunk vectors, on/off
 
 ``--side-by-side``: two long-lived worker processes, one importing ``reme_engine`` from the base checkout (e.g. a
@@ -14,7 +14,10 @@ hit both alike. Modes: ``keyword`` = ``engine.search(q, limit=10, mode="keyword"
 ``keyword+json`` = the same then ``result.to_dict()`` (what ``job search`` prints, the neighbour directory
 included), ``hybrid`` and ``hybrid+json`` likewise. Reports wall and process-CPU p50/p95 per side (CPU: all
 threads, so a loaded machine inflates it far less than wall time) and the new/base ratios of p50s, and
-checks that the top-10 (path, lines, score) of every query and mode are identical on both sides.
+checks that the top-10 (path, lines, score) of every query and mode are identical on both sides. ``--reme``: a
+third worker runs ReMe 0.4.1.8 (its default config: BM25 only) on the same vault copies and queries, and its blocks
+join the ``keyword`` rounds: ``run_job("search", query, limit=10)`` (its whole search job) and its BM25 retrieval
+alone (``reme_search_job_*``, ``reme_bm25_leg_*``, and our/ReMe p50 ratios; see :func:`reme_worker`).
 
 Prints one JSON object:
 
@@ -675,8 +678,77 @@ def sbs_worker(args) -> None:
         eng.close()
 
 
-def side_by_side(base: Path, rounds: int, keep: bool) -> dict:
-    """Interleaved blocks on both sides (see the module docstring); JSON-ready dict."""
+def reme_worker(args) -> None:
+    """ReMe's side (run with a Python that has ``reme-ai`` 0.4.1.8, cwd a temp dir: it writes ``logs/`` there).
+    For each vault: a workspace ``<state>/<label>`` whose ``daily/`` folder (one its default config watches) is
+    the vault's copy, ReMe's application built from its default config (BM25 keyword index, no embedding store),
+    its ``reindex`` job run once. Then, like :func:`sbs_worker`, one JSON line per command on stdin:
+    ``<vault> keyword`` → ``{"ms", "cpu_ms"}`` of ``run_job("search", query=q, limit=10)`` (its whole search job:
+    BM25 top ``5·limit``, RRF over the one leg, link expansion, the rendered answer) per query;
+    ``<vault> leg`` → the same of ``file_store.keyword_search(q, 50, {})`` (its BM25 retrieval alone); ``quit``.
+    Queries: ``args.queries`` (JSON ``{label: [query…]}``, the parent's :func:`sbs_queries`). No network: the LLM
+    client it builds gets a dummy key and is never called by these jobs."""
+    import asyncio
+    import os
+
+    for var in ("OPENAI_API_KEY", "LLM_API_KEY", "CODEX_API_KEY", "CLAUDE_CODE_API_KEY"):
+        os.environ.setdefault(var, "dummy")
+    os.environ.setdefault("LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    out, sys.stdout = sys.stdout, sys.stderr  # ReMe logs to stdout: the answers keep the real one to themselves
+    from reme.components.job.background_job import BackgroundJob
+    from reme.components.job.stream_job import StreamJob
+    from reme.components.service.cli_service import prepare_start_config
+    from reme.reme import ReMe
+
+    qsets = json.loads(Path(args.queries).read_text(encoding="utf-8"))
+    loop = asyncio.new_event_loop()
+    apps: dict = {}
+
+    async def start(label: str):
+        ws = Path(args.state) / label
+        ws.mkdir(parents=True)
+        shutil.copytree(Path(args.vault) / label, ws / "daily", symlinks=True)
+        app = ReMe(**prepare_start_config({"workspace_dir": str(ws), "enable_logo": False, "log_to_console": False}))
+        jobs = [j for j in app.context.jobs.values() if not isinstance(j, (StreamJob, BackgroundJob))]
+        for c in app._topological_order() + jobs:
+            await app._start_one(c)
+        r = await app.run_job("reindex")
+        assert getattr(r, "success", False), f"ReMe reindex of {label} failed"
+        store = next(c for group in app.context.components.values() for c in group.values()
+                     if hasattr(c, "keyword_search"))
+        for q in qsets[label]:  # warm-up, as the other sides
+            await app.run_job("search", query=q, limit=10)
+        return app, store
+
+    for label in qsets:
+        apps[label] = loop.run_until_complete(start(label))
+    print(json.dumps({"ready": True}), file=out, flush=True)
+
+    async def block(label: str, what: str) -> dict:
+        app, store = apps[label]
+        ms, cpu = [], []
+        for q in qsets[label]:
+            c, t = time.process_time(), time.perf_counter()
+            if what == "leg":
+                await store.keyword_search(q, 50, {})
+            else:
+                await app.run_job("search", query=q, limit=10)
+            ms.append((time.perf_counter() - t) * 1000)
+            cpu.append((time.process_time() - c) * 1000)
+        return {"ms": ms, "cpu_ms": cpu}
+
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd or cmd[0] == "quit":
+            break
+        print(json.dumps(loop.run_until_complete(block(*cmd))), file=out, flush=True)
+    for app, _ in apps.values():
+        loop.run_until_complete(app._close())
+
+
+def side_by_side(base: Path, rounds: int, keep: bool, reme: Path | None = None) -> dict:
+    """Interleaved blocks on both sides (see the module docstring); JSON-ready dict. ``reme``: a Python with
+    ``reme-ai`` installed: ReMe's search job is a third side of the ``keyword`` blocks (:func:`reme_worker`)."""
     import subprocess
 
     out: dict = {"machine": machine(), "loadavg_start": loadavg(), "base": "<base checkout>", "new": "<repo>",
@@ -691,26 +763,42 @@ def side_by_side(base: Path, rounds: int, keep: bool) -> dict:
             procs[side] = subprocess.Popen([sys.executable, str(HERE), "--sbs-worker", "--repo", str(repo),
                                             "--vault", str(tmp), "--state", str(tmp / side)], stdin=subprocess.PIPE,
                                            stdout=subprocess.PIPE, text=True)
+        if reme is not None:
+            qfile = tmp / "queries.json"
+            qfile.write_text(json.dumps({label: sbs_queries(tmp / label, label) for label in SBS_MODES},
+                                        ensure_ascii=False), encoding="utf-8")
+            (tmp / "reme").mkdir()
+            log("reme: opening (its reindex of both vaults)")
+            procs["reme"] = subprocess.Popen([str(reme), str(HERE), "--reme-worker", "--vault", str(tmp), "--state",
+                                              str(tmp / "reme"), "--queries", str(qfile)], cwd=tmp / "reme",
+                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for side, p in procs.items():
             ready = json.loads(p.stdout.readline())
-            assert ready.get("own_engine") is True, (side, ready)
+            assert ready.get("own_engine") is True or side == "reme", (side, ready)
 
         def ask(side: str, cmd: str) -> dict:
             procs[side].stdin.write(cmd + "\n")
             procs[side].stdin.flush()
             return json.loads(procs[side].stdout.readline())
 
+        ours = [side for side in procs if side != "reme"]
         for label, modes in SBS_MODES.items():
-            ranks = {side: ask(side, f"{label} ranking")["ranking"] for side in procs}
+            ranks = {side: ask(side, f"{label} ranking")["ranking"] for side in ours}
             diff = [q for q in ranks["base"] if ranks["base"][q] != ranks["new"][q]]
             res: dict = {"queries": len(ranks["base"]), "top10_identical": not diff, "top10_differ": diff[:5],
                          "modes": {}}
-            samples = {m: {"base": [], "new": []} for m in modes}
-            cpu = {m: {"base": [], "new": []} for m in modes}
+            samples = {m: {"base": [], "new": [], "reme": [], "reme_leg": []} for m in modes}
+            cpu = {m: {"base": [], "new": [], "reme": [], "reme_leg": []} for m in modes}
             for r in range(rounds):
                 for m in modes:
-                    for side in (("base", "new") if r % 2 == 0 else ("new", "base")):
-                        got = ask(side, f"{label} {m}")
+                    sides = ["base", "new"] + (["reme", "reme_leg"] if "reme" in procs and m == "keyword" else [])
+                    if r % 2:
+                        sides.reverse()
+                    for side in sides:
+                        if side.startswith("reme"):
+                            got = ask("reme", f"{label} {'leg' if side == 'reme_leg' else 'keyword'}")
+                        else:
+                            got = ask(side, f"{label} {m}")
                         samples[m][side] += got["ms"]
                         cpu[m][side] += got["cpu_ms"]
                 log(f"{label}: round {r + 1}/{rounds}, load {loadavg()}")
@@ -720,6 +808,14 @@ def side_by_side(base: Path, rounds: int, keep: bool) -> dict:
                 res["modes"][m] = {"base_ms": b, "new_ms": n, "ratio_p50_new_vs_base": round(n["p50"] / b["p50"], 3),
                                    "base_cpu_ms": cb, "new_cpu_ms": cn,
                                    "cpu_ratio_p50_new_vs_base": round(cn["p50"] / cb["p50"], 3)}
+                if samples[m]["reme"]:
+                    rm, rc = stats(samples[m]["reme"]), stats(cpu[m]["reme"])
+                    res["modes"][m].update({
+                        "reme_search_job_ms": rm, "reme_search_job_cpu_ms": rc,
+                        "reme_bm25_leg_ms": stats(samples[m]["reme_leg"]),
+                        "reme_bm25_leg_cpu_ms": stats(cpu[m]["reme_leg"]),
+                        "ratio_p50_new_vs_reme": round(n["p50"] / rm["p50"], 3),
+                        "cpu_ratio_p50_new_vs_reme": round(cn["p50"] / rc["p50"], 3)})
             out[label] = res
         for p in procs.values():
             p.stdin.write("quit\n")
@@ -798,6 +894,9 @@ def main() -> int:
                     help="with --kgzh: first time hybrid search while a cold title-vector build runs")
     ap.add_argument("--side-by-side", metavar="BASE", help="interleave blocks against the checkout BASE (see above)")
     ap.add_argument("--rounds", type=int, default=5, help="with --side-by-side: blocks per mode and side")
+    ap.add_argument("--reme", metavar="PYTHON",
+                    help="with --side-by-side: a Python with reme-ai 0.4.1.8; its search job joins the keyword blocks")
+    ap.add_argument("--reme-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--title-split-ab", action="store_true",
                     help="hybrid on kg-zh with the title-vector search split off the worker, on vs off")
     ap.add_argument("--sbs-worker", action="store_true", help=argparse.SUPPRESS)
@@ -814,11 +913,14 @@ def main() -> int:
     if args.sbs_worker:
         sbs_worker(args)
         return 0
+    if args.reme_worker:
+        reme_worker(args)
+        return 0
     if args.title_split_ab:
         emit(title_split_ab(args.rounds, args.keep))
         return 0
     if args.side_by_side:
-        emit(side_by_side(Path(args.side_by_side), args.rounds, args.keep))
+        emit(side_by_side(Path(args.side_by_side), args.rounds, args.keep, Path(args.reme) if args.reme else None))
         return 0
 
     import numpy as np

@@ -9,7 +9,7 @@ import json
 import re
 
 from ..markdown.links import parse_links
-from .fusion import FusionConfig, rank_key
+from .fusion import FusionConfig
 
 _DAY_PAGE_RE = re.compile(r"(?:^|/)\d{4}-\d{2}-\d{2}\.md$")
 _NORM_RE = re.compile(r"[\W_]+", re.UNICODE)
@@ -44,17 +44,20 @@ def _day_targets(text: str) -> frozenset[str]:
     return got
 
 
-_NAMES_CACHE: dict[tuple, frozenset[str]] = {}
+_NAMES_CACHE: dict[tuple, tuple[frozenset[str], str]] = {}
 
 
-def _names_of(path: str, name: str, aliases) -> frozenset[str]:
-    """Normalised file stem, name and aliases of a note, remembered by ``(path, name, aliases)``: the same notes
-    are candidates of many queries, and normalising ~100 candidates' names was ~0.5 ms of each search."""
+def _names_of(path: str, name: str, aliases) -> tuple[frozenset[str], str]:
+    """``(names, joined)``: the normalised file stem, name and aliases of a note, and the same joined by NUL (a
+    normalised query, which has no NUL, is inside one of the names exactly when it is inside ``joined``: one
+    C-level scan). Remembered by ``(path, name, aliases)``: the same notes are candidates of many queries, and
+    normalising ~100 candidates' names was ~0.5 ms of each search."""
     key = (path, name, aliases if isinstance(aliases, str) else repr(aliases))
     got = _NAMES_CACHE.get(key)
     if got is None:
         stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-        got = frozenset(n for n in (normalise_name(x) for x in {stem, name, *_alias_list(aliases)} if x) if n)
+        names = frozenset(n for n in (normalise_name(x) for x in {stem, name, *_alias_list(aliases)} if x) if n)
+        got = (names, "\0".join(names))
         if len(_NAMES_CACHE) > 20_000:
             _NAMES_CACHE.clear()
         _NAMES_CACHE[key] = got
@@ -107,34 +110,42 @@ def adjust(fused: dict[int, dict], rows: dict[int, tuple], query: str, cfg: Fusi
     """
     if not fused:
         return
-    order = sorted(fused, key=lambda i: rank_key(i, fused[i]))
-    top = fused[order[0]]["score"]
+    top = max(d["score"] for d in fused.values())  # the best hit's score (rank_key orders by score first)
     if cfg.title_boost > 0:
         q = normalise_name(query)
-        seen: set[str] = set()
-        exact: list[int] = []
-        partial: list[int] = []
-        for cid in order:
-            r = rows.get(cid)
-            if r is None or r[0] in seen or not q or "keyword_rank" not in fused[cid]:
-                continue
-            seen.add(r[0])
-            names = _names_of(r[0], r[1], r[2])
-            gain = 0.0
-            if q in names:
-                gain = cfg.title_boost
-                exact.append(cid)
-            elif len(q) >= 2 and any(q in n for n in names):
-                gain = cfg.title_boost / 2
-                partial.append(cid)
-            if gain:
+        if q:
+            # per note, its best keyword hit in rank_key order (the one the boost goes to); no sort of them all
+            inf = float("inf")
+            best: dict[str, tuple] = {}
+            for cid, d in fused.items():
+                kr = d.get("keyword_rank")
+                if kr is None:
+                    continue
+                r = rows.get(cid)
+                if r is None:
+                    continue
+                key = (-d["score"], kr, d.get("vector_rank", inf), cid)
+                b = best.get(r[0])
+                if b is None or key < b[0]:
+                    best[r[0]] = (key, cid, r)
+            partial_ok = len(q) >= 2
+            for _, cid, r in best.values():
+                names, joined = _names_of(r[0], r[1], r[2])
+                if q in names:
+                    gain = cfg.title_boost
+                    fused[cid]["name_match"] = "exact"
+                elif partial_ok and q in joined:
+                    gain = cfg.title_boost / 2
+                    fused[cid]["name_match"] = "partial"
+                else:
+                    continue
                 fused[cid]["score"] += gain * top
                 fused[cid]["field_boost"] = gain * top
-        for cid in exact:
-            fused[cid]["name_match"] = "exact"
-        for cid in partial:
-            fused[cid]["name_match"] = "partial"
     if cfg.demote_day_index:
+        days = [(cid, r) for cid, r in ((cid, rows.get(cid)) for cid in fused)
+                if r is not None and r[3] and is_day_index_chunk(r[0], r[3])]
+        if not days:  # most searches: no day page among the candidates (rows hold text only for day pages)
+            return
         best_of: dict[str, float] = {}  # by path, and by file stem for basename links
         for cid, d in fused.items():
             r = rows.get(cid)
@@ -142,10 +153,8 @@ def adjust(fused: dict[int, dict], rows: dict[int, tuple], query: str, cfg: Fusi
                 stem = r[0].rsplit("/", 1)[-1].rsplit(".", 1)[0]
                 for key in (r[0], stem):
                     best_of[key] = max(best_of.get(key, 0.0), d["score"])
-        for cid, d in fused.items():
-            r = rows.get(cid)
-            if r is None or not r[3] or not is_day_index_chunk(r[0], r[3]):
-                continue
+        for cid, r in days:
+            d = fused[cid]
             own = r[0].rsplit("/", 1)[-1].rsplit(".", 1)[0]
             targets = _day_targets(r[3])
             listed = [best_of[t] for t in targets if t in best_of and t not in (r[0], own)]

@@ -202,17 +202,32 @@ def line_coverage(text: str, weights: dict[str, float]) -> float:
     with :data:`STEM`, a run with the same :func:`stem`; a CJK term (a jieba word or a bigram) when the line
     contains it: the matches the tokenizer would give, found with ``str.find`` (CJK) or looked up among the text's
     runs (Latin, :class:`_TextLines`) — running the tokenizer over ~30 chunks per query took ~15 ms, this ~0.5."""
+    return coverage_of(weights)(text)
+
+
+def coverage_of(weights: dict[str, float]) -> Callable[[str], float]:
+    """:func:`line_coverage` with ``weights`` bound: ``fn(text) -> coverage``. The query's terms are looked at
+    once (their stems, prefixes, kinds), not once per candidate text. Pure."""
     total = sum(weights.values())
-    if total <= 0 or not text:
-        return 0.0
-    low = _folded(text)
+    terms = [(t, w, *_term(t)) for t, w in weights.items()]
+    stem_on, pair = STEM, PAIR
+
+    def fn(text: str) -> float:
+        if total <= 0 or not text:
+            return 0.0
+        return _coverage(_folded(text), terms, total, stem_on, pair, weights)
+    return fn
+
+
+def _coverage(low: str, terms: list[tuple], total: float, stem_on: bool, pair: float,
+              weights: dict[str, float]) -> float:
+    """The body of :func:`line_coverage` on a folded text; ``terms``: ``(term, weight, *_term(term))``."""
     n = len(low)
     per_line: dict[int, float] = {}
     per_pair: dict[int, set] = {}
     idx = None
-    for t, w in weights.items():
-        latin, st, pre, plain = _term(t)
-        if latin and STEM and plain:
+    for t, w, latin, st, pre, plain in terms:
+        if latin and stem_on and plain:
             # the runs equal to the term or sharing its stem: exactly the runs the prefix scan below would accept
             if idx is None:
                 idx = _text_lines(low)
@@ -231,7 +246,7 @@ def line_coverage(text: str, weights: dict[str, float]) -> float:
                 idx = _text_lines(low)
             nl = idx.nl
             lines = set()
-            if latin and STEM:
+            if latin and stem_on:
                 # a term with characters outside the Latin runs: find the stem's prefix (its final y/e varies),
                 # compare the whole run's stem
                 i = low.find(pre)
@@ -252,16 +267,16 @@ def line_coverage(text: str, weights: dict[str, float]) -> float:
                     i = low.find(t, j if latin else i + 1)
         for ln in lines:
             per_line[ln] = per_line.get(ln, 0.0) + w
-        if PAIR:
+        if pair:
             for ln in lines:
                 per_pair.setdefault(ln, set()).add(t)
                 per_pair.setdefault(ln - 1, set()).add(t)
     if not per_line:
         return 0.0
     best = max(per_line.values()) / total
-    if PAIR:
+    if pair:
         pb = max(sum(weights[t] for t in ts) for ts in per_pair.values()) / total
-        best = (1 - PAIR) * best + PAIR * pb
+        best = (1 - pair) * best + pair * pb
     return min(1.0, best)
 
 
@@ -315,9 +330,10 @@ def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Call
                 if t not in weights and t.isascii() and t.isalpha() and stem(t) != t:
                     weights[t] = bm25_idf(0, n_rows)
         if len(weights) >= 2:  # one term: coverage is 0 or 1 for every chunk the keyword leg found anyway
+            cover = coverage_of(weights)
             for cid in head:
                 if cid in info:
-                    gain = cfg.rerank_coverage * top * line_coverage(info[cid][2], weights)
+                    gain = cfg.rerank_coverage * top * cover(info[cid][2])
                     fused[cid]["score"] += gain
                     fused[cid]["rerank_coverage"] = gain
     if (cfg.rerank_lines > 0 or cfg.rerank_lines_chat > 0) and line_cosines is not None:
