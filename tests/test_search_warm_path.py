@@ -103,3 +103,38 @@ def test_result_snippets_cut_long_chunks_as_before():
             assert truncate_cells(flat, width) == reference(flat, width), (width, flat[:40])
     cut = snippet("# T\n\n" + "习惯 " * 300 + "关键词 尾巴", 40, "关键词")
     assert cut.startswith("…") and "关键词" in cut and cell_len(cut) <= 40
+
+
+def test_second_stage_sees_an_edited_line_at_the_next_search(open_engine):
+    """The second stage's per-text line index (``rerank._text_lines``, kept across searches) is keyed by the chunk's
+    text: a save that brings the query's words (one of them inflected) onto one line raises that hit's coverage share
+    at the next search, and moving them apart again lowers it."""
+    from reme_engine.search.rerank import line_coverage
+
+    e = open_engine()
+    v = e.settings.vault
+    for i in range(6):
+        _write(v / f"f{i}.md", f"# Filler {i}\n\northogonal things {i}\n\nsome paint here\n")
+    apart = "# Target\n\northogonal ideas\n\nwe were painting walls\n"
+    together = "# Target\n\northogonal painting of walls\n"
+    _write(v / "target.md", apart)
+    e.index()
+
+    def boost():
+        hits = e.search("orthogonal paint", mode="keyword", limit=10).hits
+        got = [h for h in hits if h.path == "target.md"]
+        assert got, [h.path for h in hits]
+        return got[0]
+
+    before = boost()
+    assert line_coverage(before.text, {"orthogonal": 1.0, "paint": 1.0}) == 0.5
+    for text, want in ((together, 1.0), (apart, 0.5)):
+        _write(v / "target.md", text)
+        e.index_paths(["target.md"], vectors=False)
+        hit = boost()
+        assert ("orthogonal painting" in hit.text) == (want == 1.0)  # the hit shows the saved text
+        assert line_coverage(hit.text, {"orthogonal": 1.0, "paint": 1.0}) == want
+        if want == 1.0:
+            assert hit.field_boost > before.field_boost
+        else:
+            assert hit.field_boost == before.field_boost
