@@ -617,3 +617,22 @@ def test_reindex_clear_starts_a_fresh_file_and_keeps_catalogs(make_engine, vault
         assert other.counts()["files"] == 5
     finally:
         other.close()
+
+
+def test_description_from_the_head_matches_the_whole_text_scan():
+    """The first prose line found in the first SUMMARY_HEAD_CHARS characters is the one the whole text's lines give:
+    a line cut by the boundary, a "\\r\\n" split by it, 200 skipped lines and prose only after the head."""
+    from reme_engine.index import parse as ix
+
+    head = ix.SUMMARY_HEAD_CHARS
+
+    def whole(text: str) -> str:
+        return ix._summary_of(text[: 200 * ix.SUMMARY_SCAN_CHARS].splitlines()[:200], 120) or ""
+
+    cases = ["x" * (head + 10), "#\n" * 2100 + "prose after the cap", "<p>\n" * 2000 + "late prose line\n",
+             "# h\n" + "y" * (head - 5) + "\r\nnext", "#" * (head - 1) + "\r\nprose", "\n" * (head + 1) + "z",
+             "## T\n\n- [[Note|shown]] and **bold**\n" + "filler\n" * 1000, "| a |\n" * 900 + "tail"]
+    for text in cases:
+        assert len(text) > head
+        assert ix._first_line_summary(text) == whole(text), text[:40]
+    assert ix._first_line_summary("# T\n\n- [[Note|shown]] and **bold**\n" + "f\n" * 3000) == "shown and bold"

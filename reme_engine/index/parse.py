@@ -104,10 +104,30 @@ def plain_line(line: str) -> str:
     return " ".join(_EMPHASIS_RE.sub("", line).split())
 
 
+#: Characters of a body :func:`_first_line_summary` splits into lines first: the first prose line is nearly always
+#: near the top, and splitting a whole 100 KB note for it cost more than the rest of the summary.
+SUMMARY_HEAD_CHARS = 4096
+
+
 def _first_line_summary(text: str, limit: int = 120) -> str:
     """The first prose line of a body as plain text (a note's description when its frontmatter has none).
-    Looks at most at 200 lines of at most :data:`SUMMARY_SCAN_CHARS` characters each."""
-    for line in text[: 200 * SUMMARY_SCAN_CHARS].splitlines()[:200]:
+    Looks at most at 200 lines of at most :data:`SUMMARY_SCAN_CHARS` characters each: first at the complete lines
+    of the first :data:`SUMMARY_HEAD_CHARS` characters (the same first lines as the whole text's), then, when no
+    line there is prose and there are fewer than 200 of them, at the whole text's."""
+    if len(text) > SUMMARY_HEAD_CHARS:
+        lines = text[:SUMMARY_HEAD_CHARS].splitlines()
+        lines.pop()  # may be cut short, or end at a break whose other half follows ("\r" + "\n")
+        got = _summary_of(lines[:200], limit)
+        if got is not None:
+            return got
+        if len(lines) >= 200:
+            return ""
+    return _summary_of(text[: 200 * SUMMARY_SCAN_CHARS].splitlines()[:200], limit) or ""
+
+
+def _summary_of(lines: list[str], limit: int) -> str | None:
+    """The summary of the first prose line among ``lines`` (see :func:`_first_line_summary`), None without one."""
+    for line in lines:
         line = line[:SUMMARY_SCAN_CHARS]
         s = line.strip()
         if not s or s.startswith(("#", "```", "~~~", "---", "|", "<", "!", "%%")) or "::" in s:
@@ -115,7 +135,7 @@ def _first_line_summary(text: str, limit: int = 120) -> str:
         s = plain_line(s.lstrip("-*> ").strip())
         if s and not s.startswith("[!"):
             return s[:limit] + ("…" if len(s) > limit else "")
-    return ""
+    return None
 
 
 
