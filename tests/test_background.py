@@ -319,8 +319,9 @@ def test_a_pass_through_the_child_gives_the_in_process_vectors(make_engine, demo
         assert rep.embedded > 0 and not rep.embed_error
         pid = child_embedder.child_pid
         assert pid is not None and pid != os.getpid()
-        # the whole child is niced (its BLAS and encode threads included), not just one thread
-        assert os.getpriority(os.PRIO_PROCESS, pid) >= os.getpriority(os.PRIO_PROCESS, 0) + 10
+        # the whole child is niced (its BLAS and encode threads included), not just one thread; niceness stops at
+        # 19, so a suite that itself runs niced (nice -n 10) expects the cap
+        assert os.getpriority(os.PRIO_PROCESS, pid) >= min(19, os.getpriority(os.PRIO_PROCESS, 0) + 10)
         rows = eng.store.conn.execute("SELECT c.text, c.headings, e.vec FROM chunks c JOIN emb.embeddings e "
                                       "ON e.text_hash = c.text_hash AND e.space = ?", (child_embedder.space,)).fetchall()
     assert len(rows) >= rep.embedded
