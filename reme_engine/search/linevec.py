@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..vault.io import text_hash
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Lines shorter than this (characters, after the chat prefix is dropped) get no vector: "ok", "haha" match
 #: anything and the chunk vector covers them.
@@ -66,6 +68,37 @@ def chunk_lines(text: str) -> list[str]:
     return out
 
 
+#: A turn's speaker label at the start of a line: ``**Name**:`` (a transcript or conversation card in Markdown) or,
+#: in a chat record's search line, ``Name:`` right after the ``role · date time:`` prefix (a message that names its
+#: speaker, as imported group chats do). Applied to lower-cased text too (the ``T`` of the time may be ``t``).
+_LABEL_RE = re.compile(r"^(?:\*\*([^*\n]{1,40})\*\*:|[a-z]+ · \d{4}-\d{2}-\d{2}[ Tt]\d{2}:\d{2}: ([^:\n]{1,40}):)",
+                       re.M)
+#: What a speaker's name looks like: one to three words of letters ("Melanie", "Tim Smith"; not "Step 2", "Q&A").
+_NAME_RE = re.compile(r"[^\W\d_]+(?: [^\W\d_]+){0,2}")
+_LABELS: dict[str, dict[int, frozenset[str]]] = {}
+
+
+def speaker_labels(text: str) -> dict[int, frozenset[str]]:
+    """``{0-based line number: the lower-cased words of its speaker's name}`` for the lines of ``text`` that open
+    with a speaker label (:data:`_LABEL_RE`, a name as :data:`_NAME_RE`); lines without one are absent.
+    Remembered by text (the same chunks are candidates of many queries). Pure.
+
+    Why: in a conversation a question about one person is answered by what that person said — on LoCoMo 930 of
+    the 967 evidence turns of questions naming one of the two speakers are that speaker's own turns
+    (bench/RESULTS.md, "Issue 11, session 21 (C)")."""
+    got = _LABELS.get(text)
+    if got is None:
+        got = {}
+        for m in _LABEL_RE.finditer(text):
+            name = " ".join((m.group(1) or m.group(2) or "").split()).lower()
+            if _NAME_RE.fullmatch(name):
+                got[text.count("\n", 0, m.start())] = frozenset(name.split())
+        if len(_LABELS) > 4096:
+            _LABELS.clear()
+        _LABELS[text] = got
+    return got
+
+
 def line_key(line: str) -> str:
     """The cache key (``emb.embeddings.text_hash``) of one line's vector: distinct from any chunk's or title's
     hash of the same text (their embed texts differ anyway), and from other line-rule versions."""
@@ -105,6 +138,7 @@ class LineVectors:
         in order. Reads the cache once for all texts not remembered."""
         todo = [t for t in dict.fromkeys(texts) if t not in self._mats]
         if todo:
+            import numpy as np  # here: the second stage imports this module for keyword searches too
             per = {t: [line_key(ln) for ln in chunk_lines(t)] for t in todo}
             keys = list({k for ks in per.values() for k in ks})
             vecs: dict[str, np.ndarray] = {}
