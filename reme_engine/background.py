@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import EngineError
@@ -50,6 +51,9 @@ class Background:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # the watcher starts after the first index pass (the app: once it is searchable); a note edited after that
+        # pass read it is caught up from here (2 s of slack for coarse file-system timestamps)
+        self._opened_at = time.time() - 2.0
         self._embed_wake: threading.Event | None = None
         self._embed_stop: threading.Event | None = None
         self._embed_thread: threading.Thread | None = None
@@ -140,7 +144,7 @@ class Background:
 
         eng.watcher = VaultWatcher(eng.vault, watched, on_batch, on_new_resources=on_new_resources,
                                    resource_prefix=layers.resource_dir + "/", known_under=self._known_under,
-                                   on_error=on_error)
+                                   on_error=on_error, since=self._opened_at)
         eng.watcher.start()
 
     def _known_under(self, prefix: str) -> list[str]:

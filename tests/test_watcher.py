@@ -317,6 +317,25 @@ def test_a_folder_symlink_loop_does_not_hide_the_vaults_changes(vault, watch, li
     assert sink.seen() == {"a/n.md", "daily/d.md"}, sink.batches
 
 
+def test_files_changed_before_the_watch_started_are_reported_with_since(vault):
+    """A note edited after the first index pass read it but before the watcher started (``since`` = the pass's
+    start) is reported once the watch is in place, with no event after the start; older files are not."""
+    old = vault / "daily" / "old.md"
+    past = time.time() - 3600
+    os.utime(old, (past, past))
+    since = time.time() - 1.0
+    write(vault / "digest" / "wiki" / "edited.md", "edited during the first pass\n")
+    sink = Sink()
+    w = VaultWatcher(vault, indexable, sink, since=since)
+    try:
+        assert w.start(wait=10)
+        assert sink.wait_for("digest/wiki/edited.md"), sink.batches
+        sink.settle()
+        assert sink.seen() == {"digest/wiki/edited.md"}, sink.batches
+    finally:
+        assert w.stop(5)
+
+
 def test_paths_are_nfc(vault, watch):
     w, sink = watch()
     nfd = unicodedata.normalize("NFD", "daily/café.md")
@@ -414,5 +433,27 @@ def test_engine_index_follows_the_vault(vault, tmp_path):
             assert "daily/2026-11-29/card.md" not in indexed()
         finally:
             assert w.stop(5)
+    finally:
+        eng.close()
+
+
+def test_a_note_edited_after_the_first_pass_read_it_reaches_the_index(vault, tmp_path):
+    """The app starts the watcher once its first index pass is done: a note edited after that pass read it and
+    before the watch was in place is indexed when the watcher starts, not at the next start of the app."""
+    from reme_engine.config import load_settings
+    from reme_engine.engine import Engine
+
+    settings = load_settings({"vault": str(vault), "state_dir": str(tmp_path / "state"),
+                              "embedder": {"kind": "none"}}, env={})
+    eng = Engine.open(settings)
+    try:
+        eng.index(vectors=False)
+        write(vault / "daily" / "old.md", "old\nedited meanwhile: wombatzz\n")
+        seen: list[list[str]] = []
+        eng.start_background(on_indexed=lambda paths, rep: seen.append(paths), schedule=False)
+        deadline = time.monotonic() + DEADLINE
+        while time.monotonic() < deadline and not eng.search("wombatzz", mode="keyword").hits:
+            time.sleep(0.02)
+        assert [h.path for h in eng.search("wombatzz", mode="keyword").hits] == ["daily/old.md"], seen
     finally:
         eng.close()

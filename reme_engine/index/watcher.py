@@ -23,6 +23,8 @@ What it handles, and why (watchfiles 1.3.0 on Linux, measured here — ARCHITECT
   reports every indexable file found plus ``known_under("")`` so the indexer reconciles.
 - **Symlinks** leading out of the vault (watchfiles follows them) are ignored. An event under a folder symlink
   that leads back into the vault (a loop such as ``a/loop -> ..``) is reported under the file's own path.
+- **Changes made before the watch was in place** (while the vault's first index pass ran, after it had read the
+  file): with ``since``, the files modified since then are reported once the watch is established.
 - **The app's own writes** are indexed by the engine directly; :meth:`expect_write` / :meth:`suppress` register
   the expected content hash of a path and events whose file content still has that hash are dropped for
   ``suppress_window_s`` seconds.
@@ -90,6 +92,11 @@ class VaultWatcher:
         on_error: receives user-facing messages (vault root gone, watcher failure).
         max_delay_ms: upper bound on how long a change waits while others keep arriving (ms).
         suppress_window_s: how long :meth:`expect_write` / :meth:`suppress` registrations live (seconds).
+        since: wall-clock time (epoch seconds) from which changes must not be missed although the watcher was not
+            running yet, e.g. when the vault's first index pass started: once the watch is in place, every
+            indexable file modified since then is reported (a catch-up scan: ``stat`` of each file, ~10 µs each),
+            so a note edited while that pass ran — after the pass had read it — reaches the index now instead of
+            at the next start. None: no catch-up.
         force_polling: passed to watchfiles (None = its default: inotify/FSEvents, polling on WSL). When the OS
             watch limit is reached the watcher falls back to polling by itself.
     """
@@ -108,6 +115,7 @@ class VaultWatcher:
         on_error: Callable[[str], None] | None = None,
         max_delay_ms: int = 1000,
         suppress_window_s: float = 5.0,
+        since: float | None = None,
         force_polling: bool | None = None,
     ) -> None:
         self.root = Path(vault).resolve()
@@ -123,6 +131,7 @@ class VaultWatcher:
         self.on_error = on_error
         self.suppress_window_s = suppress_window_s
         self.force_polling = force_polling
+        self._since = since
         # Rust yields at least this often (ms) even without changes, so flush deadlines are checked.
         self._tick_ms = max(STEP_MS, min(200, debounce_ms // 3 or STEP_MS))
 
@@ -246,6 +255,9 @@ class VaultWatcher:
                 try:
                     next_root_check = time.monotonic() + ROOT_RETRY_S
                     for changes in gen:
+                        if self._since is not None:  # the watch is in place: what changed before it is reported now
+                            since, self._since = self._since, None
+                            self._catch_up(since)
                         self._ready.set()
                         self._settled.set()
                         if reconcile:  # after the root came back: everything may have changed
@@ -470,6 +482,33 @@ class VaultWatcher:
                 if resources and rel.startswith(self.resource_prefix):
                     added |= self._add_resource(rel, now)
         return added
+
+    def _catch_up(self, since: float) -> None:
+        """Report every indexable (and resource) file modified at or after ``since`` (epoch seconds), as if the
+        watcher had seen it change. Folder symlinks are not followed (as in ``Indexer.scan``)."""
+        now = time.monotonic()
+        added = False
+        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+            rd = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
+            rd = "" if rd == "." else rd + "/"
+            dirnames[:] = [d for d in dirnames if not self._ignored(f"{rd}{d}")]
+            for fn in filenames:
+                rel = self._norm(rd + fn)
+                if self._ignored(rel):
+                    continue
+                full = os.path.join(dirpath, fn)
+                try:
+                    if os.stat(full).st_mtime < since or (os.path.islink(full) and not self._inside(full, {})):
+                        continue
+                except OSError:
+                    continue
+                if self.is_indexable(rel):
+                    added |= self._add(rel, now)
+                if rel.startswith(self.resource_prefix):
+                    added |= self._add_resource(rel, now)
+        if added:
+            self._last_t = now
+            log.info("catch-up: %d file(s) changed before the watch was in place", len(self._pending))
 
     def _run_rescans(self, now: float) -> None:
         due = [d for d, t in self._rescans.items() if t <= now]
