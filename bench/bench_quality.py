@@ -35,6 +35,8 @@ neighbors=False)`` with the default settings.
 
 Usage: ``python bench/bench_quality.py [--quick] [--sets crossling,locomo,words,known] [--write-results]``;
 ``--lean --levers --sets locomo,locomo-chat``: the levers of the sixth round (:func:`levers`) beside the default.
+``--misses <file>``: where each conversation question's evidence turns rank (:func:`miss_row`; LoCoMo text inside:
+keep the file out of the repository).
 ``--quick``: 40 pairs, one conversation, 5 words, 60 known items (a few minutes once the caches exist).
 Caches: ``REME_BENCH_CACHE`` (default ``<tmp>/reme-bench-cache``)/``quality-<set>-…``: the built vault and one
 state dir per set (index + embedding cache), reused between runs.
@@ -575,7 +577,8 @@ def levers() -> dict:
     return {"exp: stemming off": knob(STEM=False), "exp: absent words by stem": knob(ABSENT_STEMMED=True),
             "exp: chat neighbour 0.1": knob(NEIGHBOUR_CHAT=0.1), "exp: adjacent-line pair 0.5": knob(PAIR=0.5),
             "exp: chat turn vectors 0.1": cfg(rerank_lines_chat=0.1), "exp: turn-level dense leg": turn_leg,
-            "exp: pool 100, depth 50": deeper}
+            "exp: pool 100, depth 50": deeper,
+            **({"exp: speakers off": knob(SPEAKERS=False)} if hasattr(rr, "SPEAKERS") else {})}
 
 
 def second_stage_variants(base) -> dict:
@@ -591,6 +594,31 @@ def second_stage_variants(base) -> dict:
 
 
 STAGE_CPU_MS: list[float] = []  # CPU time of each second-stage call (process time, ms)
+#: with ``--misses``: one :func:`miss_row` per conversation question, written to that file
+MISSES: list[dict] | None = None
+
+
+def miss_row(set_name: str, s, q: dict, run: dict) -> dict:
+    """Where a conversation question's evidence went under the default ranking: per evidence turn, its rank in
+    the returned top 10 (None = missed) and, in the same ranking without chat context over 100 hits, the rank,
+    path and leg ranks of the chunk holding it (None = not among the candidates). For classifying misses
+    (bench/RESULTS.md, "Issue 11, session 21 (C)"); the question's split and kind come along."""
+    text = q["text"].strip()
+    hits, _ = s.rank(text, run, limit=10)
+    deep, _ = s.rank(text, run, limit=100, fusion=replace(s.fusion, chat_context_bytes=0))
+    top = [_norm(h.text) for h in hits]
+    low = [_norm(h.text) for h in deep]
+    ev = []
+    for e in q["evidence"]:
+        r10 = next((i for i, t in enumerate(top, 1) if e in t), None)
+        rd = next((i for i, t in enumerate(low, 1) if e in t), None)
+        h = deep[rd - 1] if rd else None
+        ev.append({"turn": e[:200], "rank10": r10, "rank100": rd, "path": h.path if h else None,
+                   "keyword_rank": h.keyword_rank if h else None, "vector_rank": h.vector_rank if h else None})
+    return {"set": set_name, "id": q["id"], "held_out": held_out(q["id"]), "kind": q["kind"], "question": text,
+            "query_tokens": s.tokenizer.query_tokens(text), "evidence": ev,
+            "top10": [{"path": h.path, "line": h.start_line, "keyword_rank": h.keyword_rank,
+                       "vector_rank": h.vector_rank, "score": round(h.score, 4)} for h in hits]}
 
 
 class second_stage:
@@ -682,6 +710,8 @@ def run_set(name: str, quick: bool, emb, cands: dict, extra: dict, lat_n: int) -
                 per[m].append((q, score_hits(q, hits)))
             for m, fn in exps.items():
                 per[m].append((q, score_hits(q, fn(s, q["text"].strip(), run))))
+            if MISSES is not None and "evidence" in q:
+                MISSES.append(miss_row(name, s, q, run))
         if i % 100 == 0:
             log(f"{name}: {i}/{len(queries)}")
     # latency (warm, 3 rounds) of the engine's default settings and of the legacy fusion, per vault
@@ -843,8 +873,10 @@ def main() -> None:
                     help="only the legs, the legacy RRF, the default and its second-stage variants (for lever runs)")
     ap.add_argument("--levers", action="store_true",
                     help="also the sixth round's levers (stemming off, turn-level dense leg, deeper pool, …)")
+    ap.add_argument("--misses", help="write where each conversation question's evidence ranks (JSON) to this file")
     args = ap.parse_args()
-    global TITLE_VECTORS, EXPERIMENTS, LEVERS
+    global TITLE_VECTORS, EXPERIMENTS, LEVERS, MISSES
+    MISSES = [] if args.misses else None
     LEVERS = args.levers
     TITLE_VECTORS = not args.no_title_vectors
     EXPERIMENTS = args.experiments
@@ -878,6 +910,8 @@ def main() -> None:
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(out, ensure_ascii=False, indent=1, default=str) + "\n",
                                        encoding="utf-8")
+    if args.misses:
+        Path(args.misses).write_text(json.dumps(MISSES, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     emit(out)
 
 
