@@ -244,8 +244,10 @@ def rank_key(doc: int, d: dict) -> tuple:
 
     Equal scores are common (``convex`` caps a keyword score at the query's Σ idf, and every keyword-only hit of a
     vault without vectors yet scores the same share): the legs' own orders break those ties, never the id."""
-    inf = float("inf")
-    return (-d["score"], d.get("keyword_rank", inf), d.get("vector_rank", inf), doc)
+    return (-d["score"], d.get("keyword_rank", _INF), d.get("vector_rank", _INF), doc)
+
+
+_INF = float("inf")
 
 
 def impute_convex(fused: dict[int, dict], keyword: list[tuple[int, float]], waiting: set[int],

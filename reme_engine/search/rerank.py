@@ -258,13 +258,23 @@ def _coverage(low: str, terms: list[tuple], total: float, stem_on: bool, pair: f
                         if run == t or stem(run) == st:
                             lines.add(bisect_left(nl, i))
                     i = low.find(pre, max(j, i + 1))
+            elif not latin:
+                # a CJK term (no newline in it): each line counts once, so after a match go on from the next line
+                last = len(nl)
+                i = low.find(t)
+                while i >= 0:
+                    ln = bisect_left(nl, i)  # the line of the match
+                    lines.add(ln)
+                    if ln >= last:
+                        break
+                    i = low.find(t, nl[ln] + 1)
             else:
                 i = low.find(t)
                 while i >= 0:
                     j = i + len(t)
-                    if not latin or ((i == 0 or not _latin_char(low[i - 1])) and (j >= n or not _latin_char(low[j]))):
+                    if (i == 0 or not _latin_char(low[i - 1])) and (j >= n or not _latin_char(low[j])):
                         lines.add(bisect_left(nl, i))  # the line of the match
-                    i = low.find(t, j if latin else i + 1)
+                    i = low.find(t, j)
         for ln in lines:
             per_line[ln] = per_line.get(ln, 0.0) + w
         if pair:
