@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 from .fields import _day_targets
 from .fusion import FusionConfig, bm25_idf, rank_key
+from .linevec import speaker_labels, wants_lines
 
 # The index tokenizer's CJK range (reme_engine.index.tokenizer, RULES_VERSION 3: CJK ideographs, kana, hangul;
 # any other letters/digits make Latin runs). Copied, not imported: line_coverage matches tokens by the same runs.
@@ -88,6 +89,14 @@ ABSENT_STEMMED = False
 NEIGHBOUR_CHAT = 0.0
 #: coverage = (1 − PAIR) · best line + PAIR · best two adjacent lines (an answer right after the question turn)
 PAIR = 0.0
+#: In a conversation (a daily card or chat record whose lines are turns), a query naming a speaker counts only the
+#: lines that speaker says, and lines without a speaker label, in :func:`line_coverage`: a question about one
+#: person is answered by that person's own turns (:func:`reme_engine.search.linevec.speaker_labels`). Measured
+#: on LoCoMo, R@5 / R@10 dev | held-out: cards 0.835 / 0.896 | 0.853 / 0.908 → 0.835 / 0.898 | 0.859 / 0.909,
+#: chat records 0.801 / 0.868 | 0.820 / 0.877 → 0.807 / 0.871 | 0.819 / 0.873 (bench/RESULTS.md, "Issue 11,
+#: session 21 (C)"); no other set has conversation files. The same rule on the turn vectors lost (cards dev
+#: R@10 0.894): the best-matching turn is often the other speaker's question whose answer follows it.
+SPEAKERS = True
 
 
 def stem(word: str) -> str:
@@ -194,15 +203,18 @@ def _text_lines(low: str) -> _TextLines:
     return got
 
 
-def line_coverage(text: str, weights: dict[str, float]) -> float:
+def line_coverage(text: str, weights: dict[str, float], named: frozenset[str] = frozenset()) -> float:
     """Largest IDF-weighted share of the query terms (``weights``: {term: idf}, tokens of the index's tokenizer)
     found in one non-blank line of ``text``, in 0..1. Pure.
+
+    ``named``: the query's terms that name a speaker of the conversation (:data:`SPEAKERS`); when given, a line
+    whose speaker label (:func:`reme_engine.search.linevec.speaker_labels`) shares no word with it does not count.
 
     A Latin/digit term counts when it is a whole run of the line (lower-cased, NFKC, as the tokenizer cuts runs) or,
     with :data:`STEM`, a run with the same :func:`stem`; a CJK term (a jieba word or a bigram) when the line
     contains it: the matches the tokenizer would give, found with ``str.find`` (CJK) or looked up among the text's
     runs (Latin, :class:`_TextLines`) — running the tokenizer over ~30 chunks per query took ~15 ms, this ~0.5."""
-    return coverage_of(weights)(text)
+    return coverage_of(weights)(text, named)
 
 
 def coverage_of(weights: dict[str, float]) -> Callable[[str], float]:
@@ -212,15 +224,15 @@ def coverage_of(weights: dict[str, float]) -> Callable[[str], float]:
     terms = [(t, w, *_term(t)) for t, w in weights.items()]
     stem_on, pair = STEM, PAIR
 
-    def fn(text: str) -> float:
+    def fn(text: str, named: frozenset[str] = frozenset()) -> float:
         if total <= 0 or not text:
             return 0.0
-        return _coverage(_folded(text), terms, total, stem_on, pair, weights)
+        return _coverage(_folded(text), terms, total, stem_on, pair, weights, named)
     return fn
 
 
 def _coverage(low: str, terms: list[tuple], total: float, stem_on: bool, pair: float,
-              weights: dict[str, float]) -> float:
+              weights: dict[str, float], named: frozenset[str] = frozenset()) -> float:
     """The body of :func:`line_coverage` on a folded text; ``terms``: ``(term, weight, *_term(term))``."""
     n = len(low)
     per_line: dict[int, float] = {}
@@ -281,6 +293,10 @@ def _coverage(low: str, terms: list[tuple], total: float, stem_on: bool, pair: f
             for ln in lines:
                 per_pair.setdefault(ln, set()).add(t)
                 per_pair.setdefault(ln - 1, set()).add(t)
+    if named and per_line:
+        labels = speaker_labels(low)
+        for ln in [ln for ln in per_line if ln in labels and not labels[ln] & named]:
+            del per_line[ln]
     if not per_line:
         return 0.0
     best = max(per_line.values()) / total
@@ -293,7 +309,8 @@ def _coverage(low: str, terms: list[tuple], total: float, stem_on: bool, pair: f
 def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Callable[[list[int]], dict],
            query_tokens: Callable[[str], list[str]],
            doc_freqs: Callable[[list[str]], dict[str, int]], n_rows: int,
-           line_cosines: Callable[[list[tuple[int, str, str]]], dict[int, float]] | None = None) -> None:
+           line_cosines: Callable[[list[tuple[int, str, str]]], dict[int, float]] | None = None,
+           conversation: Callable[[str], bool] | None = None) -> None:
     """Second stage on ``fused`` ({chunk id: details with ``score``}, after the field rules). Mutates ``fused``:
     the best ``cfg.rerank_depth`` candidates not marked ``collapsed`` gain ``coverage`` / ``neighbour`` shares
     (recorded in the details as ``rerank_coverage`` / ``rerank_neighbour``, absolute score units), then, with
@@ -309,6 +326,9 @@ def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Call
     ``rerank_lines``, a candidate gains that share × the best score × its best turn's cosine normalised like the
     vector leg's (``cosine_lo``..``cosine_hi``), recorded as ``rerank_lines``; a chat-record window (≤ 4 turns,
     already near turn level) with the share ``rerank_lines_chat`` instead.
+    ``conversation(path) -> bool``: the files whose lines are turns (:func:`reme_engine.search.linevec.wants_lines`);
+    with :data:`SPEAKERS`, the query's terms that name a speaker labelled in those candidates restrict their
+    coverage to that speaker's lines (None = no such files).
     Candidates beyond the depth are left as they are (they stay below: shares only raise scores, and the spread
     keeps the reordered block's lowest score). No-op when :func:`enabled` is false.
     """
@@ -341,9 +361,16 @@ def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Call
                     weights[t] = bm25_idf(0, n_rows)
         if len(weights) >= 2:  # one term: coverage is 0 or 1 for every chunk the keyword leg found anyway
             cover = coverage_of(weights)
+            talks = {cid for cid in head if cid in info and conversation(info[cid][3])} \
+                if SPEAKERS and conversation is not None else set()
+            names: set[str] = set()
+            for cid in talks:
+                for words in speaker_labels(_folded(info[cid][2])).values():
+                    names |= words
+            named = frozenset(t for t in weights if t in names)
             for cid in head:
                 if cid in info:
-                    gain = cfg.rerank_coverage * top * cover(info[cid][2])
+                    gain = cfg.rerank_coverage * top * cover(info[cid][2], named if cid in talks else frozenset())
                     fused[cid]["score"] += gain
                     fused[cid]["rerank_coverage"] = gain
     if (cfg.rerank_lines > 0 or cfg.rerank_lines_chat > 0) and line_cosines is not None:
@@ -420,7 +447,15 @@ def rerank_for(searcher, fused: dict[int, dict], query: str, cfg: FusionConfig) 
     rerank(fused, query, cfg, texts=texts,
            query_tokens=tok.query_tokens, doc_freqs=searcher._doc_freqs, n_rows=searcher._chunk_count(),
            line_cosines=_line_cosines_for(searcher, query, chats=cfg.rerank_lines_chat > 0)
-           if cfg.rerank_lines > 0 or cfg.rerank_lines_chat > 0 else None)
+           if cfg.rerank_lines > 0 or cfg.rerank_lines_chat > 0 else None,
+           conversation=_conversation_for(searcher) if SPEAKERS else None)
+
+
+def _conversation_for(searcher) -> Callable[[str], bool]:
+    """``path -> bool``: the searcher's files whose lines are turns (daily cards and chat records, in its
+    ``line_dirs``), as :func:`reme_engine.search.linevec.wants_lines` tells them."""
+    daily, session = getattr(searcher, "line_dirs", ("daily", "session"))
+    return lambda path: wants_lines(path, daily, session, chats=True)
 
 
 def _line_cosines_for(searcher, query: str, *, chats: bool = False):
