@@ -592,3 +592,32 @@ def test_parse_links_limit_stops_the_scan(monkeypatch):
     assert [lk.target for lk in got] == [f"n{i}" for i in range(100)]
     assert len(tried) == 100
     assert len(parse_links("[[a]] [[b]]", limit=5)) == 2 and parse_links("[[a]]", limit=0) == []
+
+
+def _links_by_full_scan(text: str) -> list:
+    """parse_links' raw links as the whole-text block scan gives them, every stretch scanned (the reference)."""
+    from reme_engine.markdown.links import _block_exclusions, _Segment
+
+    raw: list = []
+    pos = 0
+    for a, b in [*_block_exclusions(text), (len(text), len(text))]:
+        if pos < a:
+            _Segment(text, pos, a, raw, -1).scan()
+        pos = max(pos, b)
+    return sorted(r[:2] for r in raw)
+
+
+def test_block_scan_ending_after_the_last_link_finds_the_same_links():
+    """parse_links stops the block scan after the last "[[" / "](" and skips stretches without one: the same links
+    as scanning everything, on random mixes of links, fences, comments, raw HTML and code spans."""
+    import random
+
+    pieces = ["[[a]]", "![[b|c]]", "[l](u)", "[l](<u v>)", "`x`", "``y", "```", "~~~", "    ind", "<!--", "-->", "%%",
+              "<pre>", "</pre>", "<script>", "</script>", "> q", "> ```", "text", "", "[", "]", "](", "[[", "]]", "(",
+              ")", "\n", "- item", "k:: [[v]]", "<style>", "\t"]
+    rnd = random.Random(3)
+    for _ in range(3000):
+        text = "".join(rnd.choice(pieces) + rnd.choice(["", " ", "\n", "\n\n"]) for _ in range(rnd.randint(1, 40)))
+        assert sorted((lk.start, lk.end) for lk in parse_links(text)) == _links_by_full_scan(text), text
+    code_after = "# T\n\n[English](u.md)\n\n" + "```py\n[[not]] x\n```\n\ntext\n" * 500
+    assert [lk.target for lk in parse_links(code_after)] == ["u.md"]
