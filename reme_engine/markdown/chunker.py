@@ -293,6 +293,18 @@ def _fast_state_block(md: MarkdownIt):
             self.lineMax = len(lines)
             self._code_enabled = "code" in self.md["block"].ruler.get_active_rules()
 
+        def getLines(self, begin: int, end: int, indent: int, keepLastLF: bool) -> str:
+            # StateBlock.getLines strips up to ``indent`` columns from each line, one character at a time; with no
+            # indent to strip (top-level blocks: every paragraph, fence and HTML block of most notes) each line is
+            # the plain slice from its start marker, so they are cut in one comprehension
+            if indent or begin >= end:
+                return StateBlock.getLines(self, begin, end, indent, keepLastLF)
+            src, bm, em = self.src, self.bMarks, self.eMarks
+            last = end - 1
+            parts = [src[bm[i] : em[i] + 1] for i in range(begin, last)]
+            parts.append(src[bm[last] : em[last] + 1 if keepLastLF else em[last]])
+            return "".join(parts)
+
     probes = ("a\n\n  b\n\tc\n \t d\n  ", "x\n", "x\n  \n", "  ", "# h\n\n- a\n  - b\n\n\t\t```\ncode\n```",
               "\n\n\ny", " \t\t x\n\t \ty\n")
     try:
