@@ -223,3 +223,35 @@ async def test_progress_on_the_status_line_lays_out_nothing(app_for):
         await settle(pilot)
         assert "19/20" in str(m.status.render())  # what the widget paints
         assert layouts == []
+
+
+async def test_a_kept_search_screen_takes_a_theme_changed_while_it_was_closed(app_for):
+    """The search screen is kept between openings and not restyled on each push (screens/modal.py StyledOnce);
+    a theme picked while it was closed still reaches it at the next opening, and the main screen follows too."""
+    from reme_tui.app import LIGHT
+    from reme_tui.screens.search import SearchScreen
+
+    app = app_for()
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        await pilot.press("slash")
+        await wait_for(pilot, lambda: isinstance(app.screen, SearchScreen))
+        box = app.screen.query_one("#search-box")
+        dark_surface = box.styles.background
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, SearchScreen))
+        app.theme = LIGHT
+        await wait_for(pilot, lambda: app.current_theme.name == LIGHT)
+        await pilot.pause()
+        await pilot.press("slash")
+        await wait_for(pilot, lambda: isinstance(app.screen, SearchScreen))
+        want = app.get_css_variables()["surface"]
+        await wait_for(pilot, lambda: box.styles.background.hex.lower() == want.lower(), what="the light surface")
+        assert box.styles.background != dark_surface
+        # opened again with no theme change: the same styles, not restyled
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, SearchScreen))
+        await pilot.press("slash")
+        await wait_for(pilot, lambda: isinstance(app.screen, SearchScreen))
+        assert box.styles.background.hex.lower() == want.lower()
+        assert pilot.app._exception is None

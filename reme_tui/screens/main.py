@@ -38,6 +38,7 @@ from textual.worker import Worker, get_current_worker
 from .. import editor, indexing, link_follow, loaders
 from ..context import PaneContext, VaultChange
 from ..history import History
+from .modal import StyledOnce
 from ..messages import (
     ChatReply,
     ChatSaved,
@@ -85,7 +86,7 @@ class NoteIndexReady(Message):
         self.index, self.generation = index, generation
 
 
-class MainScreen(PaneLayout, ScreenOpeners, Screen):
+class MainScreen(StyledOnce, PaneLayout, ScreenOpeners, Screen):
     """Daily/Vault │ note (+ chat) │ links + agenda. ``engine``: the open ``reme_engine.engine.Engine``;
     ``settings``: its Settings; ``vault_changed``: the signal panes subscribe to (payload ``VaultChange``)."""
 
