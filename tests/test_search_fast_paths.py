@@ -79,3 +79,25 @@ def test_cached_texts_follow_an_edit(make_engine, demo_vault):
     gone = e.store.conn.execute("SELECT count(*) FROM chunks WHERE id = ?", (cid,)).fetchone()[0]
     if not gone:  # the old chunk was rewritten: the cache no longer answers for it
         assert cid not in s.chunk_texts([cid])
+
+
+def test_ranked_ids_orders_as_rank_key():
+    """``fusion.ranked_ids`` (the key tuples sorted directly) gives the order of ``sorted(key=rank_key)``: ties on
+    the score broken by the keyword rank, then the vector rank, then the id, a missing rank last."""
+    import random
+
+    from reme_engine.search.fusion import rank_key, ranked_ids
+
+    rnd = random.Random(3)
+    for _ in range(500):
+        fused = {}
+        for _ in range(rnd.randint(0, 60)):
+            d = {"score": rnd.choice([0.5, 0.25, rnd.random()])}
+            if rnd.random() < 0.7:
+                d["keyword_rank"] = rnd.randint(1, 50)
+            if rnd.random() < 0.5:
+                d["vector_rank"] = rnd.randint(1, 50)
+            fused[rnd.randint(1, 2**62)] = d
+        assert ranked_ids(fused) == sorted(fused, key=lambda i: rank_key(i, fused[i]))
+    assert ranked_ids({3: {"score": 1.0}, 1: {"score": 1.0, "vector_rank": 2}, 2: {"score": 1.0, "keyword_rank": 9},
+                       4: {"score": 2.0}}) == [4, 2, 1, 3]

@@ -46,6 +46,7 @@ from .fusion import (  # noqa: F401
     impute_convex,
     impute_missing_vectors,
     rank_key,
+    ranked_ids,
     rrf,
 )
 from .graph import neighborhoods
@@ -414,7 +415,7 @@ class HybridSearcher:
             # a day page listing a card that is a candidate too: the card is the answer, the page a repeat of its
             # summary (LoCoMo as daily cards: 18 % of the top-10 slots; R@5 0.81 → 0.83, bench/RESULTS.md)
             fused = {cid: d for cid, d in fused.items() if not d.get("collapsed")}
-        top = sorted(fused.items(), key=lambda kv: rank_key(*kv))
+        top = [(cid, fused[cid]) for cid in ranked_ids(fused)]
         hidden = 0
         if top and cfg.relative_floor > 0:
             cut = top[0][1]["score"] * cfg.relative_floor

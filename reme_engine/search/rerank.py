@@ -26,7 +26,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 
 from .fields import _day_targets
-from .fusion import FusionConfig, bm25_idf, rank_key
+from .fusion import FusionConfig, bm25_idf, rank_key, ranked_ids
 from .linevec import speaker_labels, wants_lines
 
 # The index tokenizer's CJK range (reme_engine.index.tokenizer, RULES_VERSION 3: CJK ideographs, kana, hangul;
@@ -334,7 +334,7 @@ def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Call
     """
     if not fused or not enabled(cfg):
         return
-    order = sorted(fused, key=lambda i: rank_key(i, fused[i]))
+    order = ranked_ids(fused)
     if cfg.collapse_day_index:  # collapsed day pages are dropped after this stage: no depth slot for them
         order = [cid for cid in order if not fused[cid].get("collapsed")]
     head = order[:cfg.rerank_depth]
