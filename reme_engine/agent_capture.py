@@ -39,7 +39,7 @@ def remember(engine: VaultContext, text: str, *, agent: str, conversation: list 
     import time
 
     from .memory.auto_memory import CAPTURE_STEM, _append_block, _capture_head
-    from .memory.capture import CAPTURE_WAIT_S, CardBusy, _LazyRun
+    from .memory.capture import CAPTURE_WAIT_S, CardBusy, _LazyRun, capture_lock
     from .memory.session import ChatMessage, append_messages, new_session_id, session_rel
     from .vault.app_folder import cards_dir
 
@@ -73,7 +73,7 @@ def remember(engine: VaultContext, text: str, *, agent: str, conversation: list 
     deadline = time.monotonic() + CAPTURE_WAIT_S
     delay = 0.05
     while True:
-        with engine.write_lock:
+        with capture_lock(engine):  # one append at a time across the vault's processes, as chat capture does
             run = _LazyRun(engine, {"agent": agent, "session_id": sid})  # a busy attempt leaves no journal run
             try:
                 created = _append_block(engine, run, rel, _capture_head(date), block, srel or rel)

@@ -258,3 +258,79 @@ class WriterLock:
         except (TypeError, ValueError):
             return None
         return info
+
+
+class LockTimeout(Exception):
+    """A :class:`SharedFlock` was not free within the time the caller would wait. ``str(exc)`` is user-facing."""
+
+
+class SharedFlock:
+    """A short-held exclusive lock shared by the processes of one state dir (``flock`` on ``path``, created 0600
+    and never deleted, as :class:`WriterLock`), reentrant for the thread holding it; the threads of one process
+    queue on an ``RLock`` first, so one descriptor per process ever waits on the file.
+
+    Use :func:`shared_flock` (one instance per path in a process) and ``with lock.hold(timeout): …``. Meant for
+    critical sections of milliseconds (a capture's catalog check, append and catalog write; a read-modify-write
+    of a small state file): a holder that dies releases it (the kernel drops a flock with its descriptor).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._rlock = threading.RLock()
+        self._fd: int | None = None
+        self._depth = 0
+
+    def hold(self, timeout: float) -> "_Held":
+        """A context manager holding the lock; waits up to ``timeout`` seconds (polling every
+        :data:`POLL_SECONDS`), then raises :class:`LockTimeout`."""
+        return _Held(self, timeout)
+
+    def _acquire(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        if not self._rlock.acquire(timeout=max(0.0, timeout)):
+            raise LockTimeout(f"{self.path.name} held by another thread for {timeout:g} s")
+        if self._depth:
+            self._depth += 1
+            return
+        while True:
+            fd = try_flock(self.path, create=True)
+            if fd is not None:
+                self._fd, self._depth = fd, 1
+                return
+            if time.monotonic() >= deadline:
+                self._rlock.release()
+                raise LockTimeout(f"{self.path.name} held by another process for {timeout:g} s")
+            time.sleep(POLL_SECONDS)
+
+    def _release(self) -> None:
+        self._depth -= 1
+        if self._depth == 0 and self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._rlock.release()
+
+
+class _Held:
+    def __init__(self, lock: SharedFlock, timeout: float) -> None:
+        self.lock, self.timeout = lock, timeout
+
+    def __enter__(self) -> SharedFlock:
+        self.lock._acquire(self.timeout)
+        return self.lock
+
+    def __exit__(self, *exc) -> None:
+        self.lock._release()
+
+
+_SHARED: dict[str, SharedFlock] = {}
+_SHARED_GUARD = threading.Lock()
+
+
+def shared_flock(path: str | os.PathLike[str]) -> SharedFlock:
+    """The process's one :class:`SharedFlock` for ``path`` (created on first use; the folder must exist)."""
+    key = os.path.abspath(os.fspath(path))
+    with _SHARED_GUARD:
+        lock = _SHARED.get(key)
+        if lock is None:
+            lock = _SHARED[key] = SharedFlock(key)
+        return lock

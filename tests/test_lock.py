@@ -190,3 +190,31 @@ def test_subprocess_does_not_inherit_lock(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+def test_shared_flock_is_reentrant_here_and_excludes_another_process(tmp_path):
+    """The capture lock's primitive: nested holds in one thread, a timeout while another process holds it, and
+    free again as soon as that process ends (the kernel drops its flock)."""
+    import subprocess
+    import sys
+
+    from reme_engine.lock import LockTimeout, shared_flock
+
+    path = tmp_path / "capture.lock"
+    lock = shared_flock(path)
+    with lock.hold(1.0):
+        with lock.hold(1.0):  # the same thread again: no self-deadlock
+            pass
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\nfrom reme_engine.lock import shared_flock\n"
+        f"with shared_flock({str(path)!r}).hold(5):\n    print('held', flush=True)\n    sys.stdin.readline()\n")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(LockTimeout, match="another process"):
+            with lock.hold(0.3):
+                pass
+    finally:
+        holder.communicate("\n", timeout=30)
+    with lock.hold(5.0):
+        pass

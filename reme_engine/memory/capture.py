@@ -41,6 +41,14 @@ CAPTURE_WAIT_S = 3.0
 PENDING_RETRY_S = 5.0
 #: Pending captures, in the state dir: ``{"entries": [{"session_id", "message": {id, role, content, created_at}}]}``.
 PENDING_FILE = "capture-pending.json"
+#: The capture lock, in the state dir: shared by every process on the vault (the app, ``--serve``, MCP servers), held
+#: for one append attempt (catalog check, card write, catalog update) or one read-modify-write of the pending file,
+#: so two processes never capture the same pending message twice nor drop each other's pending entries. Taken
+#: before ``Engine.write_lock``.
+CAPTURE_LOCK_FILE = "capture.lock"
+#: Seconds a capture waits for another process's hold of the capture lock (held for milliseconds) before giving up
+#: with a visible error (the words are in the chat record).
+CAPTURE_LOCK_WAIT_S = 10.0
 
 log = logging.getLogger("reme.capture")
 
@@ -87,6 +95,26 @@ class CardBusy(EngineError):
     def __init__(self, rel: str, why: str) -> None:
         super().__init__(f"cannot append to {rel}: {why}")
         self.rel = rel
+
+
+@contextmanager
+def capture_lock(engine):
+    """Hold the vault's cross-process capture lock (:data:`CAPTURE_LOCK_FILE`), then ``engine.write_lock``. Raises
+    :class:`CardBusy` when another process held the capture lock for :data:`CAPTURE_LOCK_WAIT_S` seconds."""
+    from ..lock import LockTimeout, shared_flock
+
+    state = engine.settings.state_dir
+    state.mkdir(parents=True, exist_ok=True)
+    try:
+        held = shared_flock(state / CAPTURE_LOCK_FILE).hold(CAPTURE_LOCK_WAIT_S)
+        held.__enter__()
+    except LockTimeout as exc:
+        raise CardBusy("the capture card", f"another reme process kept the capture lock ({exc})") from None
+    try:
+        with engine.write_lock:
+            yield
+    finally:
+        held.__exit__(None, None, None)
 
 
 class CapturePending(WritePending):
@@ -175,7 +203,7 @@ def _capture_once(engine, sid: str, batch: list[ChatMessage], res: CaptureResult
     settings = engine.settings
     tz = settings.tzinfo()
     srel = session_rel(settings.layers, sid, engine.vault)
-    with engine.write_lock:
+    with capture_lock(engine):  # another process's append of the same pending message cannot come in between
         raw = engine.store.catalog_get(CAPTURE_CATALOG).get(srel)
         try:
             done = list(json.loads(raw)) if raw else []
@@ -302,7 +330,8 @@ def load_pending(engine) -> list[tuple[str, ChatMessage]]:
 
 
 def _save_pending(engine, entries: list[tuple[str, ChatMessage]]) -> None:
-    """Replace the pending file with ``entries`` (atomic; removed when empty). Called under the write lock."""
+    """Replace the pending file with ``entries`` (atomic; removed when empty). Called under :func:`capture_lock`
+    (the file is shared by every process on the vault)."""
     path = _pending_path(engine)
     if not entries:
         path.unlink(missing_ok=True)
@@ -345,8 +374,8 @@ def flush_pending(engine, *, wait_s: float = 0.0, results: dict[str, CaptureResu
         if busy is not None:
             busy.append(exc.rel)
     finally:
-        with engine.write_lock:
-            # re-read: another thread may have added entries meanwhile
+        with capture_lock(engine):
+            # re-read: another thread or process may have added entries meanwhile
             current = load_pending(engine)
             done = {sid: _captured_ids(engine, sid) for sid in {s for s, _ in current}}
             left = [(sid, m) for sid, m in current if m.id not in done[sid]]
@@ -461,7 +490,7 @@ def _append_in_turn(engine, sid: str, batch: list[ChatMessage]) -> CaptureResult
     """The body of :func:`append_user_messages_verbatim`, run in this capture's turn."""
     wanted = [m for m in batch if m.role == "user" and m.content.strip()]
     results = {sid: CaptureResult(sid)}
-    with engine.write_lock:
+    with capture_lock(engine):
         pending = load_pending(engine)
         if pending and wanted:
             # Older words are waiting: the new ones queue behind them so the card stays in time order.
@@ -475,7 +504,7 @@ def _append_in_turn(engine, sid: str, batch: list[ChatMessage]) -> CaptureResult
             _capture_waiting(engine, sid, batch, results[sid], CAPTURE_WAIT_S)
     except CardBusy as exc:  # (only without pending entries: flush_pending keeps its own CardBusy)
         busy.append(exc.rel)
-        with engine.write_lock:
+        with capture_lock(engine):
             done = _captured_ids(engine, sid)
             current = load_pending(engine)
             queued = {(s, m.id) for s, m in current}
