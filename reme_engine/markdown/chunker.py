@@ -508,7 +508,9 @@ class _Doc:
         if lines[0].startswith("\ufeff"):  # a BOM would turn "# Title" into a paragraph
             lines[0] = lines[0][1:]
         self.lines = lines
-        self.empty = not any(not _blank(s) for s in lines)
+        #: blanks[i]: line i is blank (only spaces and tabs), asked ~once per line by the splitting below
+        self.blanks = [not s.strip(" \t") for s in lines]
+        self.empty = all(self.blanks)
         # prefix[i] = UTF-8 bytes of lines[:i], each counted with its "\n"; isascii() skips most encodes
         if text.isascii():
             sizes = [len(s) + 1 for s in lines]
@@ -524,15 +526,16 @@ class _Doc:
         return "\n".join(self.lines[a : b + 1])
 
     def blank(self, i: int) -> bool:
-        return _blank(self.lines[i])
+        return self.blanks[i]
 
     # -- splitting ---------------------------------------------------------------------------------------------
 
     def line_pieces(self, a: int, b: int, owner: _Section) -> list[_Piece]:
         """Each non-blank line a..b as a mergeable piece; a line over budget becomes frozen slices."""
         out: list[_Piece] = []
+        blanks = self.blanks
         for i in range(a, b + 1):
-            if self.blank(i):
+            if blanks[i]:
                 continue
             if self.size(i, i) <= self.budget:
                 out.append(_Piece(i, i, owner, None, True))
@@ -572,8 +575,9 @@ class _Doc:
         # Greedy groups of body lines (s, e); e == -1 marks a single line too big to wrap.
         groups: list[tuple[int, int]] = []
         cur_s = cur_e = -1
+        blanks = self.blanks
         for i in range(body_s, body_e + 1):
-            if self.blank(i):
+            if blanks[i]:
                 continue  # blank code lines ride along inside a group, never start or end one
             if cur_s >= 0 and self.size(cur_s, i) <= avail:
                 cur_e = i
@@ -741,14 +745,16 @@ def _parse_blocks(doc: _Doc) -> list[_Block]:
     out: list[_Block] = []
     pos = 0  # first line not yet assigned to a block
 
+    blanks = doc.blanks
+
     def gap(a: int, b: int) -> None:  # runs of non-blank lines in [a, b)
         i = a
         while i < b:
-            if doc.blank(i):
+            if blanks[i]:
                 i += 1
                 continue
             j = i
-            while j + 1 < b and not doc.blank(j + 1):
+            while j + 1 < b and not blanks[j + 1]:
                 j += 1
             out.append(_Block("other", i, j))
             i = j + 1
@@ -763,9 +769,9 @@ def _parse_blocks(doc: _Doc) -> list[_Block]:
         gap(pos, a)
         pos = b
         b -= 1
-        while a <= b and doc.blank(a):
+        while a <= b and blanks[a]:
             a += 1
-        while b >= a and doc.blank(b):
+        while b >= a and blanks[b]:
             b -= 1
         if a > b:
             continue
