@@ -56,6 +56,9 @@ def _isolate_env(monkeypatch, tmp_path_factory):
     # one model fast-load cache per session: written once, then every process that loads the model (a CLI or MCP
     # subprocess) loads it in ~1 s instead of building the tokenizer's tables (and writing 86 MB) again
     monkeypatch.setenv("REME_MODEL_CACHE", str(tmp_path_factory.getbasetemp() / "model-cache"))
+    # subprocesses (CLI, MCP server, killed writers) keep the project's bytecode (__pycache__, git-ignored) even
+    # where the environment says PYTHONDONTWRITEBYTECODE: the first one compiles the modules, the rest load them
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
 
 
 @pytest.fixture(scope="session")
