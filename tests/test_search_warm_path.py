@@ -138,3 +138,42 @@ def test_second_stage_sees_an_edited_line_at_the_next_search(open_engine):
             assert hit.field_boost > before.field_boost
         else:
             assert hit.field_boost == before.field_boost
+
+
+def test_neighbour_directory_follows_link_edits_from_this_thread_and_others(open_engine):
+    """Hit files' hop-2 directories are remembered per connection while the database is unchanged
+    (``graph.db_version``): a saved link, on this thread or another one, shows at the next search."""
+    import threading
+
+    from reme_engine.search import graph
+
+    e = open_engine()
+    v = e.settings.vault
+    _write(v / "a.md", "# A\n\nquokka facts, see [[b]]\n")
+    _write(v / "b.md", "# B\n\nnothing here\n")
+    _write(v / "c.md", "# C\n\nunrelated\n")
+    e.index()
+
+    def directory():
+        res = e.search("quokka", mode="keyword", limit=5)
+        assert [h.path for h in res.hits] == ["a.md"]
+        nb = res.neighbors["a.md"]
+        return [n["path"] for n in nb["outlinks"]], [n["path"] for n in nb["inlinks"]]
+
+    assert directory() == (["b.md"], [])
+    assert directory() == (["b.md"], [])  # answered from the remembered directory
+    assert any(("a.md", graph.MAX_OUTLINKS, graph.MAX_INLINKS) in entry[2] for entry in graph._DIRS.values())
+
+    _write(v / "c.md", "# C\n\nnow about [[a]]\n")
+    e.index_paths(["c.md"], vectors=False)  # this thread's connection
+    assert directory() == (["b.md"], ["c.md"])
+
+    def save():
+        _write(v / "b.md", "# B\n\nback to [[a]]\n")
+        e.index_paths(["b.md"], vectors=False)
+
+    t = threading.Thread(target=save)  # another thread: its own connection
+    t.start()
+    t.join(30)
+    assert not t.is_alive()
+    assert directory() == (["b.md"], ["b.md", "c.md"])
