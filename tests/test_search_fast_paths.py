@@ -101,3 +101,18 @@ def test_ranked_ids_orders_as_rank_key():
         assert ranked_ids(fused) == sorted(fused, key=lambda i: rank_key(i, fused[i]))
     assert ranked_ids({3: {"score": 1.0}, 1: {"score": 1.0, "vector_rank": 2}, 2: {"score": 1.0, "keyword_rank": 9},
                        4: {"score": 2.0}}) == [4, 2, 1, 3]
+
+
+def test_a_query_of_punctuation_only_finds_nothing_in_any_mode(make_engine, demo_vault):
+    """``(`` or ``%`` has no word: every mode answers no hits and says why, as ``"`` or ``*`` did already (the vector
+    leg used to return its nearest neighbours for some of them); an emoji is still searched."""
+    from reme_engine.search.hybrid import no_words
+
+    e = make_engine(demo_vault)
+    e.index()
+    for q in ("(", "%", '"', "*", "'", "\\", "_", "()[]", "%%  ''", "，。！？"):
+        for mode in ("keyword", "hybrid", "vector"):
+            res = e.search(q, mode=mode, limit=3)
+            assert res.hits == [] and res.degraded == "no words to search for in the query", (q, mode)
+    assert not no_words("🍅") and not no_words("c++") and not no_words("光伏") and no_words("(+)")
+    assert e.search("光伏", mode="keyword", limit=3).degraded is None

@@ -93,6 +93,16 @@ def select_terms(tokens: list[str], df: dict[str, int], n_chunks: int,
 
 
 
+def no_words(query: str) -> bool:
+    """True when ``query`` holds only punctuation, spaces, control characters and ASCII symbols (``(``, ``%``,
+    ``"``, ``*``…): no word for the keyword leg, and whatever the vector leg returned would be noise. Emoji and other
+    symbols (Unicode ``So``) count as words: a title may hold them. Pure."""
+    import string
+    import unicodedata
+
+    return all(ch in string.punctuation or unicodedata.category(ch)[0] in "PZC" for ch in query)
+
+
 class HybridSearcher:
     """Runs both legs (the vector leg on a worker thread, concurrently), fuses them and ranks the result.
 
@@ -583,6 +593,9 @@ class HybridSearcher:
         query = query.strip()
         if not query:
             return SearchResult(query, mode, [], took_ms=0.0)
+        if not any(ch.isalnum() for ch in query) and no_words(query):
+            # "(" or "%" has no word to match, yet the vector leg always has a nearest neighbour: nothing to show
+            return SearchResult(query, mode, [], took_ms=0.0, degraded="no words to search for in the query")
         asked, time_range, listing = query, None, False
         if parse_time and (filters is None or not (filters.date_from or filters.date_to)):
             rest, tr = parse_time_query(query, self.today())
