@@ -627,7 +627,7 @@ def test_first_character_dispatch_gives_markdown_its_tokens():
               "10. ten", "> q", ">q", "> - qi", "```", "~~~", "```py", "  ```", "***", "---", "___", "- - -", "===",
               "<div>", "</div>", "<!-- c", "-->", "<pre>", "[r]: /u", "[r]:", "| a | b |", "|---|---|", "-|-", ":-:|",
               "", "", " ", "1.", "-", ">", "   - nested", "      - deeper", "<?php", "<x-y>", "a | b", "--- | ---",
-              "中文段落", "> 引用", "  > - x", "\t- t"]
+              "中文段落", "> 引用", "  > - x", "\t- t", "cr\r\nlf", "lone\rcr", "nul\0char", "\r"]
     rnd = random.Random(12)
     for _ in range(3000):
         text = "\n".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 30)))

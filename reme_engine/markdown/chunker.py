@@ -232,6 +232,8 @@ def _parser() -> MarkdownIt:
     # Table cells become tokens we never read (8 per row); the lean rule keeps the table's extent only.
     alt = next((r.alt for r in md.block.ruler.__rules__ if r.name == "table"), ["paragraph", "reference"])
     md.block.ruler.at("table", _lean_table, {"alt": list(alt)})
+    if any(r.name == "normalize" for r in md.core.ruler.__rules__):
+        md.core.ruler.at("normalize", _normalize)
     _dispatch_by_first_char(md)
     state_cls = _fast_state_block(md)
     if state_cls is not None:
@@ -314,6 +316,21 @@ def _fast_state_block(md: MarkdownIt):
     except Exception:  # noqa: BLE001 - another markdown-it version: keep its own class
         return None
     return _FastStateBlock
+
+
+_NEWLINES_RE = re.compile(r"\r\n?|\n")  # markdown_it/rules_core/normalize.py
+
+
+def _normalize(state) -> None:
+    """markdown-it's core ``normalize`` rule (line endings to ``\\n``, NUL to U+FFFD) without its two regex passes
+    over text that has neither a ``\\r`` nor a NUL (the chunker's: lines are split first), where they change nothing
+    but cost a substitution per line."""
+    src = state.src
+    if "\r" in src:
+        src = _NEWLINES_RE.sub("\n", src)
+    if "\0" in src:
+        src = src.replace("\0", "\ufffd")
+    state.src = src
 
 
 #: Block rules of markdown-it-py that return False, before anything else (after their indented-code test), unless
