@@ -636,3 +636,14 @@ def test_description_from_the_head_matches_the_whole_text_scan():
         assert len(text) > head
         assert ix._first_line_summary(text) == whole(text), text[:40]
     assert ix._first_line_summary("# T\n\n- [[Note|shown]] and **bold**\n" + "f\n" * 3000) == "shown and bold"
+
+
+def test_dangling_symlink_is_skipped_as_missing(make_engine, tmp_path):
+    """A note symlink whose target does not exist is skipped with that reason (not "indexed there")."""
+    v = tmp_path / "v"
+    _write(v / "odd/real.md", "real quokka note\n")
+    (v / "odd/dangling.md").symlink_to("nowhere.md")
+    e = make_engine(v, embed=False)
+    r = e.index()
+    assert {s["path"]: s["reason"] for s in r.skipped} == {"odd/dangling.md": "symlink to a missing file"}
+    assert r.added == 1

@@ -161,6 +161,10 @@ class ScanStep:
                             if self.is_indexable(rel):
                                 skips.append({"path": rel, "reason": "symlink leaves the vault"})
                             continue
+                        if not os.path.lexists(real):  # dangling: its target does not exist
+                            if self.is_indexable(rel):
+                                skips.append({"path": rel, "reason": "symlink to a missing file"})
+                            continue
                         twin = self._indexed_target(real, root)
                         if twin is not None and twin != rel:
                             if self.is_indexable(rel):
