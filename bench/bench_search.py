@@ -722,7 +722,9 @@ def reme_worker(args) -> None:
 
     for label in qsets:
         apps[label] = loop.run_until_complete(start(label))
-    print(json.dumps({"ready": True}), file=out, flush=True)
+    from importlib.metadata import version
+
+    print(json.dumps({"ready": True, "reme_ai": version("reme-ai")}), file=out, flush=True)
 
     async def block(label: str, what: str) -> dict:
         app, store = apps[label]
@@ -775,6 +777,8 @@ def side_by_side(base: Path, rounds: int, keep: bool, reme: Path | None = None) 
         for side, p in procs.items():
             ready = json.loads(p.stdout.readline())
             assert ready.get("own_engine") is True or side == "reme", (side, ready)
+            if side == "reme":
+                out["reme"] = {"reme_ai": ready.get("reme_ai"), "job": "search (default config: BM25 only)"}
 
         def ask(side: str, cmd: str) -> dict:
             procs[side].stdin.write(cmd + "\n")
