@@ -50,9 +50,10 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from markdown_it import MarkdownIt
+if TYPE_CHECKING:  # imported by _parser(): opening an engine (the chunking fingerprint) needs no parser
+    from markdown_it import MarkdownIt
 
 __all__ = ["DEFAULT_MAX_BYTES", "Chunk", "chunk_id", "chunk_markdown", "chunk_plain", "split_lines"]
 
@@ -227,6 +228,8 @@ LINEAR_PARSE_BYTES = 256 * 1024
 
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
+    from markdown_it import MarkdownIt
+
     # Only block structure and line maps are needed: skipping inline parsing saves ~40% of parse time.
     md = MarkdownIt("commonmark").enable("table").disable(["inline", "text_join"])
     # Table cells become tokens we never read (8 per row); the lean rule keeps the table's extent only.
