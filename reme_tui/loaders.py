@@ -7,6 +7,7 @@ problem); the panes turn that into a message with :func:`error_text`.
 from __future__ import annotations
 
 import weakref
+from pathlib import Path
 from typing import Callable
 
 from reme_engine.engine import EngineError
@@ -317,6 +318,16 @@ def note_document(engine, request: OpenNote, cancelled: Callable[[], bool] = lam
         doc.app_ranges = own.app_ranges
         doc.app_blocks = [(b.start, b.end, b.intact) for b in own.blocks]
     return doc
+
+
+def file_signature(engine, path: str) -> tuple[int, int] | None:
+    """``(mtime in ns, size in bytes)`` of vault path ``path`` (one ``stat``, no read); None when it is gone or
+    unreadable. ``path`` is one the engine gave (a shown note), so it stays inside the vault."""
+    try:
+        st = (Path(engine.vault) / path).stat()
+    except (OSError, ValueError, TypeError):
+        return None
+    return st.st_mtime_ns, st.st_size
 
 
 def file_sha(engine, path: str) -> str | None:

@@ -38,3 +38,22 @@ async def test_a_note_another_process_indexed_is_shown_as_it_is_now(app_for):
         m.publish_change(VaultChange([NOTE], rep))
         await settle(pilot)
         assert sum("was removed or renamed" in n.message for n in app._notifications) == 1
+
+
+async def test_an_edit_elsewhere_shows_while_the_watcher_is_not_running_yet(app_for):
+    """The engine's watcher starts after the first index pass (minutes on a big vault under load); until then the
+    note pane looks at the shown note's file itself, so another editor's save still shows within about a second."""
+    app = app_for()  # no background threads: no watcher, as during a first index
+    async with app.run_test(size=(160, 48)) as pilot:
+        m = await started(pilot)
+        await open_and_wait(pilot, NOTE)
+        assert app.engine.watcher is None
+        f = app.engine.vault / NOTE
+        assert m.note._seen_signature is not None and m.note._seen_signature[0] == NOTE  # the file as read
+        tmp = f.with_name(".光伏产业链.md.tmp")
+        tmp.write_text(f.read_text(encoding="utf-8") + "\nSAVED-IN-OBSIDIAN line\n", encoding="utf-8")
+        tmp.replace(f)  # an editor's atomic save
+        await wait_for(pilot, lambda: m.note.doc is not None and "SAVED-IN-OBSIDIAN" in m.note.doc.body,
+                       timeout=10, what="the pane shows the saved text")
+        assert m.note.path == NOTE
+        assert pilot.app._exception is None

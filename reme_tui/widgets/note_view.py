@@ -41,6 +41,9 @@ from ..render import (
 if TYPE_CHECKING:
     from textual.widgets import Markdown
 
+#: Seconds between two looks at the shown note's file while the engine's watcher is not running yet.
+POLL_S = 1.0
+
 #: Above this many bytes a note is shown as plain text: the Markdown widget mounts one widget per block and
 #: would hold the UI for a noticeable moment on a big file (a 100 KB note renders in well under a second).
 MAX_MARKDOWN_BYTES = 100 * 1024
@@ -90,6 +93,8 @@ class NoteView(Vertical):
         self._markdown = None
         self._plain = None
         self._body_mounted: asyncio.Task | None = None
+        #: ``(path, (mtime_ns, size))`` of the shown note at the last poll (see :meth:`_poll_shown_file`)
+        self._seen_signature: tuple[str, tuple[int, int] | None] | None = None
 
     @property
     def markdown(self):
@@ -133,7 +138,30 @@ class NoteView(Vertical):
     def on_mount(self) -> None:
         if self.ctx is not None:
             self.ctx.vault_changed.subscribe(self, self._vault_changed)
+            self.set_interval(POLL_S, self._poll_shown_file, name="note-poll")
         self.call_after_refresh(self.mount_body)
+
+    def _poll_shown_file(self) -> None:
+        """(Timer.) Until the engine's watcher runs — it starts after the first index pass, which takes minutes on
+        a big vault under load — an edit of the shown note made in another editor reaches the pane through this
+        poll: one ``stat`` of that file every :data:`POLL_S` s, a re-read when it changed."""
+        doc = self.doc
+        if doc is None or self.ctx is None or getattr(self.ctx.engine, "watcher", None) is not None:
+            self._seen_signature = None
+            return
+        self._check_shown_file(doc.path, doc.sha)
+
+    @work(thread=True, exclusive=True, group="note-poll", exit_on_error=False)
+    def _check_shown_file(self, path: str, shown_sha: str) -> None:
+        from .. import loaders
+
+        signature = loaders.file_signature(self.ctx.engine, path)
+        before, self._seen_signature = self._seen_signature, (path, signature)
+        if before is None or before[0] != path or before[1] == signature:
+            return  # unchanged (or a note shown by show() alone: this look is the reference)
+        sha = loaders.file_sha(self.ctx.engine, path)
+        if sha != shown_sha:
+            self.post_message(ReloadNote(path, shown_sha, gone=sha is None))
 
     def load(self, request: OpenNote) -> None:
         """Read and show ``request.path`` (a newer request makes an older answer stale)."""
@@ -147,6 +175,8 @@ class NoteView(Vertical):
         from .. import loaders
 
         worker = get_current_worker()
+        # before the read: a save landing after this stat shows as a change at the next poll
+        signature = loaders.file_signature(self.ctx.engine, request.path) if self.ctx is not None else None
         try:
             doc = loaders.note_document(self.ctx.engine, request, lambda: worker.is_cancelled,
                                         resolve_links=self.ctx.keyword_ready)
@@ -154,7 +184,10 @@ class NoteView(Vertical):
             self.post_message(NoteLoaded(seq, request, None, loaders.error_text(exc)))
             return
         if doc is not None:
+            self._loaded_signature = (seq, doc.path, signature)
             self.post_message(NoteLoaded(seq, request, doc))
+
+    _loaded_signature: tuple[int, str, tuple[int, int] | None] | None = None
 
     async def on_note_loaded(self, message: NoteLoaded) -> None:
         from ..render import line_anchor
@@ -167,6 +200,9 @@ class NoteView(Vertical):
             self.notify(message.error or "could not open the note", title="Open", severity="error")
             return
         doc = message.doc
+        loaded = self._loaded_signature
+        if loaded is not None and loaded[0] == message.seq and loaded[1] == doc.path:
+            self._seen_signature = (doc.path, loaded[2])  # the file as read: the poll compares with it
         await self.show(doc)
         self.post_message(NoteShown(req, doc))
         line, end = req.line, req.end_line
