@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 from urllib.parse import unquote
 
+import pytest
 from textual.widgets import Markdown, TextArea
 
 from reme_tui.app import ReMeApp, create_app
@@ -512,6 +513,7 @@ def test_snapshot_main_80x24(app_for, snap_compare, monkeypatch):
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
 
+@pytest.mark.cold_index  # the first start's picture (the warm twin: _warm_start)
 def test_snapshot_main_160x48(app_for, snap_compare, monkeypatch):
     app, run_before = _snapshot_app(app_for, monkeypatch, chat=True)
     assert snap_compare(app, terminal_size=(160, 48), run_before=run_before)

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from textual import events
 
 from reme_tui.app import ReMeApp
@@ -545,6 +546,7 @@ def test_snapshot_agenda_filled_80x24(app_for, snap_compare, monkeypatch):
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
 
+@pytest.mark.cold_index  # its proactive refresh runs before the app, on the state it starts with
 def test_snapshot_agenda_carried_forward_80x24(app_for, snap_compare, monkeypatch):
     """A fresh day (2026-11-30) after a refresh on 11-28: "No proactive refresh yet today.", the next-refresh
     line, "Press r to refresh (re-evaluates the open topics).", then "Carried forward (N)" and the topics."""
