@@ -647,3 +647,21 @@ def test_dangling_symlink_is_skipped_as_missing(make_engine, tmp_path):
     r = e.index()
     assert {s["path"]: s["reason"] for s in r.skipped} == {"odd/dangling.md": "symlink to a missing file"}
     assert r.added == 1
+
+
+def test_wants_vector_counts_content_characters_of_the_first_200():
+    """wants_vector stops at the 12th content character; the answer is the count over the first 200 characters."""
+    import random
+
+    from reme_engine.index import parse as ix
+
+    def by_count(t: str) -> bool:
+        return len(ix._NON_CONTENT_RE.sub("", t[:200])) >= ix.MIN_VECTOR_CHARS
+
+    alphabet = " \t\n#>*_`|-=~[]()!:.,;ab中\u3000\xa0é"
+    rnd = random.Random(4)
+    for _ in range(20_000):
+        t = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 260)))
+        assert ix.wants_vector(t) == by_count(t), t
+    assert not ix.wants_vector("# -- " + "-" * 300 + "abcdefghijkl")  # content past the first 200 characters
+    assert ix.wants_vector("- [ ] " + "word " * 3)
