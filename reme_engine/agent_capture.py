@@ -294,9 +294,10 @@ def journaled_move(engine: VaultContext, src: str, dst: str, *, kind: str = MOVE
     if not s.abs.is_dir():
         s = find_note(engine, src, for_write=True)
     rewrites: list[tuple] = []
+    reasons: dict[str, str] = {}
     with engine.write_lock:
         moved = _snapshot(s.abs)
-        res = _move.move(engine, src, dst, on_rewrite=lambda *a: rewrites.append(a))
+        res = _move.move(engine, src, dst, on_rewrite=lambda *a: rewrites.append(a), reasons=reasons)
         run = engine.journal.start_run(engine.vault, kind, {"src": res.src, "dst": res.dst})
         if res.src == s.rel:
             run.record_done(res.src, "delete", moved, (None, None), step=MOVE_STEP)
@@ -310,10 +311,12 @@ def journaled_move(engine: VaultContext, src: str, dst: str, *, kind: str = MOVE
     if res.conflicts:
         # The move is done (and revertible); the notes whose links still point at the old name are the user's to
         # fix, so they are said, and the job is not a success (exit 1): never a silent exit 0.
-        names = ", ".join(res.conflicts[:5]) + (f" and {len(res.conflicts) - 5} more" if len(res.conflicts) > 5 else "")
+        names = ", ".join(f"{p} ({reasons.get(p, 'not writable')})" for p in res.conflicts[:5]) + \
+            (f" and {len(res.conflicts) - 5} more" if len(res.conflicts) > 5 else "")
         out["success"] = False
+        out["conflict_reasons"] = {p: reasons.get(p, "not writable") for p in res.conflicts}
         out["error"] = (f"moved {res.src} → {res.dst}, but the links in {len(res.conflicts)} note(s) were not "
-                        f"rewritten (another program kept changing them, or they are not writable): {names}; "
+                        f"rewritten: {names}; "
                         f"they still point at {res.src}; their bytes are kept (fix the links, move it back, "
                         f"or revert run {run.run_id})")
     return out

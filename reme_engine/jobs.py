@@ -503,7 +503,11 @@ def run_job(engine: Engine | None, name: str, raw: dict[str, Any]) -> dict:
     except OSError as exc:  # a file job's OS failure is the user's to act on (full disk, permission): one line
         from .errors import os_error_message
 
-        return {"success": False, "job": name, "error": os_error_message(exc, str(args.get("path") or ""), name)}
+        what = next((str(args[k]) for k in ("path", "src", "date") if args.get(k)), "")
+        msg = os_error_message(exc, what or "-", name)
+        if not what:  # no file named in the call (daily_create of today): no empty name in the line
+            msg = f"cannot {name}: {msg.rsplit(': ', 1)[-1]}"
+        return {"success": False, "job": name, "error": msg}
     except Exception as exc:
         from .llm.client import LLMError
 

@@ -65,7 +65,7 @@ def _targets(p: Path) -> list[str]:
     return [lk.target for lk in parse_links(p.read_text(encoding="utf-8"))]
 
 
-def test_a_move_racing_an_appender_that_never_stops_names_the_note_and_exits_1(tmp_path):
+def test_a_move_racing_an_appender_that_never_stops_names_the_note_or_rewrites_it(tmp_path):
     v, state = _vault(tmp_path), tmp_path / "state"
     assert _cli(v, state, "reindex").returncode == 0
     busy = v / "notes" / "busy.md"
@@ -76,15 +76,20 @@ def test_a_move_racing_an_appender_that_never_stops_names_the_note_and_exits_1(t
         proc.kill()
         proc.wait()
     out = json.loads(r.stdout)
-    assert r.returncode == 1, (r.returncode, out, r.stderr)
-    assert out["success"] is False and out["conflicts"] == ["notes/busy.md"], out
-    assert "notes/busy.md" in out["error"] and "not rewritten" in out["error"], out
-    assert out["rewritten_files"] == ["notes/calm.md"] and _targets(v / "notes" / "calm.md") == ["gamma"]
-    assert (v / "notes" / "gamma.md").exists() and not (v / "notes" / "alpha.md").exists()
-    n = int(count.read_text())
     text = busy.read_text(encoding="utf-8")
+    n = int(count.read_text())
     assert n > 0 and _shell_lines(text) == [f"shell line {i}" for i in range(n)], (n, text[-300:])
-    assert text.startswith("# Busy\n\nsee [[alpha]]\n"), text[:80]  # left as it was, every appended byte kept
+    if r.returncode == 0:  # the appender stalled long enough (a loaded machine) for a retry to land: rewritten
+        assert out["success"] and out["conflicts"] == [] and _targets(busy) == ["gamma"], out
+    else:  # the usual outcome: said, exit 1, the note left exactly as the appender made it
+        assert r.returncode == 1, (r.returncode, out, r.stderr)
+        assert out["success"] is False and out["conflicts"] == ["notes/busy.md"], out
+        assert "notes/busy.md (another program kept changing it" in out["error"] and "not rewritten" in out["error"]
+        assert out["conflict_reasons"] == {"notes/busy.md": "another program kept changing it while the move "
+                                                            "rewrote it"}, out
+        assert text.startswith("# Busy\n\nsee [[alpha]]\n"), text[:80]
+    assert "notes/calm.md" in out["rewritten_files"] and _targets(v / "notes" / "calm.md") == ["gamma"]
+    assert (v / "notes" / "gamma.md").exists() and not (v / "notes" / "alpha.md").exists()
     # the move is one revertible run that says which note kept its old link
     runs = json.loads(_cli(v, state, "dream_log", "limit=5").stdout)
     assert any(run.get("run_id") == out["run_id"] for run in runs.get("runs", [])), runs

@@ -86,9 +86,22 @@ def test_reverting_a_partial_move_restores_one_copy(open_engine):
     try:
         res = run_job(e, "move", {"src": "notes/alpha.md", "dst": "notes/gamma.md"})
         assert not res["success"] and res["conflicts"] == ["notes/l2.md"], res
+        assert "notes/l2.md (l2.md is read-only" in res["error"], res  # the reason, not a guess
         rev = run_job(e, "revert", {"run_id": res["run_id"]})
     finally:
         l2.chmod(0o644)
     assert rev["success"] and rev["outcome"] == "reverted", rev
     assert _notes(e) == ["alpha.md", "l1.md", "l2.md"]
     assert _targets(e, "l1.md") == ["alpha"] and _targets(e, "l2.md") == ["notes/alpha"]
+
+
+def test_a_move_whose_rename_fails_leaves_no_interrupted_move(open_engine):
+    """The rename fails (the destination's folder cannot be made: a file has its name): the move fails with the
+    reason, and no intent record is left for the next start to report as "an interrupted move"."""
+    e = open_engine()
+    _vault(e)
+    (e.vault / "taken").write_text("a file, not a folder\n", encoding="utf-8")
+    res = run_job(e, "move", {"src": "notes/alpha.md", "dst": "taken/gamma.md"})
+    assert not res["success"] and "taken" in res["error"], res
+    assert not list((e.settings.state_dir / "intents").glob("*.json"))
+    assert _notes(e) == ["alpha.md", "l1.md", "l2.md"]

@@ -49,8 +49,11 @@ _SUFFIX_RE = re.compile(r"\.[A-Za-z0-9]{1,10}$")
 
 def has_suffix(rel: str) -> bool:
     """True when the last part of ``rel`` ends in a file suffix (``.md``, ``.txt``, ``.pdf``…: a dot, then 1-10
-    letters or digits); ``adv/newnote`` and ``notes v1. draft`` have none and name notes (``.md`` left out)."""
-    return bool(_SUFFIX_RE.search(rel.rsplit("/", 1)[-1]))
+    letters or digits, trailing spaces and dots aside); ``adv/newnote`` and ``notes v1. draft`` have none and name
+    notes (``.md`` left out)."""
+    # a trailing space or dot is not part of the name's suffix: "trail.md " names trail.md plus a space (refused
+    # by new_name_problem with that reason), never "trail.md .md"
+    return bool(_SUFFIX_RE.search(rel.rsplit("/", 1)[-1].rstrip(" .")))
 
 
 def find_note(ctx: VaultContext, path: str, *, for_write: bool = False) -> VaultPath:

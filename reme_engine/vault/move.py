@@ -28,14 +28,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("reme.engine")
 
 
-def move(ctx: VaultContext, src: str, dst: str, *, on_rewrite=None) -> MoveResult:
+def move(ctx: VaultContext, src: str, dst: str, *, on_rewrite=None, reasons: dict | None = None) -> MoveResult:
     """Move/rename a file and rewrite the inbound links that would break (anchor, display text, embed kept;
     a bare-name link stays a bare name when that is unambiguous; links through an alias are untouched),
     atomically per file.
 
     Refuses to overwrite an existing ``dst``, to move the root or a layer folder, and folders.
-    A linking file changed meanwhile is reported in ``conflicts`` and left untouched. ``on_rewrite``: see
-    :func:`rewrite_inbound`.
+    A linking file changed meanwhile is reported in ``conflicts`` and left untouched. ``on_rewrite`` and
+    ``reasons``: see :func:`rewrite_inbound`.
     """
     s = resolve_path(ctx, src, for_write=True)
     if not s.abs.is_dir():
@@ -60,12 +60,12 @@ def move(ctx: VaultContext, src: str, dst: str, *, on_rewrite=None) -> MoveResul
     if s.rel.lower().endswith(".md") and not d.rel.lower().endswith(".md"):
         raise EngineError("moving a note to a non-.md name would break the links to it; keep the .md")
     try:
-        return _move(ctx, s, d, on_rewrite)
+        return _move(ctx, s, d, on_rewrite, reasons)
     except OSError as exc:  # a name too long, a full disk, no permission: one line, not a traceback
         raise EngineError(os_error_message(exc, d.rel, "move to")) from exc
 
 
-def _move(ctx: VaultContext, s, d, on_rewrite=None) -> MoveResult:
+def _move(ctx: VaultContext, s, d, on_rewrite=None, reasons: dict | None = None) -> MoveResult:
     with ctx.write_lock:
         if d.abs.exists() and not (d.abs.samefile(s.abs) and d.rel != s.rel):
             raise EngineError(f"destination exists: {d.rel}")
@@ -80,16 +80,21 @@ def _move(ctx: VaultContext, s, d, on_rewrite=None) -> MoveResult:
         # The intent is on disk before the first byte moves: a crash anywhere below is finished by the next
         # start (see recover_interrupted), so inbound links are never left half rewritten.
         with MoveIntent.begin(ctx.state_dir, s.rel, d.rel, sources, moved_aliases) as intent:
-            d.abs.parent.mkdir(parents=True, exist_ok=True)
-            _rename_noreplace(s.abs, d.abs)
+            try:
+                d.abs.parent.mkdir(parents=True, exist_ok=True)
+                _rename_noreplace(s.abs, d.abs)
+            except BaseException:  # refused (read-only vault, destination taken): nothing moved, nothing to finish
+                if not d.abs.exists() or s.abs.exists():
+                    intent.done()
+                raise
             crash_point("move.after_rename")
-            rewritten, total, conflicts = rewrite_inbound(ctx, intent, resolver, on_rewrite)
+            rewritten, total, conflicts = rewrite_inbound(ctx, intent, resolver, on_rewrite, reasons)
             intent.done()
     return MoveResult(s.rel, d.rel, rewritten, total, conflicts)
 
 
 def rewrite_inbound(ctx: VaultContext, intent: MoveIntent, resolver,
-                    on_rewrite=None) -> tuple[list[str], int, list[str]]:
+                    on_rewrite=None, reasons: dict | None = None) -> tuple[list[str], int, list[str]]:
     """Point the links of ``intent.sources`` at ``intent.dst`` (the file is already there) and index the result.
 
     ``resolver``: the vault before the move (it must know ``intent.src``). Idempotent: a linking note already
@@ -99,8 +104,11 @@ def rewrite_inbound(ctx: VaultContext, intent: MoveIntent, resolver,
     back-off, for :data:`REWRITE_RETRY_S` seconds; one still changing then, or not writable, is a conflict and
     keeps its bytes. ``on_rewrite(path, before_text, before_sha, after_text, after_sha)`` is
     called after each note written (texts without BOM), so a caller can journal exactly what was replaced.
+    ``reasons`` (a dict), when given, gets ``{conflict path: why, in one line}`` (the OS's reason for a disk
+    error, e.g. "No space left on device").
     """
     src, dst = intent.src, intent.dst
+    why: dict[str, str] = reasons if reasons is not None else {}
     after = ctx.indexer.build_resolver()  # the vault as it will be: links that still work stay as written
     after.remove(src)
     after.add(dst, intent.aliases)
@@ -111,9 +119,10 @@ def rewrite_inbound(ctx: VaultContext, intent: MoveIntent, resolver,
     for k, src_path in enumerate(intent.sources):
         # the moved note's own self-links live at its new path now
         cur_path = dst if src_path == src else src_path
-        outcome, n = _rewrite_one(ctx, src_path, cur_path, resolver, src, dst, after, on_rewrite)
+        outcome, n, reason = _rewrite_one(ctx, src_path, cur_path, resolver, src, dst, after, on_rewrite)
         if outcome == _BUSY:
             busy.append((k, src_path, cur_path))
+            why[cur_path] = reason
             continue
         if outcome == _WRITTEN:
             rewritten.append(cur_path)
@@ -121,6 +130,7 @@ def rewrite_inbound(ctx: VaultContext, intent: MoveIntent, resolver,
             crash_point(f"move.after_rewrite_{k}")
         elif outcome == _FAILED:
             conflicts.append(cur_path)
+            why[cur_path] = reason
     # A note another program was writing (an appender between our read and our compare-and-swap, or one that
     # never settled for the read): read again and retry, with back-off, for REWRITE_RETRY_S in all, so a short
     # burst of writes does not leave its link unrewritten. What is still busy then is a reported conflict.
@@ -134,20 +144,25 @@ def rewrite_inbound(ctx: VaultContext, intent: MoveIntent, resolver,
         delay = min(delay * 2, 0.4)
         still = []
         for k, src_path, cur_path in busy:
-            outcome, n = _rewrite_one(ctx, src_path, cur_path, resolver, src, dst, after, on_rewrite)
+            outcome, n, reason = _rewrite_one(ctx, src_path, cur_path, resolver, src, dst, after, on_rewrite)
             if outcome == _BUSY:
                 still.append((k, src_path, cur_path))
+                why[cur_path] = reason
                 continue
+            why.pop(cur_path, None)
             if outcome == _WRITTEN:
                 rewritten.append(cur_path)
                 total += n
                 crash_point(f"move.after_rewrite_{k}")
             elif outcome == _FAILED:
                 conflicts.append(cur_path)
+                why[cur_path] = reason
         busy = still
     for path in conflicts:
-        log.warning("link in %s not rewritten: it kept changing while the move rewrote it, or is not writable",
-                    path)
+        log.warning("link in %s not rewritten: %s", path, why.get(path, "not writable"))
+    for path in list(why):
+        if path not in conflicts:
+            del why[path]
     if ctx.watcher is not None:
         ctx.watcher.suppress([src, dst, *rewritten])
     # every linking note, not only the ones rewritten here: after a crash, the ones the killed process
@@ -164,10 +179,10 @@ _WRITTEN, _UNCHANGED, _BUSY, _FAILED = "written", "unchanged", "busy", "failed"
 
 
 def _rewrite_one(ctx: VaultContext, src_path: str, cur_path: str, resolver, src: str, dst: str, after,
-                 on_rewrite) -> tuple[str, int]:
+                 on_rewrite) -> tuple[str, int, str]:
     """Rewrite the links of one linking note (read, rewrite, compare-and-swap write with that read's hash).
 
-    Returns ``(outcome, links rewritten)``: ``written``; ``unchanged`` (gone, or no link to rewrite); ``busy``
+    Returns ``(outcome, links rewritten, reason)`` (``reason``: one line, "" unless busy or failed): ``written``; ``unchanged`` (gone, or no link to rewrite); ``busy``
     (another program changed it between the read and the write, or kept it changing while read: worth a retry,
     its bytes untouched); ``failed`` (unreadable, outside the vault, read-only, disk full: reported as is).
     """
@@ -179,14 +194,17 @@ def _rewrite_one(ctx: VaultContext, src_path: str, cur_path: str, resolver, src:
         vp = resolve(ctx.vault, cur_path)
         tf = read_text(vp.abs, ctx.settings.max_file_bytes)
     except FileNotFoundError:
-        return _UNCHANGED, 0  # deleted meanwhile: nothing left to point anywhere
+        return _UNCHANGED, 0, ""  # deleted meanwhile: nothing left to point anywhere
     except FileBusy:
-        return _BUSY, 0
-    except (OSError, SkipFile, VaultPathError):
-        return _FAILED, 0
+        return _BUSY, 0, "another program kept changing it while the move rewrote it"
+    except SkipFile as exc:
+        return _FAILED, 0, exc.reason
+    except (OSError, VaultPathError) as exc:
+        return _FAILED, 0, (os_error_message(exc, cur_path, "read").rsplit(": ", 1)[-1] if isinstance(exc, OSError)
+                            else str(exc))
     new_text, n = rewrite_links(tf.text, src_path, resolver, src, dst, after, cur_path)
     if n == 0:
-        return _UNCHANGED, 0
+        return _UNCHANGED, 0, ""
     if note_ownership(tf.text).owner == APP:
         new_text = stamp(new_text)  # the app's own link rewrite keeps an app-owned note the app's
     if tf.encoding == "utf-8-sig":
@@ -194,13 +212,15 @@ def _rewrite_one(ctx: VaultContext, src_path: str, cur_path: str, resolver, src:
     try:
         sha = atomic_write(vp.abs, new_text, expected_sha=tf.sha)
     except WriteConflict as exc:  # changed meanwhile (retried), read-only or not a regular file (reported)
-        return (_BUSY if "changed on disk" in str(exc) else _FAILED), 0
-    except OSError:  # read-only folder, disk full: left as is
-        return _FAILED, 0
+        if "changed on disk" in str(exc):
+            return _BUSY, 0, "another program kept changing it while the move rewrote it"
+        return _FAILED, 0, str(exc)
+    except OSError as exc:  # read-only folder, disk full: left as is, the OS's reason said
+        return _FAILED, 0, os_error_message(exc, cur_path, "rewrite").rsplit(": ", 1)[-1]
     own_write(ctx, cur_path, sha)
     if on_rewrite is not None:
         on_rewrite(cur_path, tf.text.lstrip("\ufeff"), tf.sha, new_text.lstrip("\ufeff"), sha)
-    return _WRITTEN, n
+    return _WRITTEN, n, ""
 
 
 def recover_interrupted(ctx: VaultContext) -> list[str]:

@@ -101,7 +101,8 @@ def resolve(vault: Path, rel: str | os.PathLike[str], *, allow_root: bool = Fals
     if not is_valid_name(raw):
         raise VaultPathError("path is not valid UTF-8 text")
     text = raw.replace("\\", "/")
-    if text.startswith("/") or (len(text) > 1 and text[1] == ":"):
+    if text.startswith("/") or (len(text) > 1 and text[1] == ":" and text[0].isalpha()
+                                and (len(text) == 2 or text[2] == "/")):  # "C:", "C:/x", "C:\\x"
         raise VaultPathError(f"absolute paths are not allowed: {raw!r}")
     parts = [p for p in text.split("/") if p != ""]
     for p in parts:
