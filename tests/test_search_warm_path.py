@@ -177,3 +177,37 @@ def test_neighbour_directory_follows_link_edits_from_this_thread_and_others(open
     t.join(30)
     assert not t.is_alive()
     assert directory() == (["b.md"], ["b.md", "c.md"])
+
+
+def test_legs_run_one_after_the_other_unless_the_keyword_leg_is_long(make_engine, tmp_path, monkeypatch):
+    """Hybrid search runs the vector leg on the worker thread only when the keyword leg's CPU time (moving average)
+    reaches ``hybrid.CONCURRENT_LEGS_MS``; either way the hits, scores and each hit's "why" are the same."""
+    import reme_engine.search.hybrid as hybrid
+
+    v = tmp_path / "v"
+    for i, (title, body) in enumerate([("Solar power", "Photovoltaic panels turn light into current."),
+                                       ("光伏产业", "上游是硅料，下游是电站。"), ("Tea", "Green tea and oolong."),
+                                       ("Bikes", "A chain that squeaks needs oil.")]):
+        _write(v / f"n{i}.md", f"# {title}\n\n{body}\n")
+    e = make_engine(v)
+    e.index()
+    s = e.searcher
+    e.search("solar", mode="keyword")
+    assert s._kw_cpu_ms is not None and s._kw_cpu_ms >= 0.0  # measured on every keyword leg
+    submitted = []
+    real = s._pool.submit
+    monkeypatch.setattr(s._pool, "submit", lambda *a, **k: submitted.append(1) or real(*a, **k))
+
+    def why(q):
+        return [(h.path, h.start_line, h.score, h.keyword_rank, h.vector_rank, h.vector_score, h.field_boost)
+                for h in e.search(q, limit=5).hits]
+
+    for q in ("solar panels", "光伏", "oolong tea", "squeaky chain"):
+        s._kw_cpu_ms = 0.0
+        serial = why(q)
+        assert not submitted, q
+        s._kw_cpu_ms = hybrid.CONCURRENT_LEGS_MS * 10
+        concurrent = why(q)
+        assert submitted, q
+        submitted.clear()
+        assert serial == concurrent and any(h[4] for h in serial), q

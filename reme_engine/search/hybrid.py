@@ -73,6 +73,29 @@ COMMON_TERM_MIN_CHUNKS = 50_000
 SPLIT_TITLE_SEARCH = False  # measured at load 12: serial 33.7 ms vs split 36.4 (bench_search.py --title-split-ab)
 
 
+#: Hybrid search runs its legs concurrently (the vector leg on the worker) only when the keyword leg takes at least
+#: this much CPU (ms, moving average), else one after the other on the calling thread. The query embedding (~2-5 ms)
+#: is partly pure Python, so the two threads mostly take turns on the GIL, and the hand-off to the worker and back
+#: costs a wake-up each: on knowledge-garden-zh (keyword leg ~0.1 ms) serial legs measured wall p50 / p95 4.28 /
+#: 5.50 ms vs 4.34 / 7.71 concurrent at load ~3, and 17.0 / 23.7 vs 17.3 / 31.8 ms at load 8-9, CPU 3.6 % less
+#: (bench/RESULTS.md, "Warm search path, session 21 (A)"). A leg of ≥ 1 ms (big vaults: 6.7 ms at 100k chunks) is
+#: worth hiding behind the embedding when a core is free.
+CONCURRENT_LEGS_MS = 1.0
+
+
+class _Deferred:
+    """A future-like of a function run on the calling thread when its result is first asked (serial legs)."""
+
+    def __init__(self, fn) -> None:
+        self._fn = fn
+
+    def done(self) -> bool:
+        return False
+
+    def result(self):
+        return self._fn()
+
+
 def fts_query(tokens: list[str], op: str = "OR") -> str:
     """An FTS5 MATCH expression joining the (already tokenised) terms with ``op`` (OR | AND), each quoted."""
     return f" {op} ".join('"' + t.replace('"', '""') + '"' for t in tokens[:MAX_QUERY_TERMS])
@@ -134,6 +157,13 @@ class HybridSearcher:
         self._tl = threading.local()
         #: the user's local date, for time words in queries (the engine may set a zone-aware one)
         self.today = date.today
+        #: moving average of the keyword leg's CPU ms (picks serial or concurrent legs, :meth:`concurrent_legs`)
+        self._kw_cpu_ms: float | None = None
+
+    def concurrent_legs(self) -> bool:
+        """Whether a hybrid search runs the vector leg on the worker thread while the keyword leg runs here: only
+        once the keyword leg's CPU time (a moving average) reaches :data:`CONCURRENT_LEGS_MS`."""
+        return self._kw_cpu_ms is not None and self._kw_cpu_ms >= CONCURRENT_LEGS_MS
 
     def close(self) -> None:
         """Stop the worker thread and a title-vector build under way (waits for it up to 5 s)."""
@@ -342,12 +372,18 @@ class HybridSearcher:
                         if split is not None:
                             split["ready"].set()
 
-                vec_future = self._pool.submit(run_vec)
+                # on the worker only when the keyword leg is long enough to hide behind the query embedding;
+                # else here, after it (see CONCURRENT_LEGS_MS)
+                vec_future = self._pool.submit(run_vec) if split is not None or self.concurrent_legs() \
+                    else _Deferred(run_vec)
         if mode in ("hybrid", "keyword") or vec_future is None:
-            ts = time.perf_counter()
+            ts, tc = time.perf_counter(), time.thread_time()
             tokens = self.tokenizer.query_tokens(query)
             legs["keyword"] = self.keyword_leg(query, n, filters, tokens=tokens)
             kw_ms = (time.perf_counter() - ts) * 1000
+            # this thread's CPU, not its wall time: waiting for the GIL beside the worker is not the leg's cost
+            cpu_ms = (time.thread_time() - tc) * 1000
+            self._kw_cpu_ms = cpu_ms if self._kw_cpu_ms is None else 0.8 * self._kw_cpu_ms + 0.2 * cpu_ms
         # what needs only the keyword leg is done while the query embedding runs on the worker (numpy releases
         # the GIL: on a free core this hides it)
         idf_sum = self.query_idf_sum(query, tokens) if legs.get("keyword") else None
