@@ -570,6 +570,30 @@ def levers() -> dict:
         vec = sorted(best.items(), key=lambda kv: -kv[1])[:len(run["legs"]["vector"])]
         return s.rank(q, {**run, "legs": {**run["legs"], "vector": vec}}, limit=10)[0]
 
+    def names_out(s, q, run):
+        """The vector leg (and the turn vectors) embed the query without the names of the speakers labelled in
+        the vault's conversations (:func:`reme_engine.search.linevec.speaker_labels`): every card and window
+        holds those names, so they pull the query toward any chunk or title that mentions them."""
+        names = _speaker_names(s)
+        kept = [w for w in q.split() if re.sub(r"(?:'s|’s)?\W*$", "", w.lower()) not in names]
+        if not names or s.vectors is None or len(kept) == len(q.split()) or not kept:
+            return s.rank(q, run, limit=10)[0]
+        stripped, vs = " ".join(kept), s.vectors
+        real = vs.embedder
+
+        class _Stripped:
+            def __getattr__(self, k):
+                return getattr(real, k)
+
+            def embed(self, texts):
+                return real.embed([stripped if t == q else t for t in texts])
+        vs.embedder = _Stripped()
+        try:
+            run2 = s.run_legs(q, 50, mode="hybrid")
+        finally:
+            vs.embedder = real
+        return s.rank(q, run2, limit=10)[0]
+
     def deeper(s, q, run):
         return s.rank(q, s.run_legs(q, 100, mode="hybrid"), limit=10,
                       fusion=replace(s.fusion, rerank_depth=50))[0]
@@ -578,7 +602,24 @@ def levers() -> dict:
             "exp: chat neighbour 0.1": knob(NEIGHBOUR_CHAT=0.1), "exp: adjacent-line pair 0.5": knob(PAIR=0.5),
             "exp: chat turn vectors 0.1": cfg(rerank_lines_chat=0.1), "exp: turn-level dense leg": turn_leg,
             "exp: pool 100, depth 50": deeper,
-            **({"exp: speakers off": knob(SPEAKERS=False)} if hasattr(rr, "SPEAKERS") else {})}
+            **({"exp: speakers off": knob(SPEAKERS=False)} if hasattr(rr, "SPEAKERS") else {}),
+            "exp: speaker names out of the vector query": names_out}
+
+
+def _speaker_names(s) -> set[str]:
+    """Lower-case words of every speaker label in the searcher's conversation files (daily cards, chat records),
+    made once per searcher."""
+    got = getattr(s, "_bench_speakers", None)
+    if got is None:
+        from reme_engine.search import linevec
+
+        got = set()
+        for text, path in s.store.conn.execute("SELECT c.text, f.path FROM chunks c JOIN files f ON f.id = c.file_id"):
+            if linevec.wants_lines(path, chats=True):
+                for words in linevec.speaker_labels(text.lower()).values():
+                    got |= words
+        s._bench_speakers = got
+    return got
 
 
 def second_stage_variants(base) -> dict:
