@@ -5,6 +5,7 @@
     python bench/bench_search.py --kgzh     # warm latency on knowledge-garden-zh only (see kgzh_latency)
     python bench/bench_search.py --side-by-side <base checkout> [--rounds 5] [--reme <python with reme-ai>]
     python bench/bench_search.py --title-split-ab [--rounds 5]   # title vectors searched beside chunk vectors, on/off
+    python bench/bench_search.py --legs-ab [--rounds 5]   # hybrid legs one after the other vs concurrent
 
 ``--side-by-side``: two long-lived worker processes, one importing ``reme_engine`` from the base checkout (e.g. a
 ``git worktree add <tmp>/base <rev>``), one from this one, each on its own temp index of knowledge-garden-zh (with
@@ -877,6 +878,61 @@ def title_split_ab(rounds: int, keep: bool) -> dict:
     return out
 
 
+def legs_ab(rounds: int, keep: bool) -> dict:
+    """Warm hybrid ``engine.search(q, limit=10)`` on knowledge-garden-zh with the legs one after the other on the
+    calling thread (``serial``) and the vector leg on the worker thread (``concurrent``; the choice
+    ``HybridSearcher.concurrent_legs`` makes from the keyword leg's CPU, forced here), interleaved block by block in
+    one process; wall and process-CPU p50/p95 per side, and whether every query's top 10 (path, line, score) is the
+    same both ways."""
+    import zlib
+
+    import reme_engine.search.hybrid as H
+    from queries import KGZH_QUERIES
+
+    out: dict = {"machine": machine(), "loadavg_start": loadavg(), "rounds": rounds,
+                 "concurrent_legs_ms": H.CONCURRENT_LEGS_MS}
+    emb, _ = loaded_embedder()
+    with bench_tmpdir("search-legs", keep) as tmp:
+        vault = copy_tree(SHARED_DATA / "vaults" / "knowledge-garden-zh", tmp / "kgzh")
+        state, _ = index_with_cache(vault, tmp / "kgzh-state", emb, True, "kgzh")
+        eng = open_engine(vault, state, emb)
+        eng.vectors.open()
+        eng.searcher.wait_titles(900)
+        s = eng.searcher
+        stems = sorted(p.stem for p in vault.rglob("*.md") if not any(x.startswith(".") for x in p.parts))
+        stems.sort(key=lambda x: zlib.crc32(x.encode()))
+        qs = list(KGZH_QUERIES) + stems[:30]
+        for q in qs:
+            eng.search(q, limit=10)
+        force = {"serial": 0.0, "concurrent": H.CONCURRENT_LEGS_MS * 1000}
+        wall: dict = {k: [] for k in force}
+        cpu: dict = {k: [] for k in force}
+        for r in range(rounds):
+            for side in (("serial", "concurrent") if r % 2 == 0 else ("concurrent", "serial")):
+                for q in qs:
+                    s._kw_cpu_ms = force[side]  # the search updates the average: set it again before each
+                    c, t = time.process_time(), time.perf_counter()
+                    eng.search(q, limit=10)
+                    wall[side].append((time.perf_counter() - t) * 1000)
+                    cpu[side].append((time.process_time() - c) * 1000)
+        same = True
+        for q in qs:
+            got = []
+            for side in force:
+                s._kw_cpu_ms = force[side]
+                got.append([(h.path, h.start_line, h.end_line, h.score) for h in eng.search(q, limit=10).hits])
+            same &= got[0] == got[1]
+        eng.close()
+    out.update({side: {"wall_ms": stats(wall[side]), "cpu_ms": stats(cpu[side])} for side in wall})
+    out["ratio_p50_serial_vs_concurrent"] = round(out["serial"]["wall_ms"]["p50"]
+                                                  / out["concurrent"]["wall_ms"]["p50"], 3)
+    out["cpu_ratio_p50_serial_vs_concurrent"] = round(out["serial"]["cpu_ms"]["p50"]
+                                                      / out["concurrent"]["cpu_ms"]["p50"], 3)
+    out["top10_identical"] = same
+    out["loadavg_end"] = loadavg()
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
@@ -903,6 +959,8 @@ def main() -> int:
     ap.add_argument("--reme-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--title-split-ab", action="store_true",
                     help="hybrid on kg-zh with the title-vector search split off the worker, on vs off")
+    ap.add_argument("--legs-ab", action="store_true",
+                    help="hybrid on kg-zh with the legs serial vs concurrent (forced), interleaved in one process")
     ap.add_argument("--sbs-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--repo", help=argparse.SUPPRESS)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -922,6 +980,9 @@ def main() -> int:
         return 0
     if args.title_split_ab:
         emit(title_split_ab(args.rounds, args.keep))
+        return 0
+    if args.legs_ab:
+        emit(legs_ab(args.rounds, args.keep))
         return 0
     if args.side_by_side:
         emit(side_by_side(Path(args.side_by_side), args.rounds, args.keep, Path(args.reme) if args.reme else None))
