@@ -141,12 +141,12 @@ def app_for(demo_vault, make_engine, request):
 
     On the demo vault the state dir starts as a copy of ``demo_index_template`` (an index already up to date, so
     the app's startup pass is a no-op check; notes the test changed before are re-read as in real use). Tests of a
-    first index (progress, "indexing…", the first pass's report) mark themselves ``@pytest.mark.cold_index``;
-    snapshot tests (``snap_compare``) always start cold, so their pictures stay those of a first start (a warm
-    start draws the 160x48 main screen's agenda one column narrower)."""
+    first index (progress, "indexing…", the first pass's report) mark themselves ``@pytest.mark.cold_index``,
+    snapshot tests of a first start included; the other snapshot tests start warm (a warm start paints what a first
+    start paints: ``test_tui.py``'s 160x48 cold/warm snapshot pair)."""
     from reme_tui.app import create_app  # lazy: most tests never import Textual
 
-    warm = request.node.get_closest_marker("cold_index") is None and "snap_compare" not in request.fixturenames
+    warm = request.node.get_closest_marker("cold_index") is None
 
     def make(*, today: str | None = None, vault: Path | None = None, embed: bool = False, **overrides):
         seed = request.getfixturevalue("demo_index_template") if warm and vault is None else None
