@@ -26,6 +26,26 @@ from .screens.main import MainScreen
 from .type_ahead import TypeAhead
 
 DARK, LIGHT = "textual-dark", "textual-light"
+#: Modifier names Textual accepts in a key spec (``ctrl+shift+o``).
+MODIFIERS = frozenset({"ctrl", "shift", "alt", "meta", "super", "hyper"})
+
+
+def is_key_spec(spec: str) -> bool:
+    """True when every comma-separated key of ``spec`` (``settings.keymap``'s values) names a key Textual can
+    report: modifiers from :data:`MODIFIERS` then one key — a character (``o``, ``é``), its name (``slash``,
+    ``question_mark``) or a named key (``escape``, ``f5``, ``pageup``). Textual itself accepts any string and the
+    binding then never fires."""
+    from textual.keys import Keys, _character_to_key
+
+    names = {k.value for k in Keys if "+" not in k.value and not k.value.startswith("<")}
+    names |= {_character_to_key(chr(c)) for c in range(32, 127)}
+    for key in spec.split(","):
+        *mods, base = key.strip().split("+")
+        if not base or any(m not in MODIFIERS for m in mods):
+            return False
+        if len(base) != 1 and base not in names:
+            return False
+    return bool(spec.strip())
 
 
 class ReMeApp(App[int]):
@@ -77,9 +97,15 @@ class ReMeApp(App[int]):
         if theme in self.available_themes:
             self.theme = theme
         else:
-            self.notify(f"unknown theme {theme!r}; using {self.theme}", severity="warning")
+            self.notify(f"unknown theme {theme!r}; using {self.theme}", severity="warning", timeout=10)
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         keymap = dict(getattr(self.settings, "keymap", {}) or {})
+        bad_keys = {k: v for k, v in keymap.items() if not isinstance(v, str) or not is_key_spec(v)}
+        for binding_id in bad_keys:
+            del keymap[binding_id]  # the default key stays
+        if bad_keys:
+            self.notify("keymap: not a key: " + ", ".join(f"{k}: {v!r}" for k, v in bad_keys.items())
+                        + " (default kept; keys look like ctrl+o, slash, f5)", severity="warning", timeout=10)
         if keymap:
             self.set_keymap(keymap)
         self.main_screen = MainScreen(self.engine, self.settings)
@@ -87,9 +113,9 @@ class ReMeApp(App[int]):
         self.install_screen(self.main_screen, "main")
         self.push_screen("main")
         self.screen_change_signal.subscribe(self, self._keep_main)
-        if keymap:
+        if keymap or bad_keys:
             known = self.binding_ids()
-            self.unknown_keymap_ids = sorted(k for k in keymap if k not in known)
+            self.unknown_keymap_ids = sorted(k for k in {**keymap, **bad_keys} if k not in known)
             if self.unknown_keymap_ids:
                 self.notify("keymap: unknown binding ids " + ", ".join(self.unknown_keymap_ids)
                             + " (press ? to see the ids)", severity="warning", timeout=8)

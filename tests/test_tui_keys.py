@@ -255,3 +255,29 @@ async def test_a_kept_search_screen_takes_a_theme_changed_while_it_was_closed(ap
         await wait_for(pilot, lambda: isinstance(app.screen, SearchScreen))
         assert box.styles.background.hex.lower() == want.lower()
         assert pilot.app._exception is None
+
+
+def test_key_specs_that_name_no_key_are_told_apart():
+    from reme_tui.app import is_key_spec
+
+    for good in ("ctrl+o", "slash", "question_mark", "f5", "escape", "pageup", "shift+tab", "ctrl+shift+k", "é",
+                 "x", "ctrl+o,ctrl+p", "space"):
+        assert is_key_spec(good), good
+    for bad in ("ctrl+nonsense", "nonsense", "ctl+o", "", "ctrl+", "+", "ctrl+o,bogus"):
+        assert not is_key_spec(bad), bad
+
+
+async def test_a_keymap_entry_that_is_no_key_is_said_and_the_default_key_stays(app_for):
+    """``keymap: {search: ctrl+nonsense}`` used to replace ``/`` by a key nobody can press, silently."""
+    from reme_tui.screens.search import SearchScreen
+
+    app = app_for()
+    app.settings.keymap = {"search": "ctrl+nonsense", "nosuchid": "x"}
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.main_screen is not None and app.main_screen.is_attached, what="main")
+        messages = [n.message for n in app._notifications]
+        assert any("not a key" in m and "search: 'ctrl+nonsense'" in m for m in messages), messages
+        assert any("unknown binding ids nosuchid" in m for m in messages), messages
+        await pilot.press("slash")  # the default key of search still opens it
+        await wait_for(pilot, lambda: isinstance(app.screen, SearchScreen), what="search opened with /")
+        assert pilot.app._exception is None
