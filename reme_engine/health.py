@@ -66,7 +66,9 @@ def health_check(engine: Engine) -> HealthReport:
     embedding cache (a corrupt file is moved aside and the index rebuilt from the vault: the value then says
     ``repaired: …``); ``sync`` — no interrupted sync left; ``links`` — links resolved to paths outside the
     vault's path set, and up to 500 random links re-resolved from scratch (disagreements are repaired);
-    ``vectors`` — the loaded vector index holds exactly the chunks marked as embedded (orphans dropped).
+    ``vectors`` — the loaded vector index holds exactly the chunks marked as embedded (orphans dropped);
+    ``coverage`` — every indexable file of the vault is in the index or skipped with a reason (a change the index
+    missed, e.g. while the disk under the state dir was full, is indexed now: ``repaired: …``).
     ``ok`` is False while something is wrong and could not be repaired. Never raises for a damaged index."""
     import sqlite3
 
@@ -126,6 +128,14 @@ def health_check(engine: Engine) -> HealthReport:
     except sqlite3.DatabaseError as exc:
         checks["links"] = f"error: {exc}"
         ok = False
+    try:
+        checks["coverage"] = _coverage(engine)
+        if checks["coverage"].startswith("repaired"):
+            repaired.append(checks["coverage"])
+        ok = ok and not checks["coverage"].startswith("error")
+    except Exception as exc:  # noqa: BLE001 — an unreadable vault or index: a finding, not a crash
+        checks["coverage"] = f"error: {exc}"
+        ok = False
     checks["vault"] = "ok" if os.access(engine.vault, os.R_OK | os.X_OK) else "error: not readable"
     ok = ok and checks["vault"] == "ok"
     if engine.embedder is None:
@@ -142,6 +152,27 @@ def health_check(engine: Engine) -> HealthReport:
            "skipped": engine.store.skipped()}
     out.update(file_problems(engine))
     return out
+
+
+def _coverage(engine: Engine) -> str:
+    """The ``coverage`` check: walk the vault as a sync does (no file read) and index the indexable files the
+    index holds neither as a file nor as a skip; one line saying what was found."""
+    from .index.report import IndexReport
+
+    entries, _ = engine.indexer.scan(IndexReport())
+    known = {r[0] for r in engine.store.conn.execute("SELECT path FROM files")}
+    known |= {r["path"] for r in engine.store.skipped()}
+    missing = sorted(set(entries) - known)
+    if not missing:
+        return f"ok ({len(entries)} indexable files, all in the index)"
+    engine.index_paths(missing, vectors=False)
+    still = {r[0] for r in engine.store.conn.execute("SELECT path FROM files")} | \
+        {r["path"] for r in engine.store.skipped()}
+    left = [p for p in missing if p not in still]
+    shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    if left:
+        return f"error: {len(left)} of {len(entries)} indexable files are not in the index and could not be indexed: {shown}"
+    return f"repaired: {len(missing)} file(s) of the vault were missing from the index, indexed now: {shown}"
 
 
 def file_problems(engine: Engine, first: int = HEALTH_FIRST_N) -> FileProblems:

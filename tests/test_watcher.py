@@ -373,6 +373,43 @@ def test_stop_is_prompt(vault, watch):
     assert not w.running
 
 
+def test_a_failed_batch_is_delivered_again_until_it_succeeds(vault, monkeypatch):
+    """``on_batch`` failing (the index's disk full) keeps the paths: they are delivered again once it works, with
+    one ``on_error`` report, and no new event is needed."""
+    import reme_engine.index.watcher as W
+
+    monkeypatch.setattr(W, "BATCH_RETRY_S", 0.2)
+    calls: list[list[str]] = []
+    errors: list[str] = []
+    fail = threading.Event()
+    fail.set()
+
+    def on_batch(paths):
+        calls.append(list(paths))
+        if fail.is_set():
+            raise OSError(28, "No space left on device")
+
+    w = VaultWatcher(vault, indexable, on_batch, on_error=errors.append)
+    assert w.start(wait=10)
+    try:
+        for i in range(3):
+            write(vault / "digest" / "wiki" / f"full{i}.md")
+        deadline = time.monotonic() + DEADLINE
+        while time.monotonic() < deadline and len(calls) < 2:  # the first delivery and at least one retry
+            time.sleep(0.02)
+        assert len(calls) >= 2 and all(set(c) == {f"digest/wiki/full{i}.md" for i in range(3)} for c in calls), calls
+        fail.clear()  # space is back
+        n = len(calls)
+        while time.monotonic() < deadline + DEADLINE and len(calls) == n:
+            time.sleep(0.02)
+        assert set(calls[n]) == {f"digest/wiki/full{i}.md" for i in range(3)}, calls
+        assert any("index not updated for 3 changed file(s)" in e and "No space left" in e for e in errors), errors
+        time.sleep(1.0)
+        assert len(calls) == n + 1, calls  # delivered, then no more retries
+    finally:
+        assert w.stop(5)
+
+
 def test_callback_errors_do_not_stop_watching(vault):
     calls: list[list[str]] = []
 

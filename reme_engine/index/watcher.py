@@ -30,6 +30,8 @@ What it handles, and why (watchfiles 1.3.0 on Linux, measured here — ARCHITECT
   ``suppress_window_s`` seconds.
 
 Callbacks run on the watcher thread; an exception in one is logged (logger ``reme.watcher``) and watching goes on.
+A batch whose ``on_batch`` raised (a full disk under the index) is kept and delivered again, after
+``BATCH_RETRY_S`` doubling up to ``BATCH_RETRY_MAX_S``, until it succeeds; ``on_error`` is told.
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ RESCAN_DELAY_S = 0.2
 ROOT_RETRY_S = 1.0
 #: An identical error is reported to ``on_error`` at most once in this many seconds.
 REPORT_REPEAT_S = 600.0
+#: First and longest wait (seconds) before a batch whose ``on_batch`` failed (a full disk under the index, a locked
+#: database) is delivered again; it doubles in between. The paths are kept until a delivery succeeds.
+BATCH_RETRY_S, BATCH_RETRY_MAX_S = 2.0, 30.0
 #: watchfiles' internal polling step (ms): how long the backend waits for more changes before yielding a group,
 #: and how often it checks the stop event — so it bounds stop() latency.
 STEP_MS = 50
@@ -146,6 +151,9 @@ class VaultWatcher:
         self._new_res: set[str] = set()
         self._gone_dirs: set[str] = set()  # deleted non-indexable paths: maybe folders, expanded at flush
         self._rescans: dict[str, float] = {}  # rel folder -> monotonic due time
+        self._failed: set[str] = set()  # paths of batches on_batch raised for: delivered again at _retry_at
+        self._retry_at = 0.0
+        self._retry_wait = BATCH_RETRY_S
         self._first_t = 0.0
         self._last_t = 0.0
         self._root_lost = False
@@ -273,6 +281,7 @@ class VaultWatcher:
                                 break
                         self._run_rescans(now)
                         self._maybe_flush(now)
+                        self._maybe_retry(now)
                     else:
                         return  # stop event
                 finally:
@@ -545,14 +554,35 @@ class VaultWatcher:
         self._pending = set()
         self._new_res = set()
         if paths:
-            self.stats["batches"] += 1
-            self.stats["paths"] += len(paths)
-            try:
-                self.on_batch(paths)
-            except Exception:
-                log.exception("on_batch failed for %d paths", len(paths))
+            self._deliver(paths)
         if new_res and self.on_new_resources is not None:
             try:
                 self.on_new_resources(new_res)
             except Exception:
                 log.exception("on_new_resources failed for %d paths", len(new_res))
+
+    def _deliver(self, paths: list[str]) -> bool:
+        """``on_batch(paths)``; when it raises, the paths are kept and delivered again later (never dropped: a
+        change the index missed would stay missing until the next start) and ``on_error`` is told once."""
+        self.stats["batches"] += 1
+        self.stats["paths"] += len(paths)
+        try:
+            self.on_batch(paths)
+        except Exception as exc:
+            log.exception("on_batch failed for %d paths; retried in %.0f s", len(paths), self._retry_wait)
+            self._report(f"index not updated for {len(paths)} changed file(s): {exc}; retrying")
+            self._failed.update(paths)
+            self._retry_at = time.monotonic() + self._retry_wait
+            self._retry_wait = min(self._retry_wait * 2, BATCH_RETRY_MAX_S)
+            return False
+        self._failed.difference_update(paths)
+        self._retry_wait = BATCH_RETRY_S
+        return True
+
+    def _maybe_retry(self, now: float) -> None:
+        if not self._failed or now < self._retry_at:
+            return
+        paths = sorted(self._failed)
+        self._failed = set()
+        if self._deliver(paths):
+            log.info("index updated for %d file(s) after an earlier failure", len(paths))
