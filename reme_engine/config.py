@@ -156,8 +156,8 @@ class Settings:
     keymap: dict[str, str] = field(default_factory=dict)
     theme: str = "textual-dark"
     language: str = "en"  # prompts and generated text: "en" or "zh"
-    proactive_refresh_cron: str = "0 18 * * *"  # "" disables
-    auto_dream_cron: str = "30 3 * * *"  # "" disables
+    proactive_refresh_cron: str = "0 18 * * *"  # one of CRON_OFF disables
+    auto_dream_cron: str = "30 3 * * *"  # one of CRON_OFF disables
     config_path: Path | None = None
     is_demo: bool = False
 
@@ -347,9 +347,35 @@ def load_settings(
     return settings
 
 
+#: Values of a ``*_cron`` setting that turn its job off (compared stripped and lower-cased; the scheduler reads
+#: the same tuple).
+CRON_OFF = ("", "off", "none", "disabled", "false", "no")
+
+
+def _check_cron(s: Settings) -> None:
+    """Each ``*_cron`` setting is off (:data:`CRON_OFF`, ``None``/``False``) or a cron expression croniter accepts —
+    the check the scheduler makes when it builds its jobs, made at load so that a mistyped schedule is an error
+    naming the setting instead of a job silently not scheduled. A value equal to its default is not re-checked
+    (croniter's import is ~40 ms of every one-shot command's start)."""
+    defaults = Settings()
+    for key in ("proactive_refresh_cron", "auto_dream_cron"):
+        v = getattr(s, key)
+        if v is None or v is False or v == getattr(defaults, key):
+            continue
+        if isinstance(v, str) and v.strip().lower() in CRON_OFF:
+            continue
+        from croniter import croniter
+
+        if not isinstance(v, str) or not croniter.is_valid(v.strip()):
+            raise ConfigError(f"{key}: invalid cron expression {v!r} (five fields: minute hour day-of-month month"
+                              f" day-of-week, e.g. \"0 18 * * *\"; \"off\" turns the job off)")
+
+
 def _validate(s: Settings) -> None:
     """Range checks that types alone cannot express. Raises ConfigError naming the key."""
     import math
+
+    _check_cron(s)
 
     if s.rrf_k < 1:
         raise ConfigError(f"rrf_k must be >= 1 (got {s.rrf_k})")

@@ -58,6 +58,7 @@ from typing import Any, Callable, Iterable
 
 from croniter import CroniterError, croniter
 
+from .config import CRON_OFF
 from .lock import WriterLock, describe_holder, pid_alive
 from .vault.io import atomic_write
 
@@ -162,7 +163,7 @@ class CronJob:
 #: Settings attribute holding each default job's cron expression, and its default (ARCHITECTURE §7).
 SETTINGS_KEYS = {"proactive_refresh": ("proactive_refresh_cron", PROACTIVE_REFRESH_CRON),
                  "auto_dream": ("auto_dream_cron", AUTO_DREAM_CRON)}
-_OFF = ("", "off", "none", "disabled", "false", "no")
+_OFF = CRON_OFF  # one list: config checks the same values at load
 
 
 def jobs_from_settings(settings: Any, runners: dict[str, Callable[[datetime], JobResult]]) -> list[CronJob]:

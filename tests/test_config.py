@@ -52,6 +52,25 @@ def test_bad_config_is_a_clear_error(tmp_path, text, needle):
         load_settings({}, env={}, config_path=cfg)
 
 
+def test_a_mistyped_schedule_is_an_error_naming_the_setting(tmp_path):
+    """A cron setting croniter rejects stops the load (before: accepted, and the job silently never scheduled);
+    the off values and valid expressions load, and the scheduler reads the same off values."""
+    from reme_engine import scheduler
+
+    cfg = tmp_path / "c.yaml"
+    for body, key in (('proactive_refresh_cron: "61 25 * * *"\n', "proactive_refresh_cron"),
+                      ("auto_dream_cron: every night\n", "auto_dream_cron"),
+                      ("auto_dream_cron: 5\n", "auto_dream_cron")):
+        cfg.write_text(body)
+        with pytest.raises(ConfigError, match=f"{key}: invalid cron expression"):
+            load_settings({}, env={}, config_path=cfg)
+    cfg.write_text('proactive_refresh_cron: "*/30 9-17 * * 1-5"\nauto_dream_cron: off\n')
+    s = load_settings({}, env={}, config_path=cfg)
+    jobs = {j.name: j for j in scheduler.jobs_from_settings(s, {"proactive_refresh": None, "auto_dream": None})}
+    assert jobs["proactive_refresh"].enabled and jobs["proactive_refresh"].cron == "*/30 9-17 * * 1-5"
+    assert not jobs["auto_dream"].enabled  # YAML reads `off` as false: still off
+
+
 def test_missing_explicit_config_is_an_error(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_settings({}, env={"REME_CONFIG": str(tmp_path / "nope.yaml")})
