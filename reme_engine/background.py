@@ -54,6 +54,7 @@ class Background:
         # the watcher starts after the first index pass (the app: once it is searchable); a note edited after that
         # pass read it is caught up from here (2 s of slack for coarse file-system timestamps)
         self._opened_at = time.time() - 2.0
+        self._reopen_vectors = False  # the state dir was rebuilt: the embed thread opens the vector index itself
         self._embed_wake: threading.Event | None = None
         self._embed_stop: threading.Event | None = None
         self._embed_thread: threading.Thread | None = None
@@ -73,6 +74,10 @@ class Background:
                 return
             wake.clear()
             try:
+                if eng.vectors is not None and not eng.vectors.ready and self._reopen_vectors:
+                    # after a rebuild of a deleted state dir nobody else opens it again: every chunk needs a vector
+                    self._reopen_vectors = False
+                    eng.vectors.open()
                 if eng.vectors is not None and eng.vectors.ready:
                     if on_event is not None:
                         on_event({"event": "vectors_started"})
@@ -188,7 +193,8 @@ class Background:
                     continue
                 try:
                     report = eng.index(vectors=False)
-                    if report.chunks_added:
+                    if eng.vectors is not None:  # the vector index went with the state dir: embed the rebuild
+                        self._reopen_vectors = True
                         self.embed_soon()
                     if on_event is not None:
                         on_event({"event": "index_repaired", "notice": eng.repair_notice})
