@@ -76,10 +76,10 @@ SPLIT_TITLE_SEARCH = False  # measured at load 12: serial 33.7 ms vs split 36.4 
 #: Hybrid search runs its legs concurrently (the vector leg on the worker) only when the keyword leg takes at least
 #: this much CPU (ms, moving average), else one after the other on the calling thread. The query embedding (~2-5 ms)
 #: is partly pure Python, so the two threads mostly take turns on the GIL, and the hand-off to the worker and back
-#: costs a wake-up each: on knowledge-garden-zh (keyword leg ~0.1 ms) serial legs measured wall p50 / p95 4.28 /
-#: 5.50 ms vs 4.34 / 7.71 concurrent at load ~3, and 17.0 / 23.7 vs 17.3 / 31.8 ms at load 8-9, CPU 3.6 % less
-#: (bench/RESULTS.md, "Warm search path, session 21 (A)"). A leg of ≥ 1 ms (big vaults: 6.7 ms at 100k chunks) is
-#: worth hiding behind the embedding when a core is free.
+#: costs a wake-up each: on knowledge-garden-zh (keyword leg ~0.1 ms) serial legs measured wall p50 8.33 vs 10.35 ms
+#: concurrent, CPU 5.68 vs 6.17 ms, at load 5-8 (``bench/bench_search.py --legs-ab``; bench/RESULTS.md, "Warm search
+#: path, session 21 (A)"). A leg of ≥ 1 ms (big vaults: 6.7 ms at 100k chunks) is worth hiding behind the
+#: embedding when a core is free.
 CONCURRENT_LEGS_MS = 1.0
 
 
