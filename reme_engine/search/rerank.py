@@ -451,11 +451,25 @@ def rerank_for(searcher, fused: dict[int, dict], query: str, cfg: FusionConfig) 
            conversation=_conversation_for(searcher) if SPEAKERS else None)
 
 
+_CONVERSATION: dict[tuple[str, str, str], bool] = {}
+
+
 def _conversation_for(searcher) -> Callable[[str], bool]:
     """``path -> bool``: the searcher's files whose lines are turns (daily cards and chat records, in its
-    ``line_dirs``), as :func:`reme_engine.search.linevec.wants_lines` tells them."""
+    ``line_dirs``), as :func:`reme_engine.search.linevec.wants_lines` tells them; remembered per path (a pure
+    function of it, asked for each head candidate of every search)."""
     daily, session = getattr(searcher, "line_dirs", ("daily", "session"))
-    return lambda path: wants_lines(path, daily, session, chats=True)
+
+    def fn(path: str) -> bool:
+        key = (path, daily, session)
+        got = _CONVERSATION.get(key)
+        if got is None:
+            got = wants_lines(path, daily, session, chats=True)
+            if len(_CONVERSATION) > 65536:
+                _CONVERSATION.clear()
+            _CONVERSATION[key] = got
+        return got
+    return fn
 
 
 def _line_cosines_for(searcher, query: str, *, chats: bool = False):
