@@ -54,7 +54,13 @@ class LLMSettings:
     model: str = ""
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)  # never in a repr, a log line or a traceback
+    #: seconds a request may wait for the server's next bytes (a whole non-streamed reply can take this long)
     timeout: float = 120.0
+    #: seconds to open the connection: a server that is down or unreachable fails in this, not in ``timeout``
+    connect_timeout: float = 10.0
+    #: seconds one call may wait in all, its retries included (each attempt gets what is left): an endpoint that
+    #: accepts and never answers costs this, not (1 + max_retries) × timeout (was 6 minutes with the defaults)
+    total_timeout: float = 90.0
     max_retries: int = 2
     #: per pipeline run; generous for a day of notes, small enough that a runaway loop stays cheap
     max_calls_per_run: int = 200
@@ -427,6 +433,10 @@ def _validate(s: Settings) -> None:
         # the rules ProactiveParams enforces, checked here so config never imports the pipeline (no cycle)
         if not ok:
             raise ConfigError(f"proactive: {rule}")
+    for key in ("timeout", "connect_timeout", "total_timeout"):
+        v = getattr(s.llm, key)
+        if not (math.isfinite(v) and v > 0):
+            raise ConfigError(f"llm.{key} must be a positive number of seconds (got {v})")
     if s.language not in ("en", "zh"):
         raise ConfigError(f"language must be en or zh (got {s.language!r})")
 

@@ -193,3 +193,55 @@ def test_call_budget_bounds_the_requests_retries_included(provider):
         with pytest.raises(LLMBudgetExceeded):
             c.complete([Message("user", "3")], tally=tally)
         assert len(srv.requests) == tally.calls == 4
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_a_silent_endpoint_costs_the_total_timeout_not_every_retry(provider):
+    """An endpoint that accepts the connection and never answers: the SDK still retries, but all attempts of one
+    call share ``total_timeout`` (before: each waited the full ``timeout``, 3 × 120 s with the defaults)."""
+    import socket
+    import threading
+    import time
+
+    lsn = socket.create_server(("127.0.0.1", 0))
+    lsn.settimeout(0.05)
+    conns, stop = [], threading.Event()
+
+    def accept():
+        while not stop.is_set():
+            try:
+                conns.append(lsn.accept()[0])  # read nothing, answer nothing
+            except OSError:
+                pass
+    th = threading.Thread(target=accept, daemon=True)
+    th.start()
+    try:
+        port = lsn.getsockname()[1]
+        base = f"http://127.0.0.1:{port}" + ("" if provider == "anthropic" else "/v1")
+        c = make_client(LLMSettings(provider=provider, model="m-test", base_url=base, api_key="sk-test",
+                                    timeout=30.0, total_timeout=1.0, max_retries=2))
+        tally = UsageTally()
+        t0 = time.monotonic()
+        with pytest.raises(LLMError, match="Timeout"):
+            c.complete([Message("user", "x")], tally=tally)
+        waited = time.monotonic() - t0
+        assert (tally.calls, tally.retries, tally.failed_calls) == (3, 2, 1)  # the retries still ran
+        assert 1.0 <= waited < 20.0  # ~1 s + the SDK's backoff pauses; unbounded it would be ≥ 90 s
+        assert len(conns) >= 1
+    finally:
+        stop.set()
+        th.join(5)
+        for s in conns:
+            s.close()
+        lsn.close()
+
+
+def test_llm_timeouts_must_be_positive(tmp_path):
+    from reme_engine.config import ConfigError, load_settings
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("llm:\n  connect_timeout: 0\n")
+    with pytest.raises(ConfigError, match="llm.connect_timeout"):
+        load_settings({}, env={}, config_path=cfg)
+    cfg.write_text("llm:\n  total_timeout: 45\n")
+    assert load_settings({}, env={}, config_path=cfg).llm.total_timeout == 45

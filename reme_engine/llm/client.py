@@ -157,16 +157,33 @@ def _msgs(messages: Sequence[Message]) -> list[dict]:
 
 class _RequestCounter:
     """HTTP requests the SDK sent from the current thread since :meth:`start` (an httpx ``request`` event hook:
-    it runs for every attempt, so the SDK's retries count too)."""
+    it runs for every attempt, so the SDK's retries count too), and the call's deadline: each attempt's httpx
+    timeouts are cut to what is left of ``total`` seconds since :meth:`start` (httpx reads them from the request's
+    ``timeout`` extension when it sends, after the hooks), so the SDK's retries still run but one call never
+    waits longer than ``total`` plus the SDK's backoff pauses."""
 
-    def __init__(self) -> None:
+    def __init__(self, total: float | None = None) -> None:
         self._local = threading.local()
+        self._total = total
 
     def hook(self, request) -> None:
         self._local.n = getattr(self._local, "n", 0) + 1
+        end = getattr(self._local, "deadline", None)
+        if end is None:
+            return
+        import time
+
+        left = max(0.001, end - time.monotonic())  # spent: the attempt fails at once, as a timeout
+        t = dict(request.extensions.get("timeout") or {})
+        for k in ("connect", "read", "write", "pool"):
+            t[k] = left if t.get(k) is None else min(t[k], left)
+        request.extensions["timeout"] = t
 
     def start(self) -> None:
+        import time
+
         self._local.n = 0
+        self._local.deadline = time.monotonic() + self._total if self._total else None
 
     def count(self) -> int:
         return getattr(self._local, "n", 0)
@@ -175,12 +192,14 @@ class _RequestCounter:
 class _SDKClient:
     """What both clients share: the request counter on the SDK's HTTP client and the budget-aware retries."""
 
-    def _setup(self, sdk, cls, api_key, base_url, timeout, max_retries) -> None:
+    def _setup(self, sdk, cls, api_key, base_url, timeout, max_retries, connect_timeout=None,
+               total_timeout=None) -> None:
         self._sdk = sdk
         self._max_retries = max_retries
-        self._counter = _RequestCounter()
+        self._counter = _RequestCounter(total_timeout)
         http = sdk.DefaultHttpxClient(event_hooks={"request": [self._counter.hook]})
-        self._client = cls(api_key=api_key or "unset", base_url=base_url, timeout=timeout, max_retries=max_retries,
+        limits = sdk.Timeout(timeout, connect=min(timeout, connect_timeout) if connect_timeout else timeout)
+        self._client = cls(api_key=api_key or "unset", base_url=base_url, timeout=limits, max_retries=max_retries,
                            http_client=http)
 
     def _sdk_for(self, tally: UsageTally | None):
@@ -197,12 +216,13 @@ class AnthropicClient(_SDKClient):
     provider = "anthropic"
 
     def __init__(self, model: str, api_key: str | None, *, base_url: str | None = None, timeout: float = 120.0,
-                 max_retries: int = 2) -> None:
+                 max_retries: int = 2, connect_timeout: float | None = 10.0,
+                 total_timeout: float | None = 90.0) -> None:
         import anthropic
 
         self.model = model
         self._key = api_key
-        self._setup(anthropic, anthropic.Anthropic, api_key, base_url, timeout, max_retries)
+        self._setup(anthropic, anthropic.Anthropic, api_key, base_url, timeout, max_retries, connect_timeout, total_timeout)
 
     def _error(self, exc: Exception) -> LLMError:
         return LLMError(redact(f"anthropic: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}", self._key))
@@ -260,12 +280,13 @@ class OpenAIClient(_SDKClient):
     provider = "openai"
 
     def __init__(self, model: str, api_key: str | None, *, base_url: str | None = None, timeout: float = 120.0,
-                 max_retries: int = 2) -> None:
+                 max_retries: int = 2, connect_timeout: float | None = 10.0,
+                 total_timeout: float | None = 90.0) -> None:
         import openai
 
         self.model = model
         self._key = api_key
-        self._setup(openai, openai.OpenAI, api_key, base_url, timeout, max_retries)
+        self._setup(openai, openai.OpenAI, api_key, base_url, timeout, max_retries, connect_timeout, total_timeout)
 
     def _error(self, exc: Exception) -> LLMError:
         return LLMError(redact(f"openai: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}", self._key))
@@ -340,4 +361,5 @@ def make_client(llm_settings, feature: str = "this feature") -> LLMClient:
     if not s.model:
         raise LLMNotConfigured(feature)
     cls = AnthropicClient if s.provider == "anthropic" else OpenAIClient
-    return cls(s.model, s.api_key, base_url=s.base_url, timeout=s.timeout, max_retries=s.max_retries)
+    return cls(s.model, s.api_key, base_url=s.base_url, timeout=s.timeout, max_retries=s.max_retries,
+               connect_timeout=getattr(s, "connect_timeout", 10.0), total_timeout=getattr(s, "total_timeout", 90.0))
