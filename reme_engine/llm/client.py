@@ -202,6 +202,17 @@ class _SDKClient:
         self._client = cls(api_key=api_key or "unset", base_url=base_url, timeout=limits, max_retries=max_retries,
                            http_client=http)
 
+    def _waited(self, exc: Exception) -> str:
+        """For a timeout, where and how long the call waited (the user's only clue to a stuck or wrong endpoint):
+        `` (no reply from 127.0.0.1:18999 within 90 s, 3 attempts; llm.total_timeout)``; else ``""``."""
+        if "Timeout" not in type(exc).__name__:
+            return ""
+        url = getattr(self._client, "base_url", None)
+        where = f"{url.host}:{url.port}" if getattr(url, "port", None) else str(getattr(url, "host", "") or "the server")
+        total = self._counter._total
+        within = f" within {total:g} s" if total else ""
+        return f" (no reply from {where}{within}, {self._counter.count()} attempt(s); llm.total_timeout)"
+
     def _sdk_for(self, tally: UsageTally | None):
         """The SDK client for one call: fewer retries when the run's call budget has less room than them."""
         left = tally.calls_left() if tally is not None else None
@@ -225,7 +236,8 @@ class AnthropicClient(_SDKClient):
         self._setup(anthropic, anthropic.Anthropic, api_key, base_url, timeout, max_retries, connect_timeout, total_timeout)
 
     def _error(self, exc: Exception) -> LLMError:
-        return LLMError(redact(f"anthropic: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}", self._key))
+        return LLMError(redact(f"anthropic: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
+                               + self._waited(exc), self._key))
 
     def complete(self, messages, *, system="", max_tokens=2048, temperature=0.2, step="", tally=None) -> LLMReply:
         if tally is not None:
@@ -289,7 +301,8 @@ class OpenAIClient(_SDKClient):
         self._setup(openai, openai.OpenAI, api_key, base_url, timeout, max_retries, connect_timeout, total_timeout)
 
     def _error(self, exc: Exception) -> LLMError:
-        return LLMError(redact(f"openai: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}", self._key))
+        return LLMError(redact(f"openai: {type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
+                               + self._waited(exc), self._key))
 
     @staticmethod
     def _with_system(messages, system):
