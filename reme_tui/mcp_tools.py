@@ -265,15 +265,20 @@ class VaultServer:
         (work running now: "opening", "index catch-up", "vector pass", "loading the vector model", "title
         vectors", "gibberish floor probe", "vector index retrain"; [] once settled),
         "files", "chunks", "vectors_pending" (chunks waiting for a vector), "vectors_loaded": bool,
-        "title_vectors": "off" | "not built" | "building" | "ready" | "failed: …", "embedded_here": int}``."""
+        "title_vectors": "off" | "not built" | "building" | "ready" | "failed: …", "embedded_here": int,
+        "vault": str, "state_dir": str | None}`` (absolute paths: the vault this server serves and the state dir it
+        keeps the index in, so a user can see when a client started it on another state dir than the app's)."""
         out: dict = {"engine": "opening", "error": self._error, "indexed": self._indexed.is_set(),
-                     "background": [self._work] if self._work else [], "embedded_here": self._embedded}
+                     "background": [self._work] if self._work else [], "embedded_here": self._embedded,
+                     "vault": str(self.settings.vault) if self.settings.vault is not None else None,
+                     "state_dir": str(self.settings.state_dir) if self.settings.state_dir is not None else None}
         eng = self._engine
         if eng is None:
             if self._error:
                 out["engine"] = "error"
             return out
         out["engine"] = "open"
+        out["vault"], out["state_dir"] = str(eng.vault), str(eng.state_dir)  # as resolved by the open engine
         try:
             out.update({k: v for k, v in eng.store.index_state().items() if k in ("files", "vectors_pending")})
             out["chunks"] = eng.store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
