@@ -115,3 +115,42 @@ def test_two_processes_capturing_at_once_keep_every_entry_whole_and_in_order(tmp
         n = int(shell.communicate(timeout=60)[0])
         assert [ln for ln in lines if ln.startswith("shell line")] == [f"shell line {i}" for i in range(n)]
     assert not (state / "capture-pending.json").exists()
+
+
+def test_the_retry_thread_says_a_busy_capture_lock_in_one_line(tmp_path, make_engine, monkeypatch, caplog):
+    """Another process holding the capture lock past the wait: the retry thread logs one warning line (no
+    traceback on an MCP server's stderr) and the words stay pending, then land once the lock is free."""
+    import logging
+    import time
+
+    from reme_engine.memory import capture as C
+
+    monkeypatch.setattr(C, "CAPTURE_LOCK_WAIT_S", 0.2)
+    monkeypatch.setattr(C, "PENDING_RETRY_S", 0.3)
+    vault = tmp_path / "v"
+    vault.mkdir()
+    e = make_engine(vault, embed=False)
+    state = e.settings.state_dir
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys\nfrom reme_engine.lock import shared_flock\n"
+        f"with shared_flock({str(state / C.CAPTURE_LOCK_FILE)!r}).hold(5):\n    print('held', flush=True)\n"
+        "    sys.stdin.readline()\n")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        sid = "lockedsession"
+        # words kept pending earlier (the card was busy), as the retry thread finds them
+        C._save_pending(e, [(sid, e.chat_append(sid, "user", "words kept pending earlier"))])
+        with caplog.at_level(logging.WARNING, logger="reme.capture"):
+            C._start_retry(e)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not any("not appended yet" in r.message for r in caplog.records):
+                time.sleep(0.05)
+        lines = [r for r in caplog.records if "not appended yet" in r.message]
+        assert lines and all(r.exc_info is None and "capture lock" in r.getMessage() for r in lines), lines
+    finally:
+        holder.communicate("\n", timeout=30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and C.load_pending(e):
+        time.sleep(0.05)
+    assert not C.load_pending(e)
+    assert "words kept pending earlier" in next(vault.rglob("capture.md")).read_text(encoding="utf-8")

@@ -443,6 +443,8 @@ def _retry_loop(engine) -> None:
                     left = flush_pending(engine, wait_s=1.0) + _retry_day_indexes(engine)
                 if left == 0:
                     break
+            except CardBusy as exc:  # expected while another program or process keeps the card: one line
+                log.warning("pending captures not appended yet (retried in %g s): %s", PENDING_RETRY_S, exc)
             except Exception:  # noqa: BLE001 - e.g. a card that cannot be written now: keep the words, keep trying
                 log.warning("pending captures not appended yet", exc_info=True)
     finally:
