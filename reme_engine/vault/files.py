@@ -108,6 +108,11 @@ def missing_note(ctx: VaultContext, rel: str) -> str:
             for k in difflib.get_close_matches(name.lower(), list(by_key), n=3, cutoff=0.6):
                 if by_key[k] not in found:
                     found.append(by_key[k])
+        # never the very path that is missing (an index row of a note moved or deleted a moment ago), nor a
+        # suggestion that is gone from disk too
+        found = [p for p in found if p != rel and os.path.lexists(ctx.vault / p)]
+        if ctx.store.conn.execute("SELECT 1 FROM files WHERE path = ?", (rel,)).fetchone() is not None:
+            msg += " (it was there a moment ago: moved or deleted meanwhile)"
     except Exception:  # a damaged index must not hide the real error
         log.debug("no suggestions for %s", rel, exc_info=True)
         found = []
