@@ -14,7 +14,7 @@ interpreter start-up included, and its CPU time); one discarded warm-up run per 
   a fresh state dir; ``--serve`` starts, finishes its keyword pass and the samples run while its first vector pass
   runs (each sample says whether the pass was still running when it ended). Target ≤ 1 s (issue 12).
 
-With ``--other-checkout DIR`` (e.g. ``git worktree add /tmp/base <rev>``) the one-shot cases also run side by side,
+With ``--other-checkout DIR`` (e.g. ``git worktree add <tmp>/base <rev>``) the one-shot cases also run side by side,
 interleaved run by run, as ``python -m reme_tui.cli`` with ``PYTHONPATH`` set to this checkout and to ``DIR``
 (``side_by_side``: medians, per-pair ratios this/other). This checkout's hybrid case runs twice: with the model's
 fast-load cache (made by the discarded warm-up, in the bench's own ``XDG_CACHE_HOME``) and without it

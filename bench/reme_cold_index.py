@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """ReMe's cold index of a vault, timed in this process (run it with a Python that has ``reme-ai`` installed).
 
-    /tmp/E-reme/bin/python bench/reme_cold_index.py VAULT WORKSPACE
+    <venv with reme-ai 0.4.1.8>/bin/python bench/reme_cold_index.py VAULT WORKSPACE
 
 Copies VAULT into ``WORKSPACE/daily`` (a folder ReMe's default config watches), builds ReMe's application from its
 default config (BM25 keyword index, no embedding store: its default), starts its components and base jobs, then
