@@ -192,6 +192,7 @@ def test_legs_run_one_after_the_other_unless_the_keyword_leg_is_long(make_engine
     e = make_engine(v)
     e.index()
     s = e.searcher
+    assert s.wait_titles()  # built on a background thread: both sides must see the same title vectors
     e.search("solar", mode="keyword")
     assert s._kw_cpu_ms is not None and s._kw_cpu_ms >= 0.0  # measured on every keyword leg
     submitted = []
