@@ -957,3 +957,27 @@ async def test_indexed_time_moves_when_the_watcher_indexes_an_external_edit(app_
         assert f"indexed {now:%H}:" in shown or f"indexed {(now + _dt.timedelta(minutes=1)):%H}:" in shown
         assert m.status.indexed_at() >= now - _dt.timedelta(minutes=1)
         assert pilot.app._exception is None
+
+
+async def test_an_answer_that_shows_nothing_yet_says_how_long_it_has_waited(app_for):
+    """A slow or silent LLM endpoint: the empty answer's bubble counts the seconds instead of a bare cursor;
+    the first words clear it, the end of the answer sets its own status."""
+    from reme_tui.widgets.chat import WAITING
+
+    app = app_for()
+    async with app.run_test(size=(120, 36)) as pilot:
+        m = await started(pilot)
+        mid = m.chat.begin_stream("assistant")
+        bubble = m.chat.bubbles[mid]
+        assert bubble.status == ""
+        await wait_for(pilot, lambda: bubble.status.startswith(f"{WAITING} · "), timeout=10, what="waiting shown")
+        assert bubble.status.endswith(" s") and int(bubble.status.split("· ")[1].split()[0]) >= 2
+        m.chat.append_chunk(mid, "光伏")
+        assert bubble.status == "" and bubble.text == "光伏"
+        # sentinel: a second empty answer shows its wait, so ticks ran after the first one's words
+        other = m.chat.bubbles[m.chat.begin_stream("assistant")]
+        await wait_for(pilot, lambda: other.status.startswith(WAITING), timeout=10, what="sentinel")
+        assert not bubble.status.startswith(WAITING)
+        m.chat.end_stream(mid, "done")
+        assert bubble.status == "done" and bubble.waiting_since is None
+        assert pilot.app._exception is None

@@ -20,6 +20,7 @@ transcript focused lists the last answer's citations (:meth:`ChatPane.last_citat
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from rich.style import Style
@@ -35,6 +36,10 @@ from ..messages import ChatReply, ChatRestored, ChatSaved, ChatSubmitted, Follow
 ROLE_LABELS = {"user": "you", "assistant": "reme", "system": "·"}
 NO_LLM_NOTICE = "No LLM: quick capture. Each message is saved to today's capture card; answers need an LLM."
 LLM_NOTICE = "Messages are saved to the session record as you send them."
+#: Seconds an answer may show nothing before its bubble says how long it has been waiting (a slow or silent LLM
+#: endpoint waits up to the engine's ``llm.total_timeout``).
+WAITING_AFTER_S = 2.0
+WAITING = "waiting for the LLM"
 
 
 class ChatBubble(Static):
@@ -97,7 +102,19 @@ class ChatBubble(Static):
 
     def append(self, chunk: str) -> None:
         self.text += chunk
+        if self.status.startswith(WAITING):
+            self.status = ""
         self._refresh_text()
+
+    #: when this (streaming) answer started waiting for its first words (monotonic s; None: not waiting)
+    waiting_since: float | None = None
+
+    def show_waiting(self, now: float) -> None:
+        """While no word of the answer has arrived: "waiting for the LLM · 12 s" as the bubble's status."""
+        if self.streaming and not self.text and self.waiting_since is not None \
+                and now - self.waiting_since >= WAITING_AFTER_S:
+            self.set_status(f"{WAITING} · {int(now - self.waiting_since)} s")
+
 
 
 class ChatLog(VerticalScroll, can_focus=True):
@@ -133,6 +150,13 @@ class ChatPane(Vertical):
         self.set_llm(self.llm)
         if self.session is not None:
             self._restore()
+        self.set_interval(1.0, self._tick_waiting, name="chat-waiting")
+
+    def _tick_waiting(self) -> None:
+        now = time.monotonic()
+        for bubble in self.bubbles.values():
+            if bubble.streaming and bubble.waiting_since is not None:
+                bubble.show_waiting(now)
 
     # -- the session (thread workers → messages to itself, then up) ---------------------------------------
     @work(thread=True, group="chat-restore", exit_on_error=False)
@@ -273,6 +297,7 @@ class ChatPane(Vertical):
         """Start a message that grows chunk by chunk; returns its id."""
         msg_id = self.add_message(role, "", msg_id)
         self.bubbles[msg_id].streaming = True
+        self.bubbles[msg_id].waiting_since = time.monotonic()
         self.bubbles[msg_id]._refresh_text()
         return msg_id
 
@@ -290,6 +315,7 @@ class ChatPane(Vertical):
         if bubble is None:
             return ""
         bubble.streaming = False
+        bubble.waiting_since = None
         bubble.set_status(status)
         return bubble.text
 
