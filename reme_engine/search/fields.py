@@ -76,8 +76,18 @@ def is_day_index_chunk(path: str, text: str) -> bool:
         return False
     if _DAY_INDEX_MARK in text:
         return True
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    return bool(lines) and sum(ln.startswith(("- [[", "* [[")) for ln in lines) * 2 >= len(lines)
+    got = _LISTS_CACHE.get(text)
+    if got is None:
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+        got = bool(lines) and sum(ln.startswith(("- [[", "* [[")) for ln in lines) * 2 >= len(lines)
+        if len(_LISTS_CACHE) > 4096:
+            _LISTS_CACHE.clear()
+        _LISTS_CACHE[text] = got
+    return got
+
+
+#: text → "mostly ``- [[…]]`` bullets" (:func:`is_day_index_chunk`): day pages are candidates of many queries
+_LISTS_CACHE: dict[str, bool] = {}
 
 
 def exact_names_first(fused: dict[int, dict]) -> None:
