@@ -120,6 +120,12 @@ class Background:
 
         def on_batch(paths: list[str]) -> None:
             report = eng.index_paths(paths, vectors=False)
+            if report.repaired and eng.vectors is not None and not eng.vectors.ready:
+                # this batch found the state dir deleted and rebuilt the index (before the state watch looked):
+                # the vector index went with it, so the embed thread opens it again and embeds every chunk
+                self._reopen_vectors = True
+                if on_event is not None:
+                    on_event({"event": "index_repaired", "notice": report.repaired})
             if report.chunks_added:
                 self.embed_soon()
             pages = eng.refresh_day_indexes(report.changed_paths + report.removed_paths)
