@@ -504,7 +504,8 @@ def detect_daily_dir(vault: Path, *, max_depth: int = 3, min_notes: int = 3) -> 
     """Where an existing Obsidian vault keeps its daily notes, for vaults without a ``daily/`` folder.
 
     In order: the core Daily notes plugin's ``.obsidian/daily-notes.json`` (``folder``), the Periodic Notes
-    plugin's ``.obsidian/plugins/periodic-notes/data.json`` (``daily.folder``), then the folder (at most
+    plugin's ``.obsidian/plugins/periodic-notes/data.json`` (``daily.folder``) — a folder inside the vault, whether
+    or not it exists yet; an absolute, ``..`` or hidden one is ignored — then the folder (at most
     ``max_depth`` deep, hidden ones skipped) holding the most ``YYYY-MM-DD.md`` notes, at least ``min_notes``.
     Returns a vault-relative POSIX folder or None. Never raises for unreadable files.
     """
@@ -517,11 +518,16 @@ def detect_daily_dir(vault: Path, *, max_depth: int = 3, min_notes: int = 3) -> 
             data = _json.loads((vault / cfg).read_text(encoding="utf-8"))
             for k in keys:
                 data = data[k]
-            folder = str(data).strip().strip("/")
+            raw = str(data).strip().replace("\\", "/")
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if folder and ".." not in folder.split("/") and (vault / folder).is_dir():
-            return folder
+        folder = raw.strip("/")
+        parts = folder.split("/")
+        if raw.startswith("/") or (len(raw) > 1 and raw[1] == ":") or any(p in ("", ".", "..") or p.startswith(".")
+                                                                         for p in parts):
+            continue  # not a folder inside the vault (absolute, "..", hidden): the plugin's setting is ignored
+        # the plugin's folder wins even before it exists: Obsidian creates it with the first daily note
+        return folder
     direct: dict[str, int] = {}  # folder -> day notes directly in it
     root_depth = len(vault.parts)
     for dirpath, dirnames, filenames in os.walk(vault):
