@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import selectors
 from codecs import getincrementaldecoder
+from pathlib import Path
 
 import textual
 from textual import constants
@@ -69,7 +70,22 @@ def select_timeout(timeout_at: float | None, now: float) -> float:
     return max(0.0, min(IDLE_SELECT_S, timeout_at - now))
 
 
-_STOCK_LOOP = not textual.__version__.startswith("8.")
+def _textual_version() -> str:
+    """Textual's installed version, e.g. ``"8.2.8"``: from the name of its ``textual-<version>.dist-info``
+    folder beside the package (a directory listing), else ``textual.__version__``. That attribute goes through
+    ``importlib.metadata``, whose import (email parsing) cost ~15 ms of the app's start before its first paint
+    (``bench/RESULTS.md`` "First paint, session 21 (H)")."""
+    try:
+        site = Path(textual.__file__).resolve().parent.parent
+        names = [p.name for p in site.glob("textual-*.dist-info")]
+    except OSError:
+        names = []
+    if len(names) == 1:
+        return names[0][len("textual-"):-len(".dist-info")]
+    return textual.__version__  # none or several (a stale copy): ask the metadata
+
+
+_STOCK_LOOP = not _textual_version().startswith("8.")
 
 
 def driver_class():
