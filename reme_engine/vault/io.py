@@ -24,6 +24,9 @@ SNIFF_BYTES = 8192
 #: Seconds :func:`read_text` keeps re-reading a changing file (back-off 5, 10, 20, … 100 ms) before
 #: :class:`FileBusy`.
 STABLE_READ_MAX_WAIT_S = 1.0
+#: seconds a checked write looks at the bytes it displaced once more before they are dropped (see _displaced_is);
+#: an append whose open came before the swap lands within microseconds unless its process is preempted
+DISPLACED_GRACE_S = 0.003
 #: A file modified this recently (ns) may be mid-save (an editor between two writes); it is read again once
 #: it has been quiet this long. Empty files wait longer: an in-place save truncates first, and a descheduled
 #: writer can sit between the truncate and its first write for tens of milliseconds on a loaded machine.
@@ -359,7 +362,11 @@ def _displaced_is(tmp: Path, expected_sha: str) -> bool:
             if file_hash(tmp) != expected_sha or _identity(os.stat(tmp)) != _identity(before):
                 return False
             if not _just_written(before) or time.monotonic() > deadline:
-                return True
+                # A writer that opened the note an instant before the swap (``echo >> note``: open, then write)
+                # writes into the displaced file right after it was hashed: look once more after a short grace,
+                # so such an append undoes the swap (the caller retries) instead of vanishing with the file.
+                time.sleep(DISPLACED_GRACE_S)
+                return _identity(os.stat(tmp)) == _identity(before)
             time.sleep(0.01)
     except OSError:
         return False
