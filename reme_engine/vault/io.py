@@ -432,8 +432,10 @@ def remove_if_unchanged(path: Path, expected_sha: str) -> None:
     raise WriteConflict(f"{path.name} changed on disk since it was read")
 
 
-def _load_rename_exchange():
-    """``renameat2(…, RENAME_EXCHANGE)`` from libc as ``f(a, b)`` raising OSError, or None where unavailable."""
+def _load_renameat2(flag: int, name: str):
+    """``renameat2(…, flag)`` from libc as ``f(a, b)`` raising OSError, or None where unavailable.
+
+    ``flag``: a ``<linux/fs.h>`` rename flag (``RENAME_NOREPLACE`` 1, ``RENAME_EXCHANGE`` 2)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -443,17 +445,18 @@ def _load_rename_exchange():
         return None
     fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
     fn.restype = ctypes.c_int
-    at_fdcwd, rename_exchange = -100, 2  # <fcntl.h> AT_FDCWD, <linux/fs.h> RENAME_EXCHANGE
+    at_fdcwd = -100  # <fcntl.h> AT_FDCWD
 
-    def exchange(a: Path, b: Path) -> None:
-        if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) != 0:
+    def rename(a: Path, b: Path) -> None:
+        if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), flag) != 0:
             err = ctypes.get_errno()
             raise OSError(err, os.strerror(err), str(b))
 
-    return exchange
+    rename.__name__ = name
+    return rename
 
 
-_rename_exchange = _load_rename_exchange()
+_rename_exchange = _load_renameat2(2, "exchange")
 
 
 def rename_noreplace(src: Path, dst: Path) -> None:
@@ -486,25 +489,4 @@ def rename_noreplace(src: Path, dst: Path) -> None:
     fsync_path(dst.parent)
 
 
-def _load_rename_noreplace():
-    """``renameat2(…, RENAME_NOREPLACE)`` from libc as ``f(a, b)`` raising OSError, or None where unavailable."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fn = libc.renameat2
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    at_fdcwd, rename_noreplace = -100, 1  # <fcntl.h> AT_FDCWD, <linux/fs.h> RENAME_NOREPLACE
-
-    def noreplace(a: Path, b: Path) -> None:
-        if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_noreplace) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err), str(b))
-
-    return noreplace
-
-
-_rename_noreplace_at = _load_rename_noreplace()
+_rename_noreplace_at = _load_renameat2(1, "noreplace")
