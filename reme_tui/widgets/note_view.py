@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 #: Seconds between two looks at the shown note's file while the engine's watcher is not running yet.
 POLL_S = 1.0
 
+#: Seconds after the pane's mount before the body widgets are made and mounted (after the first paint).
+BODY_MOUNT_DELAY_S = 0.3
+
 #: Above this many bytes a note is shown as plain text: the Markdown widget mounts one widget per block and
 #: would hold the UI for a noticeable moment on a big file (a 100 KB note renders in well under a second).
 MAX_MARKDOWN_BYTES = 100 * 1024
@@ -139,7 +142,10 @@ class NoteView(Vertical):
         if self.ctx is not None:
             self.ctx.vault_changed.subscribe(self, self._vault_changed)
             self.set_interval(POLL_S, self._poll_shown_file, name="note-poll")
-        self.call_after_refresh(self.mount_body)
+        # not call_after_refresh: that runs after the screen's first refresh, before its frame reaches the
+        # terminal, and the body's imports and mount (60–90 ms) delayed the first paint (bench/RESULTS.md
+        # "First paint, session 21 (H)"); show() mounts it on demand when a note comes sooner
+        self.set_timer(BODY_MOUNT_DELAY_S, self.mount_body, name="note-body-mount")
 
     def _poll_shown_file(self) -> None:
         """(Timer.) Until the engine's watcher runs — it starts after the first index pass, which takes minutes on
