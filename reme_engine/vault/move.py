@@ -115,38 +115,25 @@ def rewrite_inbound(ctx: VaultContext, intent: MoveIntent, resolver,
     resolver.remove(dst)
     resolver.add(src, intent.aliases)
     rewritten, total, conflicts = [], 0, []
-    busy: list[tuple[int, str, str]] = []  # (k, linking note as recorded, its path now): retried below
-    for k, src_path in enumerate(intent.sources):
-        # the moved note's own self-links live at its new path now
-        cur_path = dst if src_path == src else src_path
-        outcome, n, reason = _rewrite_one(ctx, src_path, cur_path, resolver, src, dst, after, on_rewrite)
-        if outcome == _BUSY:
-            busy.append((k, src_path, cur_path))
-            why[cur_path] = reason
-            continue
-        if outcome == _WRITTEN:
-            rewritten.append(cur_path)
-            total += n
-            crash_point(f"move.after_rewrite_{k}")
-        elif outcome == _FAILED:
-            conflicts.append(cur_path)
-            why[cur_path] = reason
-    # A note another program was writing (an appender between our read and our compare-and-swap, or one that
-    # never settled for the read): read again and retry, with back-off, for REWRITE_RETRY_S in all, so a short
+    # the moved note's own self-links live at its new path now: (k, linking note as recorded, its path now)
+    todo = [(k, p, dst if p == src else p) for k, p in enumerate(intent.sources)]
+    # A note another program is writing (an appender between our read and our compare-and-swap, or one that
+    # never settles for the read) is read again and retried, with back-off, for REWRITE_RETRY_S in all, so a short
     # burst of writes does not leave its link unrewritten. What is still busy then is a reported conflict.
-    deadline = time.monotonic() + REWRITE_RETRY_S
+    deadline = None  # set after the first pass: a vault with many linking notes still gets its retries
     delay = 0.05
-    while busy:
-        if time.monotonic() >= deadline:
-            conflicts.extend(cur for _, _, cur in busy)
-            break
-        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-        delay = min(delay * 2, 0.4)
-        still = []
-        for k, src_path, cur_path in busy:
+    while todo:
+        if deadline is not None:
+            if time.monotonic() >= deadline:
+                conflicts.extend(cur for _, _, cur in todo)
+                break
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, 0.4)
+        busy: list[tuple[int, str, str]] = []
+        for k, src_path, cur_path in todo:
             outcome, n, reason = _rewrite_one(ctx, src_path, cur_path, resolver, src, dst, after, on_rewrite)
             if outcome == _BUSY:
-                still.append((k, src_path, cur_path))
+                busy.append((k, src_path, cur_path))
                 why[cur_path] = reason
                 continue
             why.pop(cur_path, None)
@@ -157,7 +144,9 @@ def rewrite_inbound(ctx: VaultContext, intent: MoveIntent, resolver,
             elif outcome == _FAILED:
                 conflicts.append(cur_path)
                 why[cur_path] = reason
-        busy = still
+        todo = busy
+        if deadline is None:
+            deadline = time.monotonic() + REWRITE_RETRY_S
     for path in conflicts:
         log.warning("link in %s not rewritten: %s", path, why.get(path, "not writable"))
     for path in list(why):
