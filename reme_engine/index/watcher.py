@@ -475,46 +475,42 @@ class VaultWatcher:
         Folder symlinks are not followed (as in ``Indexer.scan``). True when something was added.
         """
         added = False
+        for rel, full in self._walk_files(rel_dir):
+            if os.path.islink(full) and not self._inside(full, {}):
+                continue
+            if self.is_indexable(rel):
+                added |= self._add(rel, now)
+            if resources and rel.startswith(self.resource_prefix):
+                added |= self._add_resource(rel, now)
+        return added
+
+    def _walk_files(self, rel_dir: str = ""):
+        """Yield ``(vault-relative path, absolute path)`` of every file under folder ``rel_dir`` ("" = root) that
+        is not ignored; folder symlinks are not followed (as in ``Indexer.scan``)."""
         for dirpath, dirnames, filenames in os.walk(self.root / rel_dir if rel_dir else self.root, followlinks=False):
             rd = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
             rd = "" if rd == "." else rd + "/"
             dirnames[:] = [d for d in dirnames if not self._ignored(f"{rd}{d}")]
             for fn in filenames:
                 rel = self._norm(rd + fn)
-                if self._ignored(rel):
-                    continue
-                full = os.path.join(dirpath, fn)
-                if os.path.islink(full) and not self._inside(full, {}):
-                    continue
-                if self.is_indexable(rel):
-                    added |= self._add(rel, now)
-                if resources and rel.startswith(self.resource_prefix):
-                    added |= self._add_resource(rel, now)
-        return added
+                if not self._ignored(rel):
+                    yield rel, os.path.join(dirpath, fn)
 
     def _catch_up(self, since: float) -> None:
         """Report every indexable (and resource) file modified at or after ``since`` (epoch seconds), as if the
         watcher had seen it change. Folder symlinks are not followed (as in ``Indexer.scan``)."""
         now = time.monotonic()
         added = False
-        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
-            rd = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
-            rd = "" if rd == "." else rd + "/"
-            dirnames[:] = [d for d in dirnames if not self._ignored(f"{rd}{d}")]
-            for fn in filenames:
-                rel = self._norm(rd + fn)
-                if self._ignored(rel):
+        for rel, full in self._walk_files():
+            try:
+                if os.stat(full).st_mtime < since or (os.path.islink(full) and not self._inside(full, {})):
                     continue
-                full = os.path.join(dirpath, fn)
-                try:
-                    if os.stat(full).st_mtime < since or (os.path.islink(full) and not self._inside(full, {})):
-                        continue
-                except OSError:
-                    continue
-                if self.is_indexable(rel):
-                    added |= self._add(rel, now)
-                if rel.startswith(self.resource_prefix):
-                    added |= self._add_resource(rel, now)
+            except OSError:
+                continue
+            if self.is_indexable(rel):
+                added |= self._add(rel, now)
+            if rel.startswith(self.resource_prefix):
+                added |= self._add_resource(rel, now)
         if added:
             self._last_t = now
             log.info("catch-up: %d file(s) changed before the watch was in place", len(self._pending))
