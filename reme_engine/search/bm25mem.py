@@ -63,6 +63,9 @@ class MemoryBM25:
         self.store = store
         self.weights = tuple(float(w) for w in weights)
         self._lock = threading.Lock()
+        # one refresh (:meth:`_update` / :meth:`_load_rows`) at a time: two built from the same base would both
+        # append a delta, and a catch-up through both would leave a term's row ids unsorted and past the tables
+        self._refresh = threading.Lock()
         self._key: tuple | None = None  # (database inode, postings_gen) the tables below belong to
         self._dl: np.ndarray | None = None  # float64[row id] tokens of the row, all columns (0: no row)
         self._chunk: np.ndarray | None = None  # int64[row id] chunk id (0: no row)
@@ -94,13 +97,16 @@ class MemoryBM25:
         key = (self.store._inode, postings_gen(c))
         if key == self._key:
             return
-        if self._key is not None and self._key[0] == key[0] and self._chunk is not None:
-            try:
-                if self._update(c):
-                    return
-            except Exception:  # noqa: BLE001 - anything unexpected: read everything again
-                pass
-        self._load_rows(c, key)
+        with self._refresh:
+            if key == self._key:
+                return  # another thread followed them meanwhile
+            if self._key is not None and self._key[0] == key[0] and self._chunk is not None:
+                try:
+                    if self._update(c):
+                        return
+                except Exception:  # noqa: BLE001 - anything unexpected: read everything again
+                    pass
+            self._load_rows(c, key)
 
     def _update(self, c) -> bool:
         """Apply the keyword rows written since the tables were read: deleted rows leave, rows with ids above the
@@ -261,18 +267,22 @@ class MemoryBM25:
         if got is not None:
             docs, freq, epoch = got
             if epoch != self._epoch:
-                caught = self._catch_up(term, docs, freq, epoch)
+                with self._lock:  # the deltas and the epoch they reach, as one pair
+                    deltas, now = list(self._deltas), self._epoch
+                caught = self._catch_up(term, docs, freq, epoch, deltas)
                 if caught is None:
                     got = None  # older than the deltas kept: read again
                 else:
                     docs, freq = caught
                     with self._lock:
-                        self._terms[term] = (docs, freq, self._epoch)
+                        self._terms[term] = (docs, freq, now)
             if got is not None:
                 with self._lock:
                     if term in self._terms:
                         self._terms.move_to_end(term)
                 return docs, freq
+        with self._lock:  # the tables and epoch the rows below are cut to and labelled with, as one pair
+            dl, epoch = self._dl, self._epoch
         try:
             rows = c.execute("SELECT doc, col = 'title', count(*) FROM temp.reme_bm25_vocab WHERE term = ?"
                              " GROUP BY doc, col", (term,)).fetchall()
@@ -286,7 +296,6 @@ class MemoryBM25:
             w = np.where(a[:, 1] == 1, self.weights[1], self.weights[0]) * a[:, 2]
             docs, inv = np.unique(a[:, 0], return_inverse=True)
             freq = np.bincount(inv, weights=w)
-            dl = self._dl
             if dl is not None and len(docs) and docs[-1] >= len(dl):
                 # rows written after the row tables were read (the generation moved: the next query reloads)
                 keep = docs < len(dl)
@@ -294,16 +303,20 @@ class MemoryBM25:
         else:
             docs, freq = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         with self._lock:
-            self._terms[term] = (docs, freq, self._epoch)
+            self._terms[term] = (docs, freq, epoch)
             self._cached += len(docs)
             while self._cached > MAX_CACHED_POSTINGS and len(self._terms) > 1:
                 _, (d, _f, _e) = self._terms.popitem(last=False)
                 self._cached -= len(d)
+            behind = epoch != self._epoch
+        if behind and term in self._terms:
+            return self._postings(c, term)  # the tables moved during the read: catch up through the deltas
         return docs, freq
 
-    def _catch_up(self, term: str, docs: np.ndarray, freq: np.ndarray, epoch: int):
-        """``term``'s cached postings brought from ``epoch`` to now through the kept deltas (None: too old)."""
-        deltas = self._deltas
+    @staticmethod
+    def _catch_up(term: str, docs: np.ndarray, freq: np.ndarray, epoch: int, deltas: list):
+        """``term``'s cached postings brought from ``epoch`` through ``deltas`` (``[(epoch, delta)]``, in epoch
+        order, as :meth:`_update` appends them); None when they do not reach back that far."""
         if not deltas or deltas[0][0] > epoch + 1:
             return None
         for e, (deleted, added) in deltas:
