@@ -830,19 +830,18 @@ def side_by_side(base: Path, rounds: int, keep: bool, reme: Path | None = None) 
     return out
 
 
-def title_split_ab(rounds: int, keep: bool) -> dict:
-    """Warm hybrid ``engine.search(q, limit=10)`` on knowledge-garden-zh with ``hybrid.SPLIT_TITLE_SEARCH`` on
-    (the calling thread searches the title vectors while the worker searches the chunk vectors) and off (the
-    worker does both, one after the other), interleaved block by block in one process; wall and process-CPU
-    p50/p95 per side, and whether every query's top 10 (path, line, score) is the same both ways."""
+def _kgzh_ab(tag: str, sides: tuple[str, str], set_side, rounds: int, keep: bool, extra: dict | None = None) -> dict:
+    """Warm hybrid ``engine.search(q, limit=10)`` on knowledge-garden-zh under two settings, interleaved block by
+    block in one process (who goes first alternates): wall and process-CPU p50/p95 per side, and whether every
+    query's top 10 (path, line, score) is the same both ways. ``set_side(engine, side)`` applies a setting; it is
+    called before every search (a setting the search itself updates is set again)."""
     import zlib
 
-    import reme_engine.search.hybrid as H
     from queries import KGZH_QUERIES
 
-    out: dict = {"machine": machine(), "loadavg_start": loadavg(), "rounds": rounds}
+    out: dict = {"machine": machine(), "loadavg_start": loadavg(), "rounds": rounds, **(extra or {})}
     emb, _ = loaded_embedder()
-    with bench_tmpdir("search-split", keep) as tmp:
+    with bench_tmpdir(tag, keep) as tmp:
         vault = copy_tree(SHARED_DATA / "vaults" / "knowledge-garden-zh", tmp / "kgzh")
         state, _ = index_with_cache(vault, tmp / "kgzh-state", emb, True, "kgzh")
         eng = open_engine(vault, state, emb)
@@ -853,12 +852,12 @@ def title_split_ab(rounds: int, keep: bool) -> dict:
         qs = list(KGZH_QUERIES) + stems[:30]
         for q in qs:
             eng.search(q, limit=10)
-        wall: dict = {"split": [], "serial": []}
-        cpu: dict = {"split": [], "serial": []}
+        wall: dict = {k: [] for k in sides}
+        cpu: dict = {k: [] for k in sides}
         for r in range(rounds):
-            for side in (("split", "serial") if r % 2 == 0 else ("serial", "split")):
-                H.SPLIT_TITLE_SEARCH = side == "split"
+            for side in (sides if r % 2 == 0 else sides[::-1]):
                 for q in qs:
+                    set_side(eng, side)
                     c, t = time.process_time(), time.perf_counter()
                     eng.search(q, limit=10)
                     wall[side].append((time.perf_counter() - t) * 1000)
@@ -866,71 +865,44 @@ def title_split_ab(rounds: int, keep: bool) -> dict:
         same = True
         for q in qs:
             got = []
-            for flag in (True, False):
-                H.SPLIT_TITLE_SEARCH = flag
+            for side in sides:
+                set_side(eng, side)
                 got.append([(h.path, h.start_line, h.end_line, h.score) for h in eng.search(q, limit=10).hits])
             same &= got[0] == got[1]
         eng.close()
-    out.update({side: {"wall_ms": stats(wall[side]), "cpu_ms": stats(cpu[side])} for side in wall})
-    out["ratio_p50_split_vs_serial"] = round(out["split"]["wall_ms"]["p50"] / out["serial"]["wall_ms"]["p50"], 3)
+    out.update({side: {"wall_ms": stats(wall[side]), "cpu_ms": stats(cpu[side])} for side in sides})
+    a, b = sides
+    out[f"ratio_p50_{a}_vs_{b}"] = round(out[a]["wall_ms"]["p50"] / out[b]["wall_ms"]["p50"], 3)
+    out[f"cpu_ratio_p50_{a}_vs_{b}"] = round(out[a]["cpu_ms"]["p50"] / out[b]["cpu_ms"]["p50"], 3)
     out["top10_identical"] = same
     out["loadavg_end"] = loadavg()
     return out
+
+
+def title_split_ab(rounds: int, keep: bool) -> dict:
+    """:func:`_kgzh_ab` with ``hybrid.SPLIT_TITLE_SEARCH`` on (the calling thread searches the title vectors
+    while the worker searches the chunk vectors) and off (the worker does both, one after the other)."""
+    import reme_engine.search.hybrid as H
+
+    def set_side(_eng, side: str) -> None:
+        H.SPLIT_TITLE_SEARCH = side == "split"
+
+    return _kgzh_ab("search-split", ("split", "serial"), set_side, rounds, keep)
 
 
 def legs_ab(rounds: int, keep: bool) -> dict:
-    """Warm hybrid ``engine.search(q, limit=10)`` on knowledge-garden-zh with the legs one after the other on the
-    calling thread (``serial``) and the vector leg on the worker thread (``concurrent``; the choice
-    ``HybridSearcher.concurrent_legs`` makes from the keyword leg's CPU, forced here), interleaved block by block in
-    one process; wall and process-CPU p50/p95 per side, and whether every query's top 10 (path, line, score) is the
-    same both ways."""
-    import zlib
-
+    """:func:`_kgzh_ab` with the legs one after the other on the calling thread (``serial``) and the vector leg on
+    the worker thread (``concurrent``; the choice ``HybridSearcher.concurrent_legs`` makes from the keyword leg's
+    CPU, forced here)."""
     import reme_engine.search.hybrid as H
-    from queries import KGZH_QUERIES
 
-    out: dict = {"machine": machine(), "loadavg_start": loadavg(), "rounds": rounds,
-                 "concurrent_legs_ms": H.CONCURRENT_LEGS_MS}
-    emb, _ = loaded_embedder()
-    with bench_tmpdir("search-legs", keep) as tmp:
-        vault = copy_tree(SHARED_DATA / "vaults" / "knowledge-garden-zh", tmp / "kgzh")
-        state, _ = index_with_cache(vault, tmp / "kgzh-state", emb, True, "kgzh")
-        eng = open_engine(vault, state, emb)
-        eng.vectors.open()
-        eng.searcher.wait_titles(900)
-        s = eng.searcher
-        stems = sorted(p.stem for p in vault.rglob("*.md") if not any(x.startswith(".") for x in p.parts))
-        stems.sort(key=lambda x: zlib.crc32(x.encode()))
-        qs = list(KGZH_QUERIES) + stems[:30]
-        for q in qs:
-            eng.search(q, limit=10)
-        force = {"serial": 0.0, "concurrent": H.CONCURRENT_LEGS_MS * 1000}
-        wall: dict = {k: [] for k in force}
-        cpu: dict = {k: [] for k in force}
-        for r in range(rounds):
-            for side in (("serial", "concurrent") if r % 2 == 0 else ("concurrent", "serial")):
-                for q in qs:
-                    s._kw_cpu_ms = force[side]  # the search updates the average: set it again before each
-                    c, t = time.process_time(), time.perf_counter()
-                    eng.search(q, limit=10)
-                    wall[side].append((time.perf_counter() - t) * 1000)
-                    cpu[side].append((time.process_time() - c) * 1000)
-        same = True
-        for q in qs:
-            got = []
-            for side in force:
-                s._kw_cpu_ms = force[side]
-                got.append([(h.path, h.start_line, h.end_line, h.score) for h in eng.search(q, limit=10).hits])
-            same &= got[0] == got[1]
-        eng.close()
-    out.update({side: {"wall_ms": stats(wall[side]), "cpu_ms": stats(cpu[side])} for side in wall})
-    out["ratio_p50_serial_vs_concurrent"] = round(out["serial"]["wall_ms"]["p50"]
-                                                  / out["concurrent"]["wall_ms"]["p50"], 3)
-    out["cpu_ratio_p50_serial_vs_concurrent"] = round(out["serial"]["cpu_ms"]["p50"]
-                                                      / out["concurrent"]["cpu_ms"]["p50"], 3)
-    out["top10_identical"] = same
-    out["loadavg_end"] = loadavg()
-    return out
+    force = {"serial": 0.0, "concurrent": H.CONCURRENT_LEGS_MS * 1000}
+
+    def set_side(eng, side: str) -> None:
+        eng.searcher._kw_cpu_ms = force[side]  # the search updates the average: set it again before each
+
+    return _kgzh_ab("search-legs", ("serial", "concurrent"), set_side, rounds, keep,
+                    {"concurrent_legs_ms": H.CONCURRENT_LEGS_MS})
 
 
 def main() -> int:
