@@ -43,12 +43,42 @@ LINK_BREAKING = ("[[", "]]", "|", "#", "^")
 #: names Windows reserves for devices, with any extension (``CON.md`` cannot be created or synced there)
 RESERVED_NAMES = frozenset({"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)),
                             *(f"lpt{i}" for i in range(1, 10))})
+#: bidirectional embedding/override/isolate controls (U+202A–U+202E, U+2066–U+2069): invisible, and they make a
+#: name display as something else (``report\u202egpj.md`` shows as ``reportdm.jpg``)
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: short names of the C0 controls a person may meet (BEL, ESC, …) for the refusal message
+_C0_NAMES = {0: "NUL", 7: "BEL", 8: "BS", 9: "TAB", 10: "LF", 13: "CR", 27: "ESC", 127: "DEL"}
+
+
+def control_chars(name: str) -> list[str]:
+    """The control characters in ``name``, each as ``U+XXXX`` (with its short name where it has a common one:
+    ``U+001B ESC``), in order of first appearance; [] when none.
+
+    Controls are C0 (U+0000–U+001F), DEL (U+007F), C1 (U+0080–U+009F) and :data:`BIDI_CONTROLS`. A terminal
+    runs them instead of showing them (ESC starts an escape sequence that can rewrite the screen), they cannot be
+    typed back into a link, and most sync services and other OSes refuse or mangle them."""
+    out: list[str] = []
+    for ch in name:
+        o = ord(ch)
+        if o < 0x20 or 0x7F <= o <= 0x9F or ch in BIDI_CONTROLS:
+            label = f"U+{o:04X}" + (f" {_C0_NAMES[o]}" if o in _C0_NAMES else "")
+            if label not in out:
+                out.append(label)
+    return out
+
+
+def shown_name(name: str) -> str:
+    """``name`` with each control character (see :func:`control_chars`) written as an escape (``\\x1b``,
+    ``\\u202e``) and the rest as it is, so a message can quote a name without the name acting on the terminal."""
+    return "".join((f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+                   if control_chars(ch) else ch for ch in name)
 
 
 def new_name_problem(vault: Path, rel: str) -> str | None:
     """Why a *new* file at the vault-relative ``rel`` would cause trouble in Obsidian or on another OS, or None.
 
-    Checked for every path segment: a character Obsidian refuses (:data:`FORBIDDEN_NAME_CHARS`), what a link
+    Checked for every path segment: a control character (:func:`control_chars`: BEL, ESC, NUL, DEL, C1, bidi
+    overrides), a character Obsidian refuses (:data:`FORBIDDEN_NAME_CHARS`), what a link
     cannot spell (:data:`LINK_BREAKING`), a Windows device
     name (:data:`RESERVED_NAMES`), a trailing space or dot; and for the file name: a space around its stem (a link
     trims it), another entry of its folder with
@@ -56,6 +86,10 @@ def new_name_problem(vault: Path, rel: str) -> str | None:
     Existing files are never judged (a vault keeps whatever names it has)."""
     parts = rel.split("/")
     for part in parts:
+        ctrl = control_chars(part)
+        if ctrl:  # first: the name itself is shown escaped, never raw (it would act on the terminal)
+            return (f"'{shown_name(part)}' has a control character ({', '.join(ctrl)}), which cannot be shown, typed "
+                    "or synced safely; choose another name")
         bad = sorted({ch for ch in part if ch in FORBIDDEN_NAME_CHARS})
         if bad:
             return f"{part!r} has {' '.join(bad)}, which Obsidian does not allow in a file name"
