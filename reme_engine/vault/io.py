@@ -48,7 +48,15 @@ class SkipFile(Exception):
 
 
 class WriteConflict(Exception):
-    """The file changed on disk since it was read (its content hash differs); nothing was written."""
+    """The file changed on disk since it was read (its content hash differs); nothing was written.
+
+    ``kept``: the conflict copy (``<stem> (conflict <time>)<suffix>`` beside the note, see :func:`keep_conflict_copy`)
+    holding a save of the person's that the write displaced and could not put back because yet another save holds
+    the note now; None when nothing had to be kept. The message names it too."""
+
+    def __init__(self, message: str, kept: Path | None = None) -> None:
+        super().__init__(message)
+        self.kept = kept
 
 
 class FileBusy(SkipFile):
@@ -247,7 +255,11 @@ def atomic_write(path: Path, text: str | bytes, *, expected_sha: str | None | bo
     - a hash, on Linux: ``renameat2(RENAME_EXCHANGE)`` swaps temp and target in one atomic step, so the bytes
       that were replaced are still on disk under the temp name and are checked *after* the swap; if they were
       not the base (a save landed between the pre-check and the swap), the swap is undone and the user's bytes
-      are back in place. An atomic save by another program can therefore never be lost. What remains: an
+      are back in place; when yet another save holds the note by then (an append onto our bytes), the displaced
+      save is kept beside it as a conflict copy (:attr:`WriteConflict.kept`). Bytes displaced by a swap are only
+      ever unlinked when they are ours, the base, or what the note holds (:func:`_drop_or_keep`); an append that
+      lands in the displaced base after its check is kept the same way. An atomic save by another program can
+      therefore never be lost. What remains: an
       editor that saves *in place* and holds the old file open across the swap may write its last bytes into
       the replaced file after it was checked; the check also re-reads that file's stat after hashing to shrink
       this to microseconds.
@@ -283,7 +295,7 @@ def atomic_write(path: Path, text: str | bytes, *, expected_sha: str | None | bo
         raise _conflict(path, expected_sha)  # early out: nothing to write
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name[:40]}.", suffix=TEMP_SUFFIX, dir=path.parent)
-    tmp = Path(tmp_name)
+    tmp = _Temp(Path(tmp_name))
     published = False
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -299,20 +311,28 @@ def atomic_write(path: Path, text: str | bytes, *, expected_sha: str | None | bo
                 pass
             os.fsync(fh.fileno())
         if expected_sha is None:
-            published = _publish_new(tmp, path)
+            published = _publish_new(tmp.path, path)
         elif expected_sha is False:
-            os.replace(tmp, path)
+            os.replace(tmp.path, path)
             published = True
         else:
             published = _publish_over(tmp, path, expected_sha, new_sha)
     finally:
-        if not published or tmp.exists():
+        if tmp.ours_only:  # only our own bytes (or a second name of the published file) can be at the temp name
             try:
-                os.unlink(tmp)
+                os.unlink(tmp.path)
             except OSError:
                 pass
     fsync_path(path.parent)
     return new_sha
+
+
+class _Temp:
+    """An :func:`atomic_write` temp file: ``ours_only`` while the bytes at ``path`` can only be ours (until a rename
+    exchange puts the person's bytes there; from then on :func:`_drop_or_keep` decides, never a plain unlink)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.ours_only = path, True
 
 
 def _publish_new(tmp: Path, path: Path) -> bool:
@@ -328,24 +348,37 @@ def _publish_new(tmp: Path, path: Path) -> bool:
     return True
 
 
-def _publish_over(tmp: Path, path: Path, expected_sha: str, new_sha: str) -> bool:
-    """Replace ``path`` by ``tmp`` if ``path`` still holds ``expected_sha``. Raises WriteConflict."""
+def _publish_over(tmp: _Temp, path: Path, expected_sha: str, new_sha: str) -> bool:
+    """Replace ``path`` by ``tmp`` if ``path`` still holds ``expected_sha``. Raises WriteConflict (its ``kept``: a
+    displaced save of the person's kept as a conflict copy, see :func:`_drop_or_keep`)."""
     if _rename_exchange is not None:
         try:
-            _rename_exchange(tmp, path)
+            _rename_exchange(tmp.path, path)
         except FileNotFoundError:
             raise WriteConflict(f"{path.name} was removed since it was read") from None
         except OSError:
             pass  # no exchange on this file system: fall through to the checked replace
         else:
-            # ``tmp`` now names the bytes that were at ``path`` an instant ago.
-            if _displaced_is(tmp, expected_sha):
+            # ``tmp`` now names the bytes that were at ``path`` an instant ago: the person's, never simply unlinked
+            tmp.ours_only = False
+            ok = False
+            try:
+                ok = _displaced_is(tmp.path, expected_sha)
+                if not ok:
+                    _undo_exchange(tmp.path, path, new_sha)
+            finally:
+                # success: the base we edited is droppable (an append that still landed in it is kept); failure: our
+                # own bytes are. Anything else is a save of the person's that is not at the note: kept beside it.
+                kept = _drop_or_keep(tmp.path, path, expected_sha if ok else new_sha)
+            if ok:
                 return True
-            _undo_exchange(tmp, path, new_sha)
-            raise WriteConflict(f"{path.name} changed on disk since it was read")
+            msg = f"{path.name} changed on disk since it was read"
+            if kept is not None:
+                msg += f"; another save holds it now, so the displaced one is kept as {kept.name!r}"
+            raise WriteConflict(msg, kept=kept)
     if file_hash(path) != expected_sha:
         raise WriteConflict(f"{path.name} changed on disk since it was read")
-    os.replace(tmp, path)
+    os.replace(tmp.path, path)
     return True
 
 
@@ -373,29 +406,69 @@ def _displaced_is(tmp: Path, expected_sha: str) -> bool:
 
 
 def _undo_exchange(tmp: Path, path: Path, new_sha: str) -> None:
-    """Put the user's bytes (now at ``tmp``) back at ``path``; ours go back to ``tmp`` and are discarded.
+    """Put the person's bytes (now at ``tmp``) back at ``path`` while ours are still there; ours go to ``tmp``.
 
-    If yet another save replaced our bytes at ``path`` after the swap, that save is the user's newest version
-    and stays; swapping again would bury it.
+    If yet another save replaced (or appended to) our bytes at ``path`` after the swap, that save is the newest
+    version and stays; swapping again would bury it. Whatever ends up at ``tmp`` is the caller's to settle with
+    :func:`_drop_or_keep` (dropped only when it is ours or what the note holds), so no save is lost on any branch.
     """
-    for _ in range(8):
-        if file_hash(path) != new_sha:
-            return
-        try:
-            _rename_exchange(tmp, path)
-        except OSError:
-            return
-        if file_hash(tmp) == new_sha:
-            return
-        # a save replaced our bytes between the hash and the swap: what just moved aside is that save; loop to
-        # swap it back in
-    # never reached in practice: keep what is displaced beside the note rather than drop a save
-    keep = path.with_name(f"{path.stem} (conflict {time.strftime('%Y-%m-%d %H%M%S')}){path.suffix}")
+    if file_hash(path) != new_sha:
+        return  # a later save holds the note: the displaced one at tmp is kept by the caller
     try:
-        os.rename(tmp, keep)
-        log.warning("%s kept changing during a conflicting save; a displaced copy is kept as %s", path, keep.name)
+        _rename_exchange(tmp, path)
+    except OSError:
+        return
+    if file_hash(tmp) in (new_sha, None):
+        return
+    # A save replaced ours between the hash and this swap: it is newer than the one just put back, so it goes to
+    # the note and the earlier one to tmp (kept by the caller as a conflict copy).
+    try:
+        _rename_exchange(tmp, path)
     except OSError:
         pass
+
+
+def conflict_copy_name(path: Path, n: int = 1) -> Path:
+    """``<stem> (conflict <YYYY-MM-DD HHMMSS>)<suffix>`` beside ``path`` (the convention of every conflict copy);
+    ``n`` > 1 adds `` n`` before the parenthesis closes. The stem is cut so the name stays within 255 bytes."""
+    tag = f" (conflict {time.strftime('%Y-%m-%d %H%M%S')}{'' if n == 1 else f' {n}'})"
+    stem, suffix = path.stem, path.suffix
+    room = 255 - len((tag + suffix).encode("utf-8"))
+    while len(stem.encode("utf-8")) > room:
+        stem = stem[:-1]
+    return path.with_name(stem + tag + suffix)
+
+
+def keep_conflict_copy(aside: Path, path: Path) -> Path:
+    """Rename ``aside`` (bytes of the person's that are not at ``path``) to a free :func:`conflict_copy_name` beside
+    ``path``, never over an existing file (an earlier conflict copy of the same second gets a counter). Logs a
+    warning and returns the copy's path. OSError when it cannot be renamed (``aside`` is then left where it is)."""
+    for n in range(1, 1000):
+        keep = conflict_copy_name(path, n)
+        try:
+            rename_noreplace(aside, keep)
+        except FileExistsError:
+            continue
+        log.warning("%s: a save that could not stay at the note is kept as %s", path, keep.name)
+        return keep
+    raise FileExistsError(errno.EEXIST, "no free conflict copy name", str(path))
+
+
+def _drop_or_keep(aside: Path, path: Path, droppable: str) -> Path | None:
+    """Settle bytes displaced from ``path`` (now at ``aside``): unlinked when they hash to ``droppable`` (our own
+    bytes, or the base the caller edited) or equal what ``path`` holds now; otherwise a save of the person's is
+    there and it is kept as a conflict copy (:func:`keep_conflict_copy`), returned. None when dropped or gone."""
+    try:
+        sha = file_hash(aside)
+        if sha is None:
+            return None
+        if sha == droppable or sha == file_hash(path):
+            os.unlink(aside)
+            return None
+        return keep_conflict_copy(aside, path)
+    except OSError as exc:  # left at its hidden name (never swept: the temp sweep only removes what is ours)
+        log.warning("%s: displaced bytes left at %s (%s)", path, aside.name, exc)
+        return None
 
 
 def remove_if_unchanged(path: Path, expected_sha: str) -> None:
@@ -416,20 +489,21 @@ def remove_if_unchanged(path: Path, expected_sha: str) -> None:
     except FileNotFoundError:
         raise WriteConflict(f"{path.name} was removed since it was read") from None
     if _displaced_is(aside, expected_sha):
-        os.unlink(aside)
+        # an append that still landed in it after the check is a save: kept as a conflict copy, not unlinked
+        kept = _drop_or_keep(aside, path, expected_sha)
         fsync_path(path.parent)
+        if kept is not None:
+            log.warning("%s was written to while it was deleted; that save is kept as %s", path, kept.name)
         return
+    kept = None
     try:
-        os.link(aside, path)  # put back, unless a new file took the name meanwhile
-        os.unlink(aside)
+        rename_noreplace(aside, path)  # put back, unless a new file took the name meanwhile
     except FileExistsError:
-        keep = path.with_name(f"{path.stem} (conflict {time.strftime('%Y-%m-%d %H%M%S')}){path.suffix}")
-        os.rename(aside, keep)
-        log.warning("%s was replaced during a delete; the displaced copy is kept as %s", path, keep.name)
-    except OSError:  # no hard links here: a checked rename back
-        if not os.path.lexists(path):
-            os.rename(aside, path)
-    raise WriteConflict(f"{path.name} changed on disk since it was read")
+        kept = keep_conflict_copy(aside, path)
+    msg = f"{path.name} changed on disk since it was read"
+    if kept is not None:
+        msg += f"; another file took its name meanwhile, so it is kept as {kept.name!r}"
+    raise WriteConflict(msg, kept=kept)
 
 
 def _load_renameat2(flag: int, name: str):
@@ -485,8 +559,34 @@ def rename_noreplace(src: Path, dst: Path) -> None:
             raise FileExistsError(errno.EEXIST, "destination exists", str(dst)) from None
         os.rename(src, dst)
     else:
-        os.unlink(src)
+        unlink_second_name(src, dst)
     fsync_path(dst.parent)
+
+
+def unlink_second_name(name: Path, other: Path) -> None:
+    """Remove ``name``, a hard link to the file at ``other``, without ever removing a file that replaced it
+    meanwhile (an editor's atomic save onto ``name`` between the ``link`` and now).
+
+    ``name`` is first renamed aside (atomic: whatever it names at that instant moves); only when that is the same
+    file as ``other`` is it unlinked — a second name of a file that lives on as ``other``. A different file is a
+    save of the person's: put back at ``name``, or kept as a conflict copy when ``name`` was taken again. OSError
+    from the renames."""
+    import secrets
+
+    aside = name.with_name(f".{name.name[:40]}.{secrets.token_hex(4)}.reme-deleting")
+    os.rename(name, aside)
+    try:
+        same = os.path.samestat(os.lstat(aside), os.lstat(other))
+    except FileNotFoundError:
+        same = False
+    if same:
+        os.unlink(aside)
+        return
+    log.warning("%s was saved again while it was renamed; that save stays at its name", name)
+    try:
+        rename_noreplace(aside, name)
+    except FileExistsError:
+        keep_conflict_copy(aside, name)
 
 
 _rename_noreplace_at = _load_renameat2(1, "noreplace")

@@ -19,7 +19,7 @@ from ..results import MoveResult
 from .files import find_note, has_suffix, is_protected, own_write, resolve_path
 from .intent import MoveIntent
 from .paths import LINK_BREAKING, new_name_problem
-from .io import SkipFile, WriteConflict, atomic_write, read_text
+from .io import SkipFile, WriteConflict, atomic_write, read_text, rename_noreplace, unlink_second_name
 from .paths import VaultPathError, resolve
 
 if TYPE_CHECKING:
@@ -242,7 +242,9 @@ def finish_move(ctx: VaultContext, intent: MoveIntent) -> str:
     """Complete (or drop, when the file never moved) one interrupted move; returns its user-facing line."""
     src_p, dst_p = ctx.vault / intent.src, ctx.vault / intent.dst
     if dst_p.exists() and src_p.exists() and _two_names_one_file(src_p, dst_p):
-        os.unlink(src_p)  # the crash fell between the hard link and the unlink of the rename
+        # the crash fell between the hard link and the unlink of the rename (a file system without renameat2); a
+        # save onto the old name since then is a new file there, which stays
+        unlink_second_name(src_p, dst_p)
     moved = dst_p.exists() and (not src_p.exists() or dst_p.samefile(src_p))
     if moved:
         with ctx.write_lock:
@@ -269,21 +271,15 @@ def _two_names_one_file(a: Path, b: Path) -> bool:
 
 
 def _rename_noreplace(src: Path, dst: Path) -> None:
-    """Rename without ever replacing an existing ``dst`` (a file the user saved meanwhile).
-
-    Hard-link then unlink is atomic about the destination (``link`` fails if it exists). Case-only renames on
-    case-insensitive file systems and file systems without hard links fall back to a checked ``rename``.
+    """Rename without ever replacing an existing ``dst`` (a file the user saved meanwhile), nor ever removing a
+    save onto ``src`` made while it moved: :func:`.io.rename_noreplace` (one ``renameat2(RENAME_NOREPLACE)``; else
+    hard link, then the old name unlinked only while it still names the moved file). A case-only rename on a
+    case-insensitive file system (``dst`` is ``src`` under another case) is a plain ``rename``.
     """
     try:
-        os.link(src, dst)
+        rename_noreplace(src, dst)
     except FileExistsError:
         if dst.samefile(src):  # same file under another case: a case-only rename
             os.rename(src, dst)
             return
         raise EngineError(f"destination exists: {dst.name}") from None
-    except OSError:
-        if dst.exists():
-            raise EngineError(f"destination exists: {dst.name}") from None
-        os.rename(src, dst)
-        return
-    os.unlink(src)
