@@ -9,6 +9,12 @@ A card another program keeps writing (a sync tool, a script appending to it) is 
 by a retry thread every :data:`PENDING_RETRY_S` seconds. The capture catalog (ids already captured) makes every
 retry idempotent: an entry is never appended twice, and the other program's lines are never written over (every
 write is compare-and-swap against the bytes just read).
+
+A card that cannot be written at all right now (a full disk, a file size limit, a read-only folder, no permission)
+gets nothing written (the card's temp file is removed) and the messages are kept pending the same way and retried;
+the caller gets :class:`CaptureFailed` (an EngineError, one line: the card, the OS's reason, where the words are).
+When the pending file cannot be written either (the state dir is on the same full disk), the entries are kept in
+the engine's memory and retried until the process ends (the words are in the chat record too).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import Iterable
 from ..markdown.frontmatter import render_frontmatter
 from ..markdown.links import format_link
 from ..vault import provenance as P
-from ..errors import EngineError, WritePending
+from ..errors import EngineError, WritePending, os_error_message
 from ..vault.io import FileBusy, SkipFile, WriteConflict, atomic_write
 from .cards import _day_folder, _read_card
 from .merge import _checked_block_write
@@ -129,6 +135,33 @@ class CapturePending(WritePending):
         self.result = result
 
 
+class CaptureFailed(EngineError):
+    """Raised by :func:`append_user_messages_verbatim` when a capture card cannot be written at all right now (a
+    full disk, a file size limit, a read-only folder, no permission): nothing was written to the card, and the
+    messages are kept pending and appended by the retry thread once the write works again.
+
+    ``rel``: the card's vault path; ``reason``: the OS's reason in a few words (``no space left on the disk``);
+    ``errno``: the cause's errno; ``kept``: where the words wait besides the chat record — ``"pending file"``
+    (the state dir's :data:`PENDING_FILE`, survives a restart) or ``"memory"`` (the state dir could not be written
+    either: retried until this process ends); ``result``: the :class:`CaptureResult` (``pending`` > 0)."""
+
+    def __init__(self, rel: str, cause: OSError, result: CaptureResult, kept: str) -> None:
+        line = os_error_message(cause, rel, "append to")
+        where = "kept pending" if kept == "pending file" else "kept in memory until the app quits"
+        super().__init__(f"{line} — the message is in the chat record and {where}; it is added to the capture "
+                         f"card when the card can be written (retried every {PENDING_RETRY_S:g} s)")
+        self.rel, self.reason, self.errno = rel, line.split(": ", 1)[-1], cause.errno
+        self.kept, self.result = kept, result
+
+
+class _CardUnwritable(EngineError):
+    """A card write failed with an OSError (internal: :func:`_append_in_turn` turns it into CaptureFailed)."""
+
+    def __init__(self, rel: str, cause: OSError) -> None:
+        super().__init__(os_error_message(cause, rel, "append to"))
+        self.rel, self.cause = rel, cause
+
+
 def _append_block(engine, run, rel: str, head: str, block: str, srel: str) -> bool:
     """Append ``block`` (text starting with a newline) to card ``rel`` (created with ``head`` when absent, stamped
     as the app's); True when created.
@@ -225,8 +258,11 @@ def _capture_once(engine, sid: str, batch: list[ChatMessage], res: CaptureResult
         try:
             for date, ms in by_date.items():
                 rel = f"{_day_folder(engine, date)}/{CAPTURE_STEM}.md"
-                is_new = _append_block(engine, run, rel, _capture_head(date),
-                                       "".join(_capture_block(m, tz, srel) for m in ms), srel)
+                try:
+                    is_new = _append_block(engine, run, rel, _capture_head(date),
+                                           "".join(_capture_block(m, tz, srel) for m in ms), srel)
+                except OSError as exc:  # nothing written to the card (atomic_write removed its temp file)
+                    raise _CardUnwritable(rel, exc) from exc
                 written.append(rel)
                 if is_new:
                     created.append(rel)
@@ -311,34 +347,50 @@ def _pending_path(engine):
 
 
 def load_pending(engine) -> list[tuple[str, ChatMessage]]:
-    """``(session_id, message)`` of the captures kept pending, oldest first; [] when none. A damaged file or entry
-    is logged and skipped (its words are still in the chat record)."""
+    """``(session_id, message)`` of the captures kept pending, oldest first; [] when none: the pending file's, then
+    those kept in memory because the file could not be written (see :func:`_save_pending`). A damaged file or
+    entry is logged and skipped (its words are still in the chat record)."""
+    out = []
     try:
         data = json.loads(_pending_path(engine).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return []
+        data = {}
     except (OSError, ValueError) as exc:
         log.warning("pending captures unreadable (%s); the messages are in their chat records", exc)
-        return []
-    out = []
+        data = {}
     for e in data.get("entries", []) if isinstance(data, dict) else []:
         try:
             out.append((valid_session_id(e["session_id"]), ChatMessage.from_dict(e["message"])))
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("pending capture skipped (%s)", exc)
+    unsaved = engine.__dict__.get("_capture_unsaved") or []
+    if unsaved:
+        have = {(sid, m.id) for sid, m in out}
+        out += [(sid, m) for sid, m in unsaved if (sid, m.id) not in have]
     return out
 
 
-def _save_pending(engine, entries: list[tuple[str, ChatMessage]]) -> None:
-    """Replace the pending file with ``entries`` (atomic; removed when empty). Called under :func:`capture_lock`
-    (the file is shared by every process on the vault)."""
+def _save_pending(engine, entries: list[tuple[str, ChatMessage]]) -> bool:
+    """Replace the pending file with ``entries`` (atomic; removed when empty); True when written. Called under
+    :func:`capture_lock` (the file is shared by every process on the vault).
+
+    When the file cannot be written (the state dir's disk is full or read-only) the entries are kept in the
+    engine's memory instead (merged by :func:`load_pending`, written at the next save that works) and False is
+    returned: a capture that failed for lack of space never loses the queue for the same reason."""
     path = _pending_path(engine)
-    if not entries:
-        path.unlink(missing_ok=True)
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"entries": [{"session_id": sid, "message": m.to_dict()} for sid, m in entries]}
-    atomic_write(path, json.dumps(data, ensure_ascii=False, indent=1) + "\n")
+    try:
+        if not entries:
+            path.unlink(missing_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            data = {"entries": [{"session_id": sid, "message": m.to_dict()} for sid, m in entries]}
+            atomic_write(path, json.dumps(data, ensure_ascii=False, indent=1) + "\n")
+    except OSError as exc:
+        engine._capture_unsaved = list(entries)
+        log.warning("pending captures kept in memory: %s", os_error_message(exc, str(path), "write"))
+        return False
+    engine._capture_unsaved = []
+    return True
 
 
 def _captured_ids(engine, sid: str) -> set[str]:
@@ -379,8 +431,8 @@ def flush_pending(engine, *, wait_s: float = 0.0, results: dict[str, CaptureResu
             current = load_pending(engine)
             done = {sid: _captured_ids(engine, sid) for sid in {s for s, _ in current}}
             left = [(sid, m) for sid, m in current if m.id not in done[sid]]
-            if len(left) != len(current):
-                _save_pending(engine, left)
+            if len(left) != len(current) or engine.__dict__.get("_capture_unsaved"):
+                _save_pending(engine, left)  # (entries kept in memory go to the file as soon as it can be written)
     return len(left)
 
 
@@ -443,7 +495,7 @@ def _retry_loop(engine) -> None:
                     left = flush_pending(engine, wait_s=1.0) + _retry_day_indexes(engine)
                 if left == 0:
                     break
-            except CardBusy as exc:  # expected while another program or process keeps the card: one line
+            except (CardBusy, _CardUnwritable) as exc:  # expected while the card is busy or the disk full: one line
                 log.warning("pending captures not appended yet (retried in %g s): %s", PENDING_RETRY_S, exc)
             except Exception:  # noqa: BLE001 - e.g. a card that cannot be written now: keep the words, keep trying
                 log.warning("pending captures not appended yet", exc_info=True)
@@ -476,8 +528,10 @@ def append_user_messages_verbatim(engine, session_id: str, messages: Iterable[Ch
 
     Captures kept pending earlier go first (time order). A card that stays busy for :data:`CAPTURE_WAIT_S`
     seconds keeps the messages pending and raises :class:`CapturePending` (an EngineError whose text says where
-    the words are); a retry thread appends them once the card is free. Raises EngineError (bad session id,
-    unreadable card) and ValueError for malformed messages.
+    the words are); a retry thread appends them once the card is free. A card that cannot be written now (a full
+    disk, a read-only folder) keeps them pending the same way and raises :class:`CaptureFailed` (an EngineError:
+    the card, the OS's reason, where the words are). Raises EngineError (bad session id, unreadable card) and
+    ValueError for malformed messages.
     """
     try:
         sid = valid_session_id(session_id)
@@ -499,13 +553,17 @@ def _append_in_turn(engine, sid: str, batch: list[ChatMessage]) -> CaptureResult
             queued = {(s, m.id) for s, m in pending}
             _save_pending(engine, pending + [(sid, m) for m in wanted if (sid, m.id) not in queued])
     busy: list[str] = []
+    failed: _CardUnwritable | None = None
     try:
         if pending:
             flush_pending(engine, wait_s=CAPTURE_WAIT_S, results=results, busy=busy)
         if not pending or not wanted:
             _capture_waiting(engine, sid, batch, results[sid], CAPTURE_WAIT_S)
-    except CardBusy as exc:  # (only without pending entries: flush_pending keeps its own CardBusy)
-        busy.append(exc.rel)
+    except (CardBusy, _CardUnwritable) as exc:  # (CardBusy only without pending entries: flush_pending keeps its own)
+        if isinstance(exc, CardBusy):
+            busy.append(exc.rel)
+        else:
+            failed = exc
         with capture_lock(engine):
             done = _captured_ids(engine, sid)
             current = load_pending(engine)
@@ -519,6 +577,10 @@ def _append_in_turn(engine, sid: str, batch: list[ChatMessage]) -> CaptureResult
     res.pending = sum(1 for m in wanted if m.id in still)
     if still or load_pending(engine):
         _start_retry(engine)
+    if failed is not None and res.pending:
+        in_memory = {m.id for s, m in engine.__dict__.get("_capture_unsaved") or [] if s == sid}
+        raise CaptureFailed(failed.rel, failed.cause, res,
+                            "memory" if any(m.id in in_memory for m in wanted) else "pending file")
     if res.pending:
         raise CapturePending(busy[0] if busy else "the capture card", res)
     return res

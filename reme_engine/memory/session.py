@@ -8,12 +8,17 @@ Line format (UTF-8 JSON, one object per line)::
     {"id": "…", "role": "user" | "assistant" | "system", "content": "…", "created_at": "2026-11-28T09:40:12+08:00"}
 
 Unknown extra keys are ignored on read. Writers only ever append; a crash can at worst leave a truncated last
-line, which readers skip (and count) and the next append starts on a fresh line.
+line, which readers skip (and count) and the next append starts on a fresh line. A failed append (a full disk, a
+file size limit, a read-only folder) leaves the record as it was: a new record is published whole or not at all
+(temp file + checked link), an append that fails midway is truncated back to its previous length
+(:class:`RecordWriteError`).
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
 import re
 import threading
@@ -24,9 +29,13 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..config import LayerSettings
+from ..errors import EngineError, os_error_message
 from ..markdown.links import format_link
 from ..vault.app_folder import legacy_session_rel
+from ..vault.io import WriteConflict, atomic_write
 from ..vault.paths import resolve
+
+log = logging.getLogger("reme.session")
 
 ROLES = ("user", "assistant", "system")
 
@@ -200,6 +209,23 @@ def _as_message(m: ChatMessage | dict) -> ChatMessage:
     return ChatMessage.from_dict(m)
 
 
+class RecordWriteError(EngineError, OSError):
+    """The chat record could not be written (disk full, file too large for a limit, read-only folder, no
+    permission); the record is exactly as it was (no empty file, no partial line). Both an :class:`EngineError`
+    (its text is one user-facing line: ``cannot save the chat message to <rel>: <reason>; nothing was written``)
+    and an ``OSError`` (``errno`` of the cause). ``rel``: the record's vault path; ``reason``: the short reason
+    (``no space left on the disk``); ``messages``: the messages not written, so a caller can keep them."""
+
+    def __init__(self, rel: str, cause: OSError, messages: list["ChatMessage"]) -> None:
+        text = os_error_message(cause, rel, "save the chat message to") + "; nothing was written"
+        OSError.__init__(self, cause.errno, text)
+        self.text, self.rel, self.messages = text, rel, list(messages)
+        self.reason = text.split(": ", 1)[-1].removesuffix("; nothing was written")
+
+    def __str__(self) -> str:
+        return self.text
+
+
 def append_messages(vault: Path, layers: LayerSettings, session_id: str,
                     messages: Iterable[ChatMessage | dict]) -> int:
     """Append ``messages`` to the session record (created with its folders on first use); return how many were new.
@@ -208,35 +234,100 @@ def append_messages(vault: Path, layers: LayerSettings, session_id: str,
     this again after a reply settles. All new lines go out in one ``write`` on an ``O_APPEND`` descriptor followed by
     ``fsync``, under a per-file lock (a thread lock plus ``flock`` where available), so concurrent appenders never
     interleave half lines. If the file ends in a truncated line, the new lines start on a fresh line.
-    Raises ``ValueError`` (bad session id or message) before writing anything, ``OSError`` on I/O failure.
+
+    Failure-atomic: a new record is written to a temp file and published with a checked link (it appears whole or
+    not at all); an append that fails midway (or at ``fsync``: delayed allocation reports a full disk there) is
+    truncated back to the record's previous length; folders this call created are removed again. Raises
+    ``ValueError`` (bad session id or message) before writing anything, :class:`RecordWriteError` (an OSError and
+    an EngineError) on I/O failure, the record unchanged.
     """
     batch = [_as_message(m) for m in messages]  # validate everything first: all or nothing
     path = _path(vault, layers, session_id)
+    rel = session_rel(layers, session_id, vault)
     with _lock_for(path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        created: list[Path] = []
+        try:
+            created = _make_dirs(path.parent)
+            return _append_locked(vault, layers, session_id, path, batch)
+        except OSError as exc:
+            for d in reversed(created):  # only folders this call made, and only while empty
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    break
+            if isinstance(exc, RecordWriteError):
+                raise
+            raise RecordWriteError(rel, exc, batch) from exc
+
+
+def _make_dirs(folder: Path) -> list[Path]:
+    """``mkdir -p folder``; returns the folders created, outermost first."""
+    missing: list[Path] = []
+    cur = folder
+    while not cur.exists():
+        missing.append(cur)
+        if cur.parent == cur:
+            break
+        cur = cur.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    return list(reversed(missing))
+
+
+def _new_lines(batch: list[ChatMessage], seen: set[str]) -> list[str]:
+    lines = []
+    for m in batch:
+        if m.id in seen:
+            continue
+        seen.add(m.id)
+        lines.append(json.dumps(m.to_dict(), ensure_ascii=False) + "\n")
+    return lines
+
+
+def _append_locked(vault: Path, layers: LayerSettings, session_id: str, path: Path, batch: list[ChatMessage]) -> int:
+    """The body of :func:`append_messages` under its thread lock; raises OSError with the record unchanged."""
+    for _ in range(5):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        except FileNotFoundError:
+            lines = _new_lines(batch, set())
+            if not lines:
+                return 0
+            try:  # a new record: whole or not at all (a 0-byte record was what a full disk left before)
+                atomic_write(path, "".join(lines).encode("utf-8"), expected_sha=None)
+            except WriteConflict:
+                continue  # another process created it meanwhile: append to that one
+            return len(lines)
         try:
             _flock(fd)
-            seen = {m.id for m in read_session(vault, layers, session_id)}
-            lines = []
-            for m in batch:
-                if m.id in seen:
-                    continue
-                seen.add(m.id)
-                lines.append(json.dumps(m.to_dict(), ensure_ascii=False) + "\n")
+            lines = _new_lines(batch, {m.id for m in read_session(vault, layers, session_id)})
             if not lines:
                 return 0
             data = "".join(lines).encode("utf-8")
             if not _ends_with_newline(path):
                 data = b"\n" + data
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            os.fsync(fd)
+            size = os.fstat(fd).st_size  # under the flock: no other appender can move it
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                os.fsync(fd)
+            except OSError:
+                _truncate_back(fd, size, path)
+                raise
             return len(lines)
         finally:
             os.close(fd)  # also drops the flock
+    raise OSError(errno.EAGAIN, "the record kept being created and removed while appending", str(path))
+
+
+def _truncate_back(fd: int, size: int, path: Path) -> None:
+    """Cut a failed append off again (what was written of it is a partial line of ours, never the user's)."""
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    except OSError as exc:  # a partial last line then stays; readers skip it and the next append starts fresh
+        log.warning("%s: a failed append could not be cut off (%s)", path, exc)
 
 
 def _flock(fd: int) -> None:
