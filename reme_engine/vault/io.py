@@ -36,6 +36,13 @@ _SETTLE_EMPTY_NS = 400_000_000
 TEMP_SUFFIX = ".reme-tmp"
 _TEMP_RE = re.compile(r"^\..+\.[a-z0-9_]{8}\.reme-tmp$")
 _OLD_TEMP_RE = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+#: Bytes set aside by a checked write (``.reme-swap``: the temp file just before its rename exchange, then the
+#: bytes it displaced) or a checked delete (``.reme-deleting``), named ``.<note name>.<tag>.<random>.<suffix>`` so
+#: that a crash leaves enough to settle them (:func:`sweep_temp_files`): ``tag`` holds the first 16 hex digits of
+#: each content hash whose bytes may be dropped (the base and our new bytes; the base of a delete), and the note's
+#: name is the whole name unless that would pass 255 bytes.
+SWAP_SUFFIX, DELETING_SUFFIX = ".reme-swap", ".reme-deleting"
+_ASIDE_RE = re.compile(r"^\.(?P<name>.+)\.(?P<tag>(?:[0-9a-f]{16})+)\.[0-9a-f]{8}(?P<suffix>\.reme-swap|\.reme-deleting)$")
 _UMASK_LOCK = threading.Lock()
 
 
@@ -194,6 +201,10 @@ def sweep_temp_files(root: Path, *, older_than_s: float = 60.0, skip_hidden_dirs
     Only names :func:`atomic_write` creates (see :func:`is_app_temp`) and only ones older than ``older_than_s``
     seconds (a write in flight in another process lasts milliseconds). Hidden folders (``.obsidian``, ``.git``,
     ``.trash``) are not entered: the app never writes there.
+
+    Bytes a crash left set aside (:data:`SWAP_SUFFIX`, :data:`DELETING_SUFFIX`; see :func:`settle_aside`) are
+    settled, never simply removed: dropped (and listed) only when their hash is one the name says may go, else put
+    back at the note's name when it is free, else kept beside it as a conflict copy.
     """
     removed: list[Path] = []
     cutoff = time.time() - older_than_s
@@ -201,16 +212,63 @@ def sweep_temp_files(root: Path, *, older_than_s: float = 60.0, skip_hidden_dirs
         if skip_hidden_dirs:
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
         for name in filenames:
-            if name.startswith(".") and is_app_temp(name):
-                p = Path(dirpath) / name
-                try:
-                    st = os.lstat(p)
-                    if stat.S_ISREG(st.st_mode) and st.st_mtime < cutoff:
-                        os.unlink(p)
-                        removed.append(p)
-                except OSError:
+            if not name.startswith("."):
+                continue
+            aside = _ASIDE_RE.match(name)
+            if not aside and not is_app_temp(name):
+                continue
+            p = Path(dirpath) / name
+            try:
+                st = os.lstat(p)
+                if not stat.S_ISREG(st.st_mode) or st.st_mtime >= cutoff:
                     continue
+                if aside:
+                    if settle_aside(p) is None:
+                        removed.append(p)
+                    continue
+                os.unlink(p)
+                removed.append(p)
+            except OSError:
+                continue
     return removed
+
+
+def _aside_name(name: str, shas: tuple[str, ...], suffix: str) -> str:
+    """``.<name>.<tag>.<random>.<suffix>`` (see :data:`SWAP_SUFFIX`), ``name`` cut to keep within 255 bytes."""
+    import secrets
+
+    tag = "".join(sha[:16] for sha in shas)
+    tail = f".{tag}.{secrets.token_hex(4)}{suffix}"
+    room = 255 - 1 - len(tail.encode("utf-8"))
+    while len(name.encode("utf-8")) > room:
+        name = name[:-1]
+    return f".{name}{tail}"
+
+
+def settle_aside(aside: Path) -> Path | None:
+    """Settle bytes a crashed write or delete left set aside (a name matching :data:`SWAP_SUFFIX` /
+    :data:`DELETING_SUFFIX`); returns where they are kept, None when they were dropped.
+
+    Dropped only when they hash to one of the hashes the name carries (the base of the write or delete, or our own
+    new bytes: nothing of the person's). Otherwise they are a save of the person's that the crash left hidden:
+    put back at the note's name when nothing is there, else kept beside it as a conflict copy. OSError."""
+    m = _ASIDE_RE.match(aside.name)
+    if m is None:
+        raise ValueError(f"not an aside name: {aside.name}")
+    tag = m["tag"]
+    sha = file_hash(aside)
+    if sha is None:
+        return None
+    if any(sha[:16] == tag[i:i + 16] for i in range(0, len(tag), 16)):
+        os.unlink(aside)
+        return None
+    note = aside.with_name(m["name"])
+    try:
+        rename_noreplace(aside, note)
+        log.warning("%s: a save a crash had left set aside is back at its name", note)
+        return note
+    except FileExistsError:
+        return keep_conflict_copy(aside, note)
 
 
 def fsync_path(path: Path) -> None:
@@ -252,7 +310,9 @@ def atomic_write(path: Path, text: str | bytes, *, expected_sha: str | None | bo
     target checked and the temp file published:
 
     - ``None``: ``link(temp, target)``, which fails if the target exists — no window at all.
-    - a hash, on Linux: ``renameat2(RENAME_EXCHANGE)`` swaps temp and target in one atomic step, so the bytes
+    - a hash, on Linux: the temp file is renamed to a ``.reme-swap`` name that carries the base's and the new
+      bytes' hashes (a crash from here on leaves the displaced bytes to :func:`settle_aside`, never to a plain
+      removal), then ``renameat2(RENAME_EXCHANGE)`` swaps it and the target in one atomic step, so the bytes
       that were replaced are still on disk under the temp name and are checked *after* the swap; if they were
       not the base (a save landed between the pre-check and the swap), the swap is undone and the user's bytes
       are back in place; when yet another save holds the note by then (an append onto our bytes), the displaced
@@ -352,6 +412,11 @@ def _publish_over(tmp: _Temp, path: Path, expected_sha: str, new_sha: str) -> bo
     """Replace ``path`` by ``tmp`` if ``path`` still holds ``expected_sha``. Raises WriteConflict (its ``kept``: a
     displaced save of the person's kept as a conflict copy, see :func:`_drop_or_keep`)."""
     if _rename_exchange is not None:
+        # under a name that says which bytes may be dropped, so a crash between the swap and its settling leaves
+        # the displaced bytes to sweep_temp_files to settle (an .reme-tmp is simply removed)
+        swap = path.with_name(_aside_name(path.name, (expected_sha, new_sha), SWAP_SUFFIX))
+        os.rename(tmp.path, swap)
+        tmp.path = swap
         try:
             _rename_exchange(tmp.path, path)
         except FileNotFoundError:
@@ -475,15 +540,14 @@ def remove_if_unchanged(path: Path, expected_sha: str) -> None:
     """Delete the file at ``path`` only if it still holds ``expected_sha`` (:func:`content_hash`).
 
     The check and the removal are one step against other writers: the file is first renamed aside (atomic, same
-    folder, a hidden ``.<name>.<random>.reme-deleting`` name the temp sweep never removes), the bytes renamed
-    aside are checked as :func:`atomic_write` checks displaced bytes, and only then unlinked. When they are not
+    folder, a hidden ``.<name>.<base hash>.<random>.reme-deleting`` name: after a crash the sweep deletes it only
+    when it still holds ``expected_sha``, else puts it back, see :func:`settle_aside`), the bytes renamed aside
+    are checked as :func:`atomic_write` checks displaced bytes, and only then unlinked. When they are not
     ``expected_sha`` (the person saved meanwhile) they are put back, and when another file took the name in
     between, they are kept beside it as ``<stem> (conflict <time>)<suffix>``; a save is never lost.
     Raises WriteConflict (changed since read, or already gone); OSError from the rename/unlink.
     """
-    import secrets
-
-    aside = path.with_name(f".{path.name[:40]}.{secrets.token_hex(4)}.reme-deleting")
+    aside = path.with_name(_aside_name(path.name, (expected_sha,), DELETING_SUFFIX))
     try:
         os.rename(path, aside)
     except FileNotFoundError:
@@ -571,9 +635,7 @@ def unlink_second_name(name: Path, other: Path) -> None:
     file as ``other`` is it unlinked — a second name of a file that lives on as ``other``. A different file is a
     save of the person's: put back at ``name``, or kept as a conflict copy when ``name`` was taken again. OSError
     from the renames."""
-    import secrets
-
-    aside = name.with_name(f".{name.name[:40]}.{secrets.token_hex(4)}.reme-deleting")
+    aside = name.with_name(_aside_name(name.name, (file_hash(other) or "0" * 16,), DELETING_SUFFIX))
     os.rename(name, aside)
     try:
         same = os.path.samestat(os.lstat(aside), os.lstat(other))
