@@ -118,3 +118,30 @@ def test_link_rewrites_keep_an_app_note_the_apps_and_a_user_note_the_users(tmp_p
     assert "[[gamma]]" in node and note_ownership(node).owner == "app"
     linker = (v / "notes" / "l00.md").read_text()
     assert "[[gamma]]" in linker and note_ownership(linker).owner == "user" and "reme_provenance" not in linker
+
+
+def test_a_starting_move_is_never_taken_for_an_interrupted_one(tmp_path, monkeypatch):
+    """Another process opening the vault at the instant a move writes its intent (before it locks it) must not see
+    an unlocked record: it would "finish" a move that is just starting (and delete its record, so a crash of the
+    real move would be left half done). The record becomes visible only once it is locked."""
+    from reme_engine.vault import intent as I
+
+    state = tmp_path / "state"
+    seen: list[list] = []
+    real = I.atomic_write
+
+    def write_then_look(path, text, **kw):
+        sha = real(path, text, **kw)
+        found = I.MoveIntent.interrupted(state)  # what a second process's recovery sees right now
+        seen.append([f.path.name for f in found])
+        for f in found:
+            f.release()
+        return sha
+
+    monkeypatch.setattr(I, "atomic_write", write_then_look)
+    with I.MoveIntent.begin(state, "a.md", "b.md", ["l.md"], []) as intent:
+        assert seen == [[]], seen
+        assert intent.path.suffix == ".json" and intent.path.exists()
+        assert I.MoveIntent.interrupted(state) == []  # locked: a running move is left alone
+        intent.done()
+    assert list((state / I.INTENTS_DIR).iterdir()) == []

@@ -18,10 +18,12 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .io import atomic_write
+from .io import atomic_write, fsync_path
 
 #: Folder of the intent records inside the state dir.
 INTENTS_DIR = "intents"
+#: Suffix of a record being written (never listed as interrupted; one a crash left there is removed after an hour).
+PART_SUFFIX = ".part"
 
 
 @dataclass
@@ -41,16 +43,29 @@ class MoveIntent:
 
     @classmethod
     def begin(cls, state_dir: Path, src: str, dst: str, sources: list[str], aliases: list[str]) -> "MoveIntent":
-        """Write a new intent record (atomically, fsynced) and lock it. Raises OSError when it cannot be written."""
+        """Write a new intent record (atomically, fsynced) and lock it. Raises OSError when it cannot be written.
+
+        The record is written and locked under a ``.part`` name that :meth:`interrupted` never lists, and only
+        then renamed to its ``.json`` name (the flock follows the file): another process opening the vault at that
+        instant can never take a record whose move is just starting for one a crash left behind."""
         folder = Path(state_dir) / INTENTS_DIR
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"move-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}.json"
+        part = path.with_suffix(PART_SUFFIX)
         payload = {"kind": "move", "src": src, "dst": dst, "sources": list(sources), "aliases": list(aliases),
                    "pid": os.getpid(), "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        atomic_write(path, json.dumps(payload, ensure_ascii=False, indent=1) + "\n", expected_sha=None)
-        intent = cls(src, dst, list(sources), list(aliases), path)
+        atomic_write(part, json.dumps(payload, ensure_ascii=False, indent=1) + "\n", expected_sha=None)
+        intent = cls(src, dst, list(sources), list(aliases), part)
         if not intent._lock():  # nobody else knows the name yet; a failure here is a file system without flock
             intent._fd = None
+        try:
+            os.rename(part, path)
+        except OSError:
+            intent.release()
+            part.unlink(missing_ok=True)
+            raise
+        intent.path = path
+        fsync_path(folder)
         return intent
 
     @classmethod
@@ -62,6 +77,12 @@ class MoveIntent:
             names = sorted(p for p in folder.iterdir() if p.suffix == ".json")
         except FileNotFoundError:
             return []
+        for p in folder.iterdir():  # a crash between writing a record and naming it: nothing had moved yet
+            try:
+                if p.suffix == PART_SUFFIX and p.stat().st_mtime < time.time() - 3600:
+                    p.unlink()
+            except OSError:
+                pass
         found = []
         for p in names:
             try:
