@@ -43,6 +43,9 @@ ROLES = ("user", "assistant", "system")
 MAX_SESSION_ID = 128
 #: Longest accepted message id.
 MAX_MESSAGE_ID = 200
+#: Longest record line read (bytes): a longer line (a damaged or foreign file: one line of gigabytes) is skipped
+#: and counted without being held in memory. 16 MiB is twice the largest note the index reads (max_file_bytes).
+MAX_LINE_BYTES = 16 * 1024 * 1024
 
 _SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
@@ -175,8 +178,8 @@ def read_session(vault: Path, layers: LayerSettings, session_id: str) -> Session
     """The messages of a session, in file order, deduplicated by id (first wins).
 
     A missing record gives an empty list. Lines that are not JSON objects with valid fields (a truncated last line
-    after a crash, a hand-edited line) are skipped and counted in ``.skipped``. Raises ``ValueError`` for an invalid
-    session id and ``OSError`` when the file cannot be read.
+    after a crash, a hand-edited line) or longer than :data:`MAX_LINE_BYTES` are skipped and counted in
+    ``.skipped``. Raises ``ValueError`` for an invalid session id and ``OSError`` when the file cannot be read.
     """
     out = SessionMessages()
     path = _path(vault, layers, session_id)
@@ -186,7 +189,10 @@ def read_session(vault: Path, layers: LayerSettings, session_id: str) -> Session
         return out
     seen: set[str] = set()
     with fh:
-        for raw in fh:
+        for raw in _bounded_lines(fh):
+            if raw is None:
+                out.skipped += 1
+                continue
             if not raw.strip():
                 continue
             try:
@@ -207,6 +213,21 @@ def _as_message(m: ChatMessage | dict) -> ChatMessage:
         m.validate()
         return m
     return ChatMessage.from_dict(m)
+
+
+def _bounded_lines(fh):
+    """The lines of binary file ``fh``, each at most :data:`MAX_LINE_BYTES`; None for a longer one, whose bytes
+    are read past in 1 MiB steps (never held)."""
+    while True:
+        line = fh.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) <= MAX_LINE_BYTES:
+            yield line
+            continue
+        while line and not line.endswith(b"\n"):
+            line = fh.readline(1 << 20)
+        yield None
 
 
 class RecordWriteError(EngineError, OSError):
