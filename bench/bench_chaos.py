@@ -497,6 +497,12 @@ def section_jobs(args, work: Path) -> dict:
             if text not in (big_old, big_new):
                 problems.append(f"note neither old nor new ({len(text)} chars)")
         temps = sweep_temp_files(vault, older_than_s=0)  # what a start a minute later removes
+        # bytes set aside by a killed checked write/delete are settled by the sweep; nobody else saved here, so
+        # none may be left hidden and none may have become a conflict copy (the base and our bytes are dropped)
+        aside = [q.name for q in vault.rglob(".*") if q.name.endswith((".reme-swap", ".reme-deleting"))]
+        copies = [q.name for q in vault.rglob("* (conflict *)*")]
+        if aside or copies:
+            problems.append(f"left set aside {aside[:3]}, conflict copies {copies[:3]}")
         trial = snapshot(state)
         clean_state = t / "clean-state"
         _job(vault, clean_state, "reindex").communicate(timeout=600)

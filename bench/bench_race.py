@@ -20,6 +20,10 @@ changed under them are refused (conflicts); the figure that matters is that none
 ``--app core`` replaces the engine loop by the write primitive alone (``read_text`` then ``atomic_write`` with the
 read's hash, no index work), which races many times more often.
 
+A save missing from the note at a check but present in a ``race (conflict <time>).md`` copy beside it (the app
+displaced it and another save then held the note) is ``kept_as_conflict_copy``, not lost; ``missing_from_note``
+counts both.
+
 Target: 0 lost and 0 truncated in at least 500 saves of each kind. Prints one JSON object.
 Run: ``python bench/bench_race.py --saves 500`` (``--serve`` adds the running service).
 """
@@ -166,7 +170,14 @@ def run_kind(kind: str, saves: int, serve: bool, seed: int, args_gap: float, src
             serve_proc.terminate()
             serve_proc.wait(timeout=30)
         stats = json.loads(out.strip().splitlines()[-1])
-        return {"kind": kind, "saves": saves, "app": app, "tmpfs": tmp_root is not None, "gap_ms": round(args_gap * 1000), "lost": len(lost), "truncated": truncated, "checks": checks,
+        # a save missing from the note but kept beside it as a conflict copy (a displaced save that could not go
+        # back because another save held the note) is not lost: the person finds it next to the note
+        copies = [p.read_text(errors="replace") for p in vault.glob("race (conflict *).md")]
+        in_copies = set().union(*(set(re.findall(r"^user (\d+)$", c, re.M)) for c in copies)) if copies else set()
+        kept = {k for k in lost if str(k) in in_copies}
+        return {"kind": kind, "saves": saves, "app": app, "tmpfs": tmp_root is not None, "gap_ms": round(args_gap * 1000),
+                "lost": len(lost - kept), "missing_from_note": len(lost), "kept_as_conflict_copy": len(kept),
+                "conflict_copies": len(copies), "truncated": truncated, "checks": checks,
                 "seconds": round(elapsed, 2), **stats}
 
 
