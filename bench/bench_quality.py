@@ -570,28 +570,16 @@ def levers() -> dict:
         vec = sorted(best.items(), key=lambda kv: -kv[1])[:len(run["legs"]["vector"])]
         return s.rank(q, {**run, "legs": {**run["legs"], "vector": vec}}, limit=10)[0]
 
-    def names_out(s, q, run):
-        """The vector leg (and the turn vectors) embed the query without the names of the speakers labelled in
-        the vault's conversations (:func:`reme_engine.search.linevec.speaker_labels`): every card and window
-        holds those names, so they pull the query toward any chunk or title that mentions them."""
-        names = _speaker_names(s)
-        kept = [w for w in q.split() if re.sub(r"(?:'s|’s)?\W*$", "", w.lower()) not in names]
-        if not names or s.vectors is None or len(kept) == len(q.split()) or not kept:
+    def names_kept(s, q, run):
+        """The vector leg embeds the whole query, speaker names included (the default before session 22:
+        :mod:`reme_engine.search.speakers` off), ranked with the default fusion."""
+        if not getattr(s, "speakers_out", False) or s.vector_query(q) == q:
             return s.rank(q, run, limit=10)[0]
-        stripped, vs = " ".join(kept), s.vectors
-        real = vs.embedder
-
-        class _Stripped:
-            def __getattr__(self, k):
-                return getattr(real, k)
-
-            def embed(self, texts):
-                return real.embed([stripped if t == q else t for t in texts])
-        vs.embedder = _Stripped()
+        s.speakers_out = False
         try:
             run2 = s.run_legs(q, 50, mode="hybrid")
         finally:
-            vs.embedder = real
+            s.speakers_out = True
         return s.rank(q, run2, limit=10)[0]
 
     def deeper(s, q, run):
@@ -603,23 +591,24 @@ def levers() -> dict:
             "exp: chat turn vectors 0.1": cfg(rerank_lines_chat=0.1), "exp: turn-level dense leg": turn_leg,
             "exp: pool 100, depth 50": deeper,
             **({"exp: speakers off": knob(SPEAKERS=False)} if hasattr(rr, "SPEAKERS") else {}),
-            "exp: speaker names out of the vector query": names_out}
+            "exp: speaker names kept in the vector query": names_kept}
 
 
-def _speaker_names(s) -> set[str]:
-    """Lower-case words of every speaker label in the searcher's conversation files (daily cards, chat records),
-    made once per searcher."""
-    got = getattr(s, "_bench_speakers", None)
-    if got is None:
-        from reme_engine.search import linevec
-
-        got = set()
-        for text, path in s.store.conn.execute("SELECT c.text, f.path FROM chunks c JOIN files f ON f.id = c.file_id"):
-            if linevec.wants_lines(path, chats=True):
-                for words in linevec.speaker_labels(text.lower()).values():
-                    got |= words
-        s._bench_speakers = got
-    return got
+def fusion_grid(base) -> dict:
+    """The default (second stage included) at other ``convex`` α / cosine ranges for queries naming a speaker
+    (``named_*``, :mod:`reme_engine.search.speakers`), and at the general α / range for the rest (``--fusion-grid``):
+    with the vector leg changed in session 22 the fusion is chosen again over every set."""
+    out = {"grid named = general (0.6, 0.1–0.8)": replace(base, named_keyword_share=base.keyword_share,
+                                                           named_cosine_lo=base.cosine_lo,
+                                                           named_cosine_hi=base.cosine_hi)}
+    for a in (0.4, 0.5, 0.6):
+        for lo, hi in ((0.0, 0.5), (0.05, 0.4), (0.05, 0.5), (0.05, 0.6), (0.1, 0.5), (0.1, 0.6)):
+            if (a, lo, hi) != (base.named_keyword_share, base.named_cosine_lo, base.named_cosine_hi):
+                out[f"grid named α{a} cos {lo}–{hi}"] = replace(base, named_keyword_share=a, named_cosine_lo=lo,
+                                                               named_cosine_hi=hi)
+    for a, lo, hi in ((0.7, 0.05, 0.5), (0.7, 0.05, 0.6), (0.6, 0.05, 0.8)):
+        out[f"grid general α{a} cos {lo}–{hi}"] = replace(base, keyword_share=a, cosine_lo=lo, cosine_hi=hi)
+    return out
 
 
 def second_stage_variants(base) -> dict:
@@ -914,6 +903,8 @@ def main() -> None:
                     help="only the legs, the legacy RRF, the default and its second-stage variants (for lever runs)")
     ap.add_argument("--levers", action="store_true",
                     help="also the sixth round's levers (stemming off, turn-level dense leg, deeper pool, …)")
+    ap.add_argument("--fusion-grid", action="store_true",
+                    help="also the default at other keyword shares / cosine ranges, second stage included")
     ap.add_argument("--misses", help="write where each conversation question's evidence ranks (JSON) to this file")
     args = ap.parse_args()
     global TITLE_VECTORS, EXPERIMENTS, LEVERS, MISSES
@@ -936,6 +927,8 @@ def main() -> None:
     else:
         extra.update(rule_variants(default))
     extra.update(second_stage_variants(default))
+    if args.fusion_grid:
+        extra.update(fusion_grid(default))
     for name in args.sets.split(","):
         out["sets"][name] = run_set(name, args.quick, emb, cands, extra, args.latency_queries)
         out["sets"][name]["loadavg"] = loadavg()

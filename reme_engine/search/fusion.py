@@ -86,6 +86,11 @@ class FusionConfig:
     same for chat-record windows (≤ 4 turns: their own vector is near turn level already; 0 by default, and their
     turn vectors are built only with :data:`.linevec.CHAT_LINES`: they bought nothing, bench/RESULTS.md, "Issue
     11, sixth round"). Chosen on the dev split of LoCoMo (bench/RESULTS.md, "Issue 11, fifth round").
+    ``named_keyword_share``, ``named_cosine_lo``, ``named_cosine_hi``: ``convex``'s α and cosine range for a query
+    that names a speaker of the vault's conversations, whose vector leg embedded it without the names
+    (:mod:`.speakers`): that leg then matches what the question is about as well as the keyword leg does, and its
+    cosines run lower (no name shared with every turn). Chosen over every set of the harness, dev split
+    (bench/RESULTS.md, "Issue 11, session 22 (A)"); other queries use ``keyword_share``/``cosine_lo``/``cosine_hi``.
     """
 
     method: str = "convex"
@@ -109,12 +114,19 @@ class FusionConfig:
     rerank_spread: float = 0.0
     rerank_lines: float = 0.3
     rerank_lines_chat: float = 0.0
+    named_keyword_share: float = 0.5
+    named_cosine_lo: float = 0.05
+    named_cosine_hi: float = 0.5
 
     def __post_init__(self) -> None:
         if self.method not in FUSION_METHODS:
             raise ValueError(f"fusion method must be one of {', '.join(FUSION_METHODS)} (got {self.method!r})")
         if not self.cosine_hi > self.cosine_lo:
             raise ValueError("cosine_hi must be greater than cosine_lo")
+        if not self.named_cosine_hi > self.named_cosine_lo:
+            raise ValueError("named_cosine_hi must be greater than named_cosine_lo")
+        if not (0.0 <= self.keyword_share <= 1.0 and 0.0 <= self.named_keyword_share <= 1.0):
+            raise ValueError("keyword_share and named_keyword_share must be within 0..1")
         if self.rrf_k < 1:
             raise ValueError("rrf_k must be >= 1")
         if self.chat_context_bytes < 0:
@@ -145,7 +157,19 @@ def fusion_from_settings(settings) -> FusionConfig:
 
 #: Second-stage settings read from ``search:`` when the settings have them (``FusionConfig`` defaults otherwise).
 _RERANK_KEYS = ("rerank_depth", "rerank_coverage", "rerank_neighbour", "rerank_spread", "rerank_lines",
-                "rerank_lines_chat")
+                "rerank_lines_chat", "named_keyword_share", "named_cosine_lo", "named_cosine_hi")
+
+
+def for_named_query(cfg: FusionConfig) -> FusionConfig:
+    """``cfg`` with ``convex``'s α and cosine range replaced by the ``named_*`` ones (a query whose speaker names
+    were left out of its vector, :mod:`.speakers`); ``cfg`` itself when they are the same. Pure."""
+    if (cfg.named_keyword_share, cfg.named_cosine_lo, cfg.named_cosine_hi) == (cfg.keyword_share, cfg.cosine_lo,
+                                                                                cfg.cosine_hi):
+        return cfg
+    from dataclasses import replace
+
+    return replace(cfg, keyword_share=cfg.named_keyword_share, cosine_lo=cfg.named_cosine_lo,
+                   cosine_hi=cfg.named_cosine_hi)
 
 
 def bm25_idf(df: int, n_rows: int) -> float:

@@ -1,6 +1,7 @@
 """Hybrid search: BM25 (SQLite FTS5 over our own tokens) + dense vectors (faiss), fused, then field-aware ranking.
 
-Pipeline of one query: both legs fetch ``min(200, 5·limit)`` candidates (the vector leg on a worker thread) →
+Pipeline of one query: both legs fetch ``min(200, 5·limit)`` candidates (the vector leg on a worker thread; its
+query without the names of the vault's conversation speakers, :mod:`.speakers`) →
 :func:`fuse` combines them (method chosen by :class:`FusionConfig`; measured by ``bench/bench_quality.py``) →
 :func:`adjust` applies the field-aware rules (a note whose name/file stem/alias is the query is lifted; generated
 day-index pages never outrank the cards they list) → a relative floor hides weak tails → hits.
@@ -41,6 +42,7 @@ from .fusion import (  # noqa: F401
     FUSION_METHODS,
     FusionConfig,
     bm25_idf,
+    for_named_query,
     fuse,
     fusion_from_settings,
     impute_convex,
@@ -147,6 +149,9 @@ class HybridSearcher:
         #: title vectors in the dense leg (:mod:`.titles`); off = chunk vectors only
         self.title_vectors = True
         self._titles = None
+        #: speaker names of the vault's conversations left out of the vector leg's query (:mod:`.speakers`)
+        self.speakers_out = True
+        self._speakers = None
         self.weights = {"vector": vector_weight, "keyword": keyword_weight}
         self.k = rrf_k
         if fusion is None:
@@ -273,18 +278,34 @@ class HybridSearcher:
     def vector_leg(self, query: str, n: int, filters: SearchFilters | None) -> list[tuple[int, float]]:
         """Dense top ``n`` as ``[(chunk id, cosine)]`` (title vectors included, :mod:`.titles`). Raises
         EmbedderError when the embedder fails."""
-        return self._vector_leg(query, n, filters)[0]
+        return self._vector_leg(query, n, filters, embed_text=self.vector_query(query))[0]
+
+    def vector_query(self, query: str) -> str:
+        """The text the vector leg embeds for ``query``: ``query`` without the words naming a speaker of the
+        vault's conversations (:mod:`.speakers`; unchanged when there are none or ``speakers_out`` is off). The
+        names are brought up to date when the index's postings changed (one SQL read of their counter)."""
+        if not self.speakers_out:
+            return query
+        from ..index.store import postings_gen
+        from .speakers import SpeakerNames, strip_names
+
+        if self._speakers is None:
+            self._speakers = SpeakerNames(self.store)
+        daily, session = getattr(self, "line_dirs", ("daily", "session"))
+        return strip_names(query, self._speakers.names(postings_gen(self.store.conn), daily, session))
 
     def _vector_leg(self, query: str, n: int, filters: SearchFilters | None, *,
-                    split: dict | None = None) -> tuple[list[tuple[int, float]], set]:
+                    split: dict | None = None, embed_text: str | None = None) -> tuple[list[tuple[int, float]], set]:
         """``(vector leg, ids whose score is their note's title cosine)``. With ``split`` (a dict holding a
         ``threading.Event`` under ``"ready"``): the query vector and the filter's allowed ids are put in it
         (``"qv"``, ``"allowed"``) and the event set as soon as they are known, and only the chunk vectors are
-        searched: the caller searches the title vectors and merges (:func:`.titles.merge_title_hits`)."""
+        searched: the caller searches the title vectors and merges (:func:`.titles.merge_title_hits`).
+        ``embed_text``: what to embed instead of ``query`` (:meth:`vector_query`); the query vector is still
+        remembered under ``query`` for the second stage."""
         vs = self.vectors
         if vs is None or not vs.ready:
             return [], set()
-        qv = vs.embedder.embed([query])[0]
+        qv = vs.embedder.embed([embed_text or query])[0]
         self.last_query_vec = (query, qv)  # the second stage's line vectors score against it (search/rerank.py)
         allowed = None
         if filters is not None and not filters.empty():
@@ -354,6 +375,7 @@ class HybridSearcher:
         vec_future = None
         tokens = None
         title_ids: set[int] = set()
+        vq = None
         if mode in ("hybrid", "vector"):
             if self.vectors is None:
                 degraded = "no embedder configured: keyword search only"
@@ -363,11 +385,13 @@ class HybridSearcher:
                 # the worker embeds the query and searches the chunk vectors; this thread searches the title
                 # vectors meanwhile (faiss releases the GIL: both are memory-bound scans, ~0.3-1 ms each)
                 split = {"ready": threading.Event()} if SPLIT_TITLE_SEARCH else None
+                vq = self.vector_query(query)  # before the worker starts: the names are shared state
 
                 def run_vec():
                     ts = time.perf_counter()
                     try:
-                        return self._vector_leg(query, n, filters, split=split), (ts, time.perf_counter())
+                        return (self._vector_leg(query, n, filters, split=split, embed_text=vq),
+                                (ts, time.perf_counter()))
                     finally:
                         if split is not None:
                             split["ready"].set()
@@ -421,7 +445,8 @@ class HybridSearcher:
             degraded = (f"{len(waiting)} of the keyword hits have no vector yet (ranked by keywords); the app, "
                         f"--serve or --refresh embeds them")
         return {"legs": legs, "idf_sum": idf_sum, "waiting": waiting, "keyword_ms": kw_ms, "vector_ms": vec_ms,
-                "degraded": degraded, "title_ids": title_ids if "vector" in legs else set()}
+                "degraded": degraded, "title_ids": title_ids if "vector" in legs else set(),
+                "vector_text": vq if "vector" in legs else None}
 
     def rank(self, query: str, run: dict, *, limit: int = 10, mode: str = "hybrid",
              fusion: FusionConfig | None = None) -> tuple[list[Hit], int]:
@@ -442,6 +467,10 @@ class HybridSearcher:
             eff_mode = "keyword"
         elif mode == "vector" and "vector" not in legs:
             eff_mode = "keyword"  # degraded
+        if eff_mode == "hybrid" and cfg.method == "convex" and run.get("vector_text") not in (None, query):
+            # the query named a conversation's speaker and its vector left the names out (.speakers): that leg
+            # weighs as much as the keyword leg there, on its own cosine range (fusion.FusionConfig, named_*)
+            cfg = for_named_query(cfg)
         fused = fuse(legs, cfg, idf_sum=run["idf_sum"], mode=eff_mode)
         if eff_mode == "hybrid" and run["waiting"] and legs.get("keyword"):
             if cfg.method == "rrf":
