@@ -142,6 +142,22 @@ class SearchSettings:
 
 
 @dataclass
+class McpSettings:
+    """Limits of ``reme-tui mcp``'s write tools (config section ``mcp:``): an agent's one call never puts more
+    than this into the vault (a loop of megabyte appends would bury a daily note). Over a limit the call is refused
+    before anything is written, with an error naming the limit and this setting.
+
+    ``max_write_bytes``: UTF-8 bytes of one ``write_note`` content or ``edit_note`` replacement text (1 MiB: a
+    long note is tens of KB; the index's own limit, ``max_file_bytes``, is 8 MiB). ``max_remember_bytes``: UTF-8
+    bytes of one ``remember`` text (16 KiB: a fact or a short note, appended to the day's capture card), its
+    ``conversation`` counted against ``max_write_bytes``.
+    """
+
+    max_write_bytes: int = 1024 * 1024
+    max_remember_bytes: int = 16 * 1024
+
+
+@dataclass
 class Settings:
     """All settings of one run. Paths are absolute after :func:`load_settings`."""
 
@@ -158,6 +174,7 @@ class Settings:
     search_keyword_weight: float = 0.3
     rrf_k: int = 60
     search: SearchSettings = field(default_factory=SearchSettings)
+    mcp: McpSettings = field(default_factory=McpSettings)
     ann_threshold: int = 200_000
     keymap: dict[str, str] = field(default_factory=dict)
     theme: str = "textual-dark"
@@ -412,6 +429,9 @@ def _validate(s: Settings) -> None:
         raise ConfigError("search.cosine_lo must be below search.cosine_hi")
     if s.max_file_bytes < 1:
         raise ConfigError(f"max_file_bytes must be positive (got {s.max_file_bytes})")
+    for key in ("max_write_bytes", "max_remember_bytes"):
+        if getattr(s.mcp, key) < 1:
+            raise ConfigError(f"mcp.{key} must be a positive number of bytes (got {getattr(s.mcp, key)})")
     if s.ann_threshold < 1:
         raise ConfigError(f"ann_threshold must be >= 1 (got {s.ann_threshold})")
     if s.embedder.dimensions is not None and s.embedder.dimensions < 1:

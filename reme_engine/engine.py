@@ -402,8 +402,10 @@ class Engine:
 
     def write(self, path: str, content: str, *, overwrite: bool = True, expected_sha: str | None = None) -> WriteResult:
         """Create or replace a text file atomically and index it. ``overwrite=False`` refuses an existing file;
-        ``expected_sha`` (from a read) refuses when the file changed since (EngineError, nothing written)."""
-        return files.write(self, path, content, overwrite=overwrite, expected_sha=expected_sha)
+        ``expected_sha`` (from a read) refuses when the file changed since (EngineError, nothing written).
+        ``indexed`` is False when the index left the file out (over ``max_file_bytes``, binary …): it is written
+        as the app's editor writes it, and :meth:`index_skip_reason` says why search leaves it out."""
+        return self._index_truth(files.write(self, path, content, overwrite=overwrite, expected_sha=expected_sha))
 
     def edit(self, path: str, old: str, new: str, *, count: int = 1, expected_sha: str | None = None) -> WriteResult:
         """Replace ``old`` with ``new`` in a file. ``count``: expected occurrences (0 = replace all).
@@ -411,7 +413,22 @@ class Engine:
         ``expected_sha`` (from a read) refuses when the file changed since. Raises EngineError when ``old`` is
         absent or occurs a different number of times than ``count``.
         """
-        return files.edit(self, path, old, new, count=count, expected_sha=expected_sha)
+        return self._index_truth(files.edit(self, path, old, new, count=count, expected_sha=expected_sha))
+
+    def index_skip_reason(self, path: str) -> str | None:
+        """Why the index leaves vault-relative ``path`` out (the indexer's one line, e.g. ``too large (9,000 bytes
+        > limit 8,000)``, ``binary file (NUL bytes)``), or None when it is indexed or unknown to the index."""
+        row = self.store.conn.execute("SELECT reason FROM skipped WHERE path=?", (path,)).fetchone()
+        return row[0] if row else None
+
+    def _index_truth(self, res: WriteResult) -> WriteResult:
+        """``res`` with ``indexed=False`` when the write's own index pass skipped the file (the write functions
+        index at once and cannot see the outcome)."""
+        if self.index_skip_reason(res.path) is None:
+            return res
+        from dataclasses import replace
+
+        return replace(res, indexed=False)
 
     def delete(self, path: str, expected_sha: str | None = None) -> DeleteResult:
         """Delete a file and report the links that still point to it (now dangling); with ``expected_sha``, only

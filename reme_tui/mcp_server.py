@@ -10,7 +10,14 @@ writing tool at all.
 Resources: one ``reme://note/<path>`` per note, and ``reme://status`` (JSON: index counts, vectors pending, the
 background work running now), which benchmarks poll to measure a settled server.
 
-Transports: stdio (what desktop clients launch) or, with ``--http``, streamable HTTP bound to 127.0.0.1 only.
+Transports: stdio (what desktop clients launch) or, with ``--http``, streamable HTTP on loopback only (``--host``
+127.0.0.1, localhost or ::1). The socket is bound before anything else opens: a port in use, a port out of range or
+a host that is not loopback is one line on stderr and exit status 2, not a traceback.
+
+Write limits: one call writes at most ``mcp.max_write_bytes`` (write_note content, edit_note replacement,
+remember's conversation) and ``mcp.max_remember_bytes`` (remember's text); each writing tool's description states
+the configured values. A note over the index's ``max_file_bytes`` is saved as the app saves it, and the reply says
+it is not indexed and why (``indexed: false``, ``not_indexed``).
 
 Start-up: the SDK (≈1.2 s of imports on a quiet 2-core EPYC, mostly its pydantic protocol models) is imported
 only when serving; the engine opens on a background thread once the ``initialize`` handshake is answered (a
@@ -116,7 +123,8 @@ def tool_function(spec: ToolSpec, vs: VaultServer) -> Callable:
                                         annotation=_annotation(p, spec.bounds.get(p.name))))
     call.__signature__ = inspect.Signature(params, return_annotation=CallToolResult)  # type: ignore[attr-defined]
     call.__name__ = spec.name
-    call.__doc__ = inspect.getdoc(spec.run)
+    limits = spec.limits_text(vs.settings)  # the configured values, so an agent can size its text before calling
+    call.__doc__ = inspect.getdoc(spec.run) + (f"\n\n{limits}" if limits else "")
     return call
 
 
@@ -264,17 +272,57 @@ def build_server(vs: VaultServer):
     return server
 
 
-async def _serve_http(server, port: int) -> None:
+#: ``--host`` values: loopback only (the vault is never served to the network), and exactly the names the SDK's
+#: DNS-rebinding protection allows in a request's Host header.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+class StartupError(Exception):
+    """``reme-tui mcp`` cannot start; ``str(exc)`` is the one line printed (exit status 2)."""
+
+
+def bind_http(host: str, port: int):
+    """A listening TCP socket on loopback ``host`` and ``port`` (0: any free port), bound before the engine opens
+    so that a taken port is one clear line at start, not a traceback from inside the server. Raises StartupError:
+    a host that is not loopback (:data:`LOOPBACK_HOSTS`), a port outside 0-65535, in use, or needing privileges."""
+    import errno
     import socket
 
+    if host not in LOOPBACK_HOSTS:
+        raise StartupError(f"--host {host!r} is not allowed: the vault is served on loopback only "
+                           f"({' | '.join(LOOPBACK_HOSTS)})")
+    if not 0 <= port <= 65535:
+        raise StartupError(f"port {port} is not a TCP port; pass --port 1-65535 (0 = any free port)")
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:  # "localhost" missing from /etc/hosts
+        raise StartupError(f"cannot resolve --host {host}: {exc.strerror or exc}; pass --host 127.0.0.1") from exc
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart reuses a port left in TIME_WAIT
+        sock.bind(addr)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise StartupError(f"port {port} is in use; pass --port (another port, or 0 for any free one)") from exc
+        if exc.errno == errno.EACCES:
+            raise StartupError(f"port {port} needs privileges; pass --port above 1023 (or 0 for any free one)") \
+                from exc
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise StartupError(f"address {host} is not available on this machine; pass --host 127.0.0.1") from exc
+        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    return sock
+
+
+async def _serve_http(server, sock) -> None:
     import uvicorn
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))  # loopback only: the vault is never exposed to the network
+    # host="127.0.0.1" turns on the SDK's DNS-rebinding protection (Host: 127.0.0.1, localhost or [::1])
     app = server.streamable_http_app(host="127.0.0.1")
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    _log(f"serving on http://127.0.0.1:{sock.getsockname()[1]}/mcp")
+    host, port = sock.getsockname()[:2]
+    _log(f"serving on http://{f'[{host}]' if ':' in host else host}:{port}/mcp")
     await uvicorn.Server(config).serve(sockets=[sock])
 
 
@@ -296,6 +344,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--read-only", action="store_true", help="expose no writing tool")
     p.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 instead of stdio")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"--http port (default {DEFAULT_PORT}; 0 = any)")
+    p.add_argument("--host", default="127.0.0.1", help="--http address, loopback only: 127.0.0.1 (default), "
+                                                        "localhost or ::1")
     p.add_argument("--no-watch", action="store_true", help="do not watch the vault for edits made elsewhere")
     p.add_argument("--no-embed", action="store_true",
                    help="no background vector work: by default the server embeds what nobody has, at low "
@@ -333,6 +383,13 @@ def main(args: argparse.Namespace, rest: list[str]) -> int:
                f"vault is a file, not a folder: {vault}" if vault.exists() else f"vault folder does not exist: {vault}")
         print(f"reme-tui mcp: {why}", file=sys.stderr, flush=True)
         return 2
+    sock = None
+    if ns.http:  # before anything opens: a taken port is one line and exit 2, not a traceback after start-up
+        try:
+            sock = bind_http(ns.host, ns.port)
+        except StartupError as exc:
+            print(f"reme-tui mcp: {exc}", file=sys.stderr, flush=True)
+            return 2
     _plain_stderr_logging()
     vs = VaultServer(settings, read_only=ns.read_only, watch=not ns.no_watch, embed=not ns.no_embed)
     server = build_server(vs)  # the engine opens after the handshake (see build_server)
@@ -343,11 +400,13 @@ def main(args: argparse.Namespace, rest: list[str]) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop: close the engine cleanly
     try:
         if ns.http:
-            anyio.run(_serve_http, server, ns.port)
+            anyio.run(_serve_http, server, sock)
         else:
             anyio.run(server.run_stdio_async)
     except KeyboardInterrupt:
         pass
     finally:
         vs.close()
+        if sock is not None:
+            sock.close()
     return 0

@@ -63,6 +63,18 @@ class ToolSpec:
     help: Mapping[str, str] = field(default_factory=dict)
     #: ``{param: (min, max)}`` enforced by the input schema (results stay bounded whatever an agent asks)
     bounds: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    #: ``{param: setting}``: the byte limit (a field of :class:`reme_engine.config.McpSettings`) of a text the
+    #: tool writes; the description states the configured value (:meth:`limits_text`)
+    limits: Mapping[str, str] = field(default_factory=dict)
+
+    def limits_text(self, settings) -> str:
+        """The tool's size limits in words, for its description ("" without any), e.g. ``Limits: content at
+        most 1,048,576 bytes of UTF-8 (setting mcp.max_write_bytes); larger is refused, nothing written.``"""
+        if not self.limits:
+            return ""
+        parts = [f"{param} at most {getattr(settings.mcp, key):,} bytes of UTF-8 (setting mcp.{key})"
+                 for param, key in self.limits.items()]
+        return "Limits: " + "; ".join(parts) + "; larger is refused, nothing written."
 
     @property
     def summary(self) -> str:
@@ -373,6 +385,30 @@ def _log(msg: str) -> None:
     print(f"reme-tui mcp: {msg}", file=sys.stderr, flush=True)
 
 
+def _check_size(vs: VaultServer, tool: str, param: str, value: Any, key: str) -> None:
+    """ToolFailure (nothing written) when ``value`` (text, or a JSON value measured as compact JSON) is over the
+    ``mcp.<key>`` byte limit: one agent call never buries a note under megabytes."""
+    import json
+
+    if value is None:
+        return
+    limit = getattr(vs.settings.mcp, key)
+    data = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    size = len(data.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise ToolFailure(f"not written: {param} is {size:,} bytes, over the {limit:,}-byte limit of one {tool} "
+                          f"call (setting mcp.{key}); split it or write less")
+
+
+def _index_truth(vs: VaultServer, res: dict) -> dict:
+    """A write's reply with ``not_indexed`` (why, and what still works) when the index left the note out."""
+    if res.get("indexed", True) is False:
+        why = vs.engine.index_skip_reason(res["path"]) or "skipped by the index"
+        res["not_indexed"] = (f"{why}: the note is saved and read_note reads it, but search, links and traverse "
+                              "leave it out (the index limit is the setting max_file_bytes)")
+    return res
+
+
 # ------------------------------------------------------------------------------------------------ the tools
 
 
@@ -490,12 +526,15 @@ def _write_note(vs: VaultServer, a: dict) -> dict:
 
     Replacing an existing note needs `expected_sha` from read_note, and is refused if the note changed since (the
     person may have edited it). overwrite=false refuses an existing note outright. A path without a suffix gets
-    '.md'. Dot-folders (.obsidian/, .git/) and paths outside the vault are refused. Returns the path, sha and
-    `run_id` (the journal run; revert undoes it).
+    '.md'. Dot-folders (.obsidian/, .git/) and paths outside the vault are refused. Returns the path, sha,
+    `indexed` and `run_id` (the journal run; revert undoes it). A note larger than the index's limit (setting
+    max_file_bytes, 8 MiB) is saved as the app saves it but left out of search: `indexed` is false and
+    `not_indexed` says why.
     """
     from reme_engine.agent_capture import journaled_write
     from reme_engine.vault.paths import VaultPathError, resolve
 
+    _check_size(vs, "write_note", "content", a.get("content"), "max_write_bytes")
     a["path"] = vs.note_path(a["path"], must_exist=False)
     eng = vs.engine
     if not a.get("expected_sha") and a.get("overwrite", True) is not False:
@@ -505,8 +544,8 @@ def _write_note(vs: VaultServer, a: dict) -> dict:
             exists = False  # the write refuses the path with its own message
         if exists:  # an agent never replaces a note it has not read: the person may have just written it
             raise ToolFailure(f"{a['path']} already exists: pass expected_sha (from read_note) to replace it")
-    return vs.journaled(journaled_write, eng, a["path"], a["content"], overwrite=a.get("overwrite", True),
-                        expected_sha=a.get("expected_sha"))
+    return _index_truth(vs, vs.journaled(journaled_write, eng, a["path"], a["content"],
+                                         overwrite=a.get("overwrite", True), expected_sha=a.get("expected_sha")))
 
 
 def _edit_note(vs: VaultServer, a: dict) -> dict:
@@ -514,16 +553,17 @@ def _edit_note(vs: VaultServer, a: dict) -> dict:
 
     `old` must occur exactly `count` times (count=0: replace all). With `expected_sha` (from read_note) the edit is
     refused if the note changed since; without it the edit applies to the note's current text. Returns the path,
-    the new sha and `run_id`.
+    the new sha, `indexed` (false, with `not_indexed`, when the note outgrew the index's limit) and `run_id`.
     """
     from reme_engine.agent_capture import journaled_edit
 
+    _check_size(vs, "edit_note", "new", a.get("new"), "max_write_bytes")
     a["path"] = vs.note_path(a["path"])
     if not a.get("old"):
         raise ToolFailure("old text must not be empty")
-    return vs.journaled(journaled_edit, vs.engine, a["path"], a["old"], a.get("new", ""),
-                        count=a.get("count", 1) if a.get("count") is not None else 1,
-                        expected_sha=a.get("expected_sha"))
+    return _index_truth(vs, vs.journaled(journaled_edit, vs.engine, a["path"], a["old"], a.get("new", ""),
+                                         count=a.get("count", 1) if a.get("count") is not None else 1,
+                                         expected_sha=a.get("expected_sha")))
 
 
 def _move_note(vs: VaultServer, a: dict) -> dict:
@@ -683,6 +723,8 @@ def _remember(vs: VaultServer, a: dict) -> dict:
     text = (a.get("text") or "").strip()
     if not text:
         raise ToolFailure("nothing to remember: text is empty")
+    _check_size(vs, "remember", "text", text, "max_remember_bytes")
+    _check_size(vs, "remember", "conversation", a.get("conversation"), "max_write_bytes")
     # one short line; no Markdown/link syntax from the client ends up in the entry's header
     agent = " ".join("".join(c for c in (a.get("agent") or "") if c not in "[]|*_`#<>").split())[:80]
     try:
@@ -726,11 +768,12 @@ def tool_specs() -> list[ToolSpec]:
             bounds={"limit": (1, MAX_RUNS)}),
         ToolSpec("write_note", _write_note, "write", writes=True, title="Write a note", help={
             "expected_sha": "the `sha` from read_note: refuse if the note changed since (needed to replace an "
-                            "existing note)"}),
+                            "existing note)"}, limits={"content": "max_write_bytes"}),
         ToolSpec("edit_note", _edit_note, "edit", writes=True, title="Edit a note", help={
             "new": "replacement text ('' deletes the old text)",
             "count": "how many times `old` must occur (0: replace every occurrence)",
-            "expected_sha": "the `sha` from read_note: refuse if the note changed since"}),
+            "expected_sha": "the `sha` from read_note: refuse if the note changed since"},
+            limits={"new": "max_write_bytes"}),
         ToolSpec("move_note", _move_note, "move", writes=True, title="Move a note", help={
             "src": "vault-relative path of the note to move ('.md' may be left out)",
             "dst": "its new vault-relative path (links to it are rewritten)"}),
@@ -741,7 +784,7 @@ def tool_specs() -> list[ToolSpec]:
             P("text", "str", required=True, help="the fact or short note, as the person said it"),
             P("agent", "str", "", help="your name as an agent (e.g. claude-code), shown with the entry"),
             P("conversation", "json", help="optional: the exchange as a list of {role: user|assistant, content}"),
-        )),
+        ), limits={"text": "max_remember_bytes", "conversation": "max_write_bytes"}),
         ToolSpec("revert", _revert, "revert", writes=True, title="Undo a run", help={
             "run_id": "the run to undo (a run_id from `changes`)"}),
     ]
