@@ -137,7 +137,7 @@ def read_text(path: Path, max_bytes: int, *, stable: bool = True) -> TextFile:
             raise SkipFile("not a regular file")
         if st.st_size > max_bytes:
             raise SkipFile(f"too large ({st.st_size:,} bytes > limit {max_bytes:,})")
-        with open(path, "rb") as fh:
+        with _open_regular(path) as fh:
             data = fh.read(max_bytes + 1)
             after = os.fstat(fh.fileno())
         if len(data) > max_bytes:
@@ -153,12 +153,35 @@ def read_text(path: Path, max_bytes: int, *, stable: bool = True) -> TextFile:
 
 
 def file_hash(path: Path) -> str | None:
-    """Content hash of the file at ``path``, or None when it does not exist."""
+    """Content hash of the file at ``path``, or None when it does not exist. Something that is not a regular file
+    (a FIFO or device put there meanwhile) is never read — opening a FIFO would block — and hashes to
+    :data:`NOT_REGULAR`, which no content hash equals."""
     try:
-        with open(path, "rb") as fh:
+        with _open_regular(path) as fh:
             return content_hash(fh.read())
     except FileNotFoundError:
         return None
+    except SkipFile:
+        return NOT_REGULAR
+
+
+#: What :func:`file_hash` gives for a path that is not a regular file (not hex: equal to no content hash).
+NOT_REGULAR = "not a regular file"
+
+
+def _open_regular(path: Path):
+    """``open(path, "rb")`` that never blocks on a FIFO nor reads a device: opened non-blocking, then the open
+    descriptor itself must be a regular file (a check of the path before the open can be raced). Raises
+    :class:`SkipFile` ("not a regular file") or OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SkipFile("not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
@@ -291,9 +314,9 @@ def _conflict(path: Path, expected_sha: str | None) -> WriteConflict:
 
 def _has_bom(path: Path) -> bool:
     try:
-        with open(path, "rb") as fh:
+        with _open_regular(path) as fh:
             return fh.read(3) == b"\xef\xbb\xbf"
-    except OSError:
+    except (OSError, SkipFile):
         return False
 
 
