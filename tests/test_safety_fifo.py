@@ -51,3 +51,18 @@ def test_a_checked_delete_of_a_note_replaced_by_a_fifo_is_refused_and_puts_it_ba
 def test_reading_a_fifo_is_refused_at_once(fifo):
     with pytest.raises(io.SkipFile, match="not a regular file"):
         within(5, io.read_text, fifo, 1000)
+
+
+def test_a_fifo_at_a_chat_records_name_is_refused_not_waited_on(tmp_path):
+    from reme_engine.config import LayerSettings
+    from reme_engine.memory import session as S
+
+    layers = LayerSettings(app_dir="")
+    rec = tmp_path / "session" / "dialog" / "s1.jsonl"
+    rec.parent.mkdir(parents=True)
+    os.mkfifo(rec)
+    with pytest.raises(OSError):
+        within(5, S.read_session, tmp_path, layers, "s1")
+    with pytest.raises(S.RecordWriteError):
+        within(5, S.append_messages, tmp_path, layers, "s1", [S.ChatMessage.create("user", "hello")])
+    assert rec.is_fifo()

@@ -184,7 +184,7 @@ def read_session(vault: Path, layers: LayerSettings, session_id: str) -> Session
     out = SessionMessages()
     path = _path(vault, layers, session_id)
     try:
-        fh = open(path, "rb")
+        fh = os.fdopen(_open_record(path, os.O_RDONLY), "rb")
     except FileNotFoundError:
         return out
     seen: set[str] = set()
@@ -308,7 +308,7 @@ def _append_locked(vault: Path, layers: LayerSettings, session_id: str, path: Pa
     """The body of :func:`append_messages` under its thread lock; raises OSError with the record unchanged."""
     for _ in range(5):
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            fd = _open_record(path, os.O_WRONLY | os.O_APPEND)
         except FileNotFoundError:
             lines = _new_lines(batch, set())
             if not lines:
@@ -342,6 +342,23 @@ def _append_locked(vault: Path, layers: LayerSettings, session_id: str, path: Pa
     raise OSError(errno.EAGAIN, "the record kept being created and removed while appending", str(path))
 
 
+def _open_record(path: Path, flags: int):
+    """The record opened with ``flags`` (a descriptor, blocking again), refusing anything but a regular file: opened
+    non-blocking first, since a FIFO at the record's name would block a reader (or a writer) until its other end
+    opens. OSError (``EINVAL`` "not a regular file"; ``ENXIO`` for a FIFO nobody reads)."""
+    import stat as _stat
+
+    fd = os.open(path, flags | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not _stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "the chat record is not a regular file", str(path))
+        os.set_blocking(fd, True)
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _truncate_back(fd: int, size: int, path: Path) -> None:
     """Cut a failed append off again (what was written of it is a partial line of ours, never the user's)."""
     try:
@@ -361,7 +378,7 @@ def _flock(fd: int) -> None:
 
 def _ends_with_newline(path: Path) -> bool:
     """True for an empty file or one whose last byte is a newline."""
-    with open(path, "rb") as fh:
+    with os.fdopen(_open_record(path, os.O_RDONLY), "rb") as fh:
         fh.seek(0, os.SEEK_END)
         if fh.tell() == 0:
             return True
