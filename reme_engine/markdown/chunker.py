@@ -31,7 +31,8 @@ chunk. A leading UTF-8 BOM is dropped from the text (it would hide a first-line 
 
 How it splits
 -------------
-markdown-it-py (CommonMark + tables) gives the top-level blocks and their line maps; headings nest them into
+markdown-it-py (CommonMark + tables) decides the top-level blocks and their line maps (a linear scanner applies its
+rules to the common blocks and hands it the rest, with identical results: :func:`_scan_exact`); headings nest them into
 sections (a heading owns everything up to the next heading of the same or higher level). The note is flattened
 into units in line order: a section that fits the budget is one unit; a bigger one contributes its heading line,
 its own blocks and then its subsections (recursively). A block over budget is split: list → whole items (an
@@ -47,9 +48,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import accumulate
+from itertools import accumulate, repeat
+from operator import add
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # imported by _parser(): opening an engine (the chunking fingerprint) needs no parser
@@ -755,16 +758,25 @@ def _split_line(line: str, max_bytes: int) -> list[str]:
 
 
 def _parse_blocks(doc: _Doc) -> list[_Block]:
-    """Top-level blocks from markdown-it's token maps, trimmed of blank lines. Non-blank lines no token claims
-    (link reference definitions, anything past the nesting limit) become "other" blocks, so nothing is lost."""
-    lines = doc.lines
-    n = len(lines)
+    """Top-level blocks, trimmed of blank lines, in line order: from :func:`_scan_exact` when it can vouch for the
+    whole body, else from markdown-it's token maps (bodies over :data:`LINEAR_PARSE_BYTES`: :func:`_scan_blocks`).
+    Non-blank lines no token claims (link reference definitions, anything past the nesting limit) become "other"
+    blocks, so nothing is lost."""
     if doc.prefix[-1] > LINEAR_PARSE_BYTES:
         return _scan_blocks(doc)
-    tokens = _parser().parse("\n".join(lines))
+    blocks = _scan_exact(doc)
+    if blocks is not None:
+        return blocks
     out: list[_Block] = []
-    pos = 0  # first line not yet assigned to a block
+    _token_blocks(doc, _parser().parse("\n".join(doc.lines)), 0, len(doc.lines), out)
+    return out
 
+
+def _token_blocks(doc: _Doc, tokens: list, lo: int, hi: int, out: list[_Block]) -> None:
+    """Append the blocks of body lines ``lo..hi-1`` to ``out``, from ``tokens``: markdown-it's parse of exactly
+    those lines (its line maps count from ``lo``)."""
+    lines = doc.lines
+    pos = lo  # first line not yet assigned to a block
     blanks = doc.blanks
 
     def gap(a: int, b: int) -> None:  # runs of non-blank lines in [a, b)
@@ -783,7 +795,7 @@ def _parse_blocks(doc: _Doc) -> list[_Block]:
     for idx, tok in enumerate(tokens):
         if tok.level != 0 or tok.nesting < 0 or tok.map is None:
             continue
-        a, b = max(tok.map[0], pos), min(tok.map[1], n)  # clamp: never overlap, never past the end
+        a, b = max(tok.map[0] + lo, pos), min(tok.map[1] + lo, hi)  # clamp: never overlap, never past the end
         if a >= b:
             continue
         gap(pos, a)
@@ -801,13 +813,249 @@ def _parse_blocks(doc: _Doc) -> list[_Block]:
             title = inline.content if inline is not None and inline.type == "inline" else ""
             out.append(_Block(kind, a, b, level=int(tok.tag[1:]), title=_norm_title(title)))
         elif kind in ("bullet_list", "ordered_list"):
-            out.append(_Block(kind, a, b, items=_list_items(doc, tokens, idx, a, b)))
+            out.append(_Block(kind, a, b, items=_list_items(doc, tokens, idx, a, b, lo)))
         elif kind == "fence":
             out.append(_Block(kind, a, b, closed=b > a and _closes_fence(lines[b], tok.markup)))
         else:
             out.append(_Block(kind, a, b))
-    gap(pos, n)
+    gap(pos, hi)
+
+
+#: A line that may open an ordered list (markdown-it's list rule wants digits then ``.`` or ``)``); a superset.
+_ORDERED_RE = re.compile(r"[0-9]+[.)]")
+#: markdown-it's nesting limit is 20 (commonmark preset); past it a rule swallows the rest of its *container*,
+#: which for a region parsed alone would be the region, not the body. Regions this deep go to the full parse.
+_REGION_MAX_LEVEL = 12
+
+
+@lru_cache(maxsize=1)
+def _md_helpers() -> tuple:
+    """markdown-it's own HTML-block sequences (start, end, may interrupt a paragraph), its CommonMark trim, and
+    one regex trying the start patterns in their order (group ``h<k>`` = sequence k; all are anchored at the line
+    start, so the first alternative that matches is the first sequence that does) or None if one of them carries
+    flags that cannot be scoped inside it."""
+    from markdown_it.common.utils import mdTrim
+    from markdown_it.rules_block.html_block import HTML_SEQUENCES
+
+    alts = []
+    for k, (start, _, _) in enumerate(HTML_SEQUENCES):
+        flags = start.flags & ~re.UNICODE
+        if flags not in (0, re.IGNORECASE) or not start.pattern.startswith("^"):
+            return HTML_SEQUENCES, mdTrim, None
+        alts.append(f"(?P<h{k}>{'(?i:' if flags else '(?:'}{start.pattern}))")
+    return HTML_SEQUENCES, mdTrim, re.compile("|".join(alts))
+
+
+#: A line of a paragraph that may end it or change it (blank, or a first character some rule starts with after
+#: at most 3 spaces: _RULE_FIRST_CHARS, the table delimiter's and setext's); the lines between are plain text.
+_PARA_STOP_RE = re.compile(r"^(?:[ \t]*$| {0,3}[-#`~<>*+_=|:0-9])", re.M)
+_BLANK_LINE_RE = re.compile(r"^[ \t]*$", re.M)
+
+
+@lru_cache(maxsize=64)
+def _fence_close_re(marker: str, length: int) -> re.Pattern:
+    # the closing line of a fence opened by ``length`` × ``marker``: what _closes_fence accepts, as a line regex
+    return re.compile(rf"^ {{0,3}}{re.escape(marker)}{{{length},}}[ \t]*$", re.M)
+
+
+def _scan_exact(doc: _Doc) -> list[_Block] | None:
+    """The blocks :func:`_parse_blocks` would get from markdown-it, in one pass over the lines, or None.
+
+    The common top-level blocks are found here with markdown-it's own rules, read from ``markdown_it/rules_block``
+    (4.x): ATX headings (heading.py, title trimmed by its ``mdTrim``), fenced code (fence.py: the closing line is
+    :func:`_closes_fence`), HTML blocks (html_block.py, with its ``HTML_SEQUENCES``) and paragraphs (paragraph.py /
+    lheading.py: a paragraph runs to a blank line or the first line a terminator rule could open). Everything else
+    — lists, blockquotes, tables, indented code, setext headings, thematic breaks, link reference definitions, and
+    any paragraph holding a line that might be one of them (the tests here are supersets of the rules') — is a
+    *region*: from that block's first line to the next line that must start a top-level block whatever came
+    before (a line at column 0 after a blank line that cannot continue a list or blockquote), parsed by markdown-it
+    alone. A region whose last top-level block is a fence or HTML block still open at its end, or that nests deep
+    enough to meet markdown-it's nesting limit, is not cut there (the rest of the body becomes the region, or None
+    is returned), so the blocks are always markdown-it's. None also for text with NUL (markdown-it's normalize
+    rewrites it, which changes titles)."""
+    lines = doc.lines
+    blanks = doc.blanks
+    n = len(lines)
+    src = "\n".join(lines)
+    if "\0" in src:
+        return None
+    html_seqs, md_trim, html_start = _md_helpers()
+    if html_start is None:
+        return None
+    starts = list(accumulate(map(add, map(len, lines), repeat(1)), initial=0))  # offset of each line in src
+    out: list[_Block] = []
+
+    def line_at(off: int) -> int:
+        return bisect_right(starts, off) - 1
+
+    html_blank_end = [bool(q[1].search("")) for q in html_seqs]  # types 6 and 7: a blank line ends them
+
+    def html_seq(s: str) -> int:  # index of the first HTML sequence starting ``s``, or -1
+        m = html_start.match(s)
+        return -1 if m is None else int(m.lastgroup[1:])
+
+    def table_below(j: int) -> bool:  # superset of table.py's test of line j + 1 as a delimiter row
+        if j + 1 >= n or blanks[j + 1]:
+            return False
+        t = lines[j + 1].strip(" \t")
+        return t[0] in "|-:" and not t.strip("|-: \t")
+
+    def kind_of(s: str, para: bool) -> str:
+        """What the rules may make of a line (``s``: after its ≤ 3 leading spaces, non-empty, no tab first):
+        "fence", "heading", "html", "quote" (blockquote), "region" (might be a list, thematic break, setext
+        underline or reference definition: markdown-it decides) or "para". ``para``: the line follows a paragraph
+        line (only terminators count there, and setext underlines)."""
+        c = s[0]
+        if c == "#":
+            h = len(s) - len(s.lstrip("#"))
+            return "heading" if h <= 6 and s[h : h + 1] in ("", " ", "\t") else "para"
+        if c == "`" or c == "~":
+            if len(s) >= 3 and s.startswith(c * 3):
+                h = len(s) - len(s.lstrip(c))
+                if c == "~" or "`" not in s[h:]:
+                    return "fence"
+            return "para"
+        if c == "<":
+            k = html_seq(s)
+            return "html" if k >= 0 and (html_seqs[k][2] or not para) else "para"
+        if c == ">":
+            return "quote"
+        if c in "-*+_=" or c.isdigit():
+            r = s.rstrip(" \t")
+            if c in "-*_" and r.count(c) >= 3 and not r.replace(c, "").strip(" \t"):
+                return "region"  # thematic break
+            if c in "-=" and r.count(c) == len(r):
+                return "region"  # setext underline (or, at a block start, a thematic break / list)
+            if c in "-*+" and s[1:2] in ("", " ", "\t"):
+                return "region"  # bullet item
+            if c.isdigit() and _ORDERED_RE.match(s):
+                return "region"  # ordered item
+            return "para"
+        if c == "[" and not para:
+            j = i  # a reference definition's label may run over lines up to a blank one
+            while j < n and not blanks[j]:
+                if "]:" in lines[j]:
+                    return "region"
+                j += 1
+        return "para"
+
+    def region(a: int) -> int:
+        """Parse lines a.. as markdown-it would at a block start, up to the first safe cut; returns the cut."""
+        k = a + 1
+        while True:
+            while k < n and not (blanks[k - 1] and not blanks[k] and lines[k][0] not in " \t-*+>0123456789"):
+                k += 1
+            tokens = _parser().parse("\n".join(lines[a:k]))
+            if k >= n:
+                break
+            if max((t.level for t in tokens), default=0) >= _REGION_MAX_LEVEL:
+                raise _Unscannable
+            last = next((t for t in reversed(tokens) if t.level == 0 and t.map is not None), None)
+            if last is None or not _still_open(last, a):
+                break
+            k = n  # a fence or HTML block open at the cut: the rest of the body is the region
+        _token_blocks(doc, tokens, a, k, out)
+        return k
+
+    def _still_open(tok, a: int) -> bool:
+        if tok.type not in ("fence", "html_block"):
+            return False
+        last = a + tok.map[1] - 1
+        while last > a + tok.map[0] and blanks[last]:
+            last -= 1
+        if tok.type == "fence":
+            return not (last > a + tok.map[0] and _closes_fence(lines[last], tok.markup))
+        k = html_seq(lines[a + tok.map[0]].lstrip(" \t"))
+        seq = html_seqs[k] if k >= 0 else None
+        if seq is None or seq[1].search(""):  # ends at a blank line (types 6, 7): closed by the cut's blank line
+            return False
+        return not seq[1].search(lines[last].lstrip(" \t"))
+
+    i = 0
+    try:
+        while i < n:
+            if blanks[i]:
+                i += 1
+                continue
+            line = lines[i]
+            s = line.lstrip(" ") if line[0] == " " else line
+            if len(line) - len(s) >= 4 or s[0] == "\t" or (i + 1 < n and not blanks[i + 1] and table_below(i)):
+                i = region(i)  # indented code (a tab before any text reaches column 4 at top level), or a table
+                continue
+            if s[0] == "<":  # most blocks of HTML-heavy notes: one lookup serves the test and the block's end
+                hk = html_seq(s)
+                kind = "html" if hk >= 0 else "para"
+            else:
+                kind = kind_of(s, False)
+            if kind == "heading":
+                h = len(s) - len(s.lstrip("#"))
+                rest = s[h:]
+                m = len(rest.rstrip(" \t"))  # heading.py: trailing spaces, then a closing run of # after a space
+                t = len(rest[:m].rstrip("#"))
+                if 0 < t < m and rest[t - 1] in " \t":
+                    m = t
+                out.append(_Block("heading", i, i, level=h, title=_norm_title(md_trim(rest[:m]))))
+                i += 1
+            elif kind == "fence":
+                c = s[0]
+                run = len(s) - len(s.lstrip(c))
+                m = _fence_close_re(c, run).search(src, starts[i + 1]) if i + 1 < n else None
+                j = line_at(m.start()) if m else n - 1
+                b = j
+                while b > i and blanks[b]:
+                    b -= 1
+                out.append(_Block("fence", i, b, closed=b > i and _closes_fence(lines[b], c * run)))
+                i = j + 1
+            elif kind == "html":
+                end_re = html_seqs[hk][1]
+                if html_blank_end[hk]:  # ends before the first blank line
+                    if i + 1 >= n or blanks[i + 1]:
+                        j = i + 1
+                    else:
+                        m = _BLANK_LINE_RE.search(src, starts[i + 1])
+                        j = line_at(m.start()) if m else n
+                elif end_re.search(s):
+                    j = i + 1
+                else:  # ends after the first line holding its end sequence (never the blank-line kind)
+                    m = end_re.search(src, starts[i + 1]) if i + 1 < n else None
+                    j = line_at(m.start()) + 1 if m else n
+                b = j - 1
+                while b > i and blanks[b]:
+                    b -= 1
+                out.append(_Block("html_block", i, b))
+                i = j
+            elif kind == "para":
+                # Only the lines _PARA_STOP_RE stops at can end the paragraph (a terminator rule or a blank line)
+                # or change it (a setext underline; a table's delimiter row under its line); deeper-indented
+                # lines are lazy text (not even tested), so they never stop it.
+                j = i + 1
+                split = False
+                while j < n:
+                    m = _PARA_STOP_RE.search(src, starts[j])
+                    j = line_at(m.start()) if m else n
+                    if j >= n or blanks[j]:
+                        break
+                    k = kind_of(lines[j].lstrip(" "), True)
+                    if k == "region" or table_below(j - 1):
+                        split = True  # might be a setext heading, or run into a list or table
+                        break
+                    if k != "para":
+                        break
+                    j += 1
+                if split:
+                    i = region(i)
+                    continue
+                out.append(_Block("paragraph", i, j - 1))
+                i = j
+            else:  # "quote", "region"
+                i = region(i)
+    except _Unscannable:
+        return None
     return out
+
+
+class _Unscannable(Exception):
+    """A region of the body that only markdown-it's parse of the whole body can settle."""
 
 
 _FENCE_OPEN_RE = re.compile(r" {0,3}(`{3,}|~{3,})")
@@ -869,17 +1117,17 @@ def _scan_blocks(doc: _Doc) -> list[_Block]:
     return out
 
 
-def _list_items(doc: _Doc, tokens: list, idx: int, a: int, b: int) -> tuple[tuple[int, int], ...]:
+def _list_items(doc: _Doc, tokens: list, idx: int, a: int, b: int, lo: int = 0) -> tuple[tuple[int, int], ...]:
     """Item ranges of the top-level list opening at tokens[idx], made contiguous over a..b (so every list line
-    belongs to an item) and trimmed of blank lines."""
+    belongs to an item) and trimmed of blank lines. ``lo``: body line of the tokens' line 0."""
     starts = [a]
     for j in range(idx + 1, len(tokens)):  # by index: slicing tokens per list would be quadratic
         tok = tokens[j]
         if tok.level == 0:  # the list's closing token
             break
-        if tok.type == "list_item_open" and tok.level == 1 and tok.map and a < tok.map[0] <= b:
-            if tok.map[0] > starts[-1]:
-                starts.append(tok.map[0])
+        if tok.type == "list_item_open" and tok.level == 1 and tok.map and a < tok.map[0] + lo <= b:
+            if tok.map[0] + lo > starts[-1]:
+                starts.append(tok.map[0] + lo)
     items = []
     for k, s in enumerate(starts):
         e = starts[k + 1] - 1 if k + 1 < len(starts) else b
