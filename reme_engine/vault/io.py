@@ -424,10 +424,11 @@ def _publish_new(tmp: Path, path: Path) -> bool:
         os.link(tmp, path)
     except FileExistsError:
         raise _conflict(path, None) from None
-    except OSError:  # no hard links on this file system: a checked rename
-        if os.path.lexists(path):
+    except OSError:  # no hard links on this file system: a rename that never replaces (renameat2 where it works)
+        try:
+            rename_noreplace(tmp, path)
+        except FileExistsError:
             raise _conflict(path, None) from None
-        os.rename(tmp, path)
     return True
 
 

@@ -46,6 +46,9 @@ RESERVED_NAMES = frozenset({"con", "prn", "aux", "nul", *(f"com{i}" for i in ran
 #: bidirectional embedding/override/isolate controls (U+202A–U+202E, U+2066–U+2069): invisible, and they make a
 #: name display as something else (``report\u202egpj.md`` shows as ``reportdm.jpg``)
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: invisible characters with no use in a name (zero width space, word joiner, BOM) and the Unicode line and
+#: paragraph separators (a line break to some renderers): ``a\u200b.md`` looks exactly like ``a.md``
+INVISIBLE_CHARS = frozenset("\u200b\u2060\ufeff\u2028\u2029")
 #: short names of the C0 controls a person may meet (BEL, ESC, …) for the refusal message
 _C0_NAMES = {0: "NUL", 7: "BEL", 8: "BS", 9: "TAB", 10: "LF", 13: "CR", 27: "ESC", 127: "DEL"}
 
@@ -54,13 +57,14 @@ def control_chars(name: str) -> list[str]:
     """The control characters in ``name``, each as ``U+XXXX`` (with its short name where it has a common one:
     ``U+001B ESC``), in order of first appearance; [] when none.
 
-    Controls are C0 (U+0000–U+001F), DEL (U+007F), C1 (U+0080–U+009F) and :data:`BIDI_CONTROLS`. A terminal
+    Controls are C0 (U+0000–U+001F), DEL (U+007F), C1 (U+0080–U+009F), :data:`BIDI_CONTROLS` and
+    :data:`INVISIBLE_CHARS`. A terminal
     runs them instead of showing them (ESC starts an escape sequence that can rewrite the screen), they cannot be
     typed back into a link, and most sync services and other OSes refuse or mangle them."""
     out: list[str] = []
     for ch in name:
         o = ord(ch)
-        if o < 0x20 or 0x7F <= o <= 0x9F or ch in BIDI_CONTROLS:
+        if o < 0x20 or 0x7F <= o <= 0x9F or ch in BIDI_CONTROLS or ch in INVISIBLE_CHARS:
             label = f"U+{o:04X}" + (f" {_C0_NAMES[o]}" if o in _C0_NAMES else "")
             if label not in out:
                 out.append(label)
