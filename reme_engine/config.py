@@ -84,6 +84,10 @@ class LayerSettings:
     #: Obsidian vault): ``auto`` (default) decides at open (``reme`` for such a vault, "" for reme's own layout),
     #: a folder name always uses it, "" never does (reme_engine.vault.app_folder, ARCHITECTURE §2).
     app_dir: str = "auto"
+    #: Name of a day page inside ``daily_dir``, in moment.js tokens as Obsidian's Daily notes plugin has it
+    #: (``YYYY-MM-DD``; ``YYYY/MM/YYYY-MM-DD-ddd`` nests folders): ``auto`` (default) takes the plugin's
+    #: ``format`` when its ``folder`` is the daily folder in use, else YYYY-MM-DD (reme_engine.vault.daily).
+    daily_format: str = "auto"
 
     def all(self) -> list[str]:
         return [self.resource_dir, self.daily_dir, self.digest_dir, self.session_dir]

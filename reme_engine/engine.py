@@ -103,6 +103,15 @@ class Engine:
                                         settings.layers.session_dir):
                 settings.layers.daily_dir = self.detected_daily_dir = found
                 log.info("daily notes found in %s (set layers.daily_dir to choose another folder)", found)
+        from .vault.daily import DayFormatError, resolve_day_format
+
+        try:
+            #: one line when the daily-note format from Obsidian cannot be followed (no day page is found), else None
+            self.daily_format_warning: str | None = resolve_day_format(self.vault, settings.layers)
+        except DayFormatError as exc:  # the user's own layers.daily_format
+            raise ConfigError(f"layers.daily_format: {exc}") from exc
+        if self.daily_format_warning:
+            log.warning("%s", self.daily_format_warning)
         from .vault.app_folder import apply_app_folder
 
         # an existing vault keeps chat records and proactive state in one app folder (layers.app_dir)
@@ -485,8 +494,21 @@ class Engine:
         return files.valid_day(self, date)
 
     def daily_create(self, date: str = "") -> DailyCreateResult:
-        """Create the day folder and day page of ``date`` (default today); idempotent."""
+        """Create the day folder and day page of ``date`` (default today; the page at :meth:`day_page`);
+        idempotent. EngineError for a daily format reme cannot follow."""
+        self.day_page(date)  # a format reme cannot follow is refused here, before any folder is made
         return files.daily_create(self, self.day(date))
+
+    def day_page(self, date: str = "") -> str:
+        """Vault-relative path of the day page of ``date`` (default today), whether or not it exists: the path
+        Obsidian's Daily notes would create (``layers.daily_format``, e.g. ``Journal/2026/12/2026-12-02-Wed.md``).
+        EngineError for an invalid date or a daily format reme cannot follow (:attr:`daily_format_warning`)."""
+        from .vault.daily import DayFormatError, day_page_rel
+
+        try:
+            return day_page_rel(self.settings.layers, self.day(date))
+        except DayFormatError as exc:
+            raise EngineError(str(exc)) from exc
 
     def daily_list(self, date: str = "") -> list[DailyCard]:
         """The cards of a day (``<daily_dir>/<date>/*.md``)."""
@@ -501,7 +523,9 @@ class Engine:
         return daily.list_days(self.vault, self.settings.layers)
 
     def daily_reindex(self, date: str = "", insert_markers: bool = False) -> DailyReindexResult:
-        """Regenerate the day page's index section between its markers (``insert_markers`` adds them)."""
+        """Regenerate the day page's index section between its markers (``insert_markers`` adds them).
+        EngineError for a daily format reme cannot follow."""
+        self.day_page(date)  # refuses a format reme cannot follow, in one line
         return files.daily_reindex(self, self.day(date), insert_markers)
 
     def refresh_day_indexes(self, paths: list[str]) -> list[str]:

@@ -645,16 +645,26 @@ def _traverse(vs: VaultServer, a: dict) -> dict:
 def _today(vs: VaultServer, a: dict) -> dict:
     """Today's (or a date's) daily page and cards: what the person captured and did that day.
 
-    Returns the day page path (<daily folder>/<date>.md, if it exists) and every card of the day with its name,
+    Returns the day page (the daily note, if it exists: <daily folder>/<date>.md, or where the vault's Obsidian
+    Daily notes format puts it, e.g. Journal/2026/12/2026-12-02-Wed.md) and every card of the day with its name,
     description and kind (session | resource | note): under daily/<date>/, and in an existing Obsidian vault also
-    under the app folder's reme/daily/<date>/. Read a card with read_note.
+    under the app folder's reme/daily/<date>/. Read either with read_note. `warning` says when the daily-note
+    format cannot be followed (then `page` is null).
     """
+    from reme_engine.engine import EngineError
+
     eng = vs.engine
     date = a.get("date") or eng.settings.today()
     cards = vs.job("daily_list", {"date": date}, eng)["result"]
-    page = f"{eng.settings.layers.daily_dir.strip('/')}/{date}.md"
-    exists = (eng.vault / page).is_file()
-    return {"date": date, "page": page if exists else None, "cards": cards}
+    out: dict = {"date": date, "page": None, "cards": cards}
+    try:
+        page = eng.day_page(date)
+    except EngineError as exc:  # a daily format with a time of day: no path rather than a wrong one
+        out["warning"] = str(exc)
+        return out
+    if (eng.vault / page).is_file():
+        out["page"] = page
+    return out
 
 
 def _agenda(vs: VaultServer, a: dict) -> dict:

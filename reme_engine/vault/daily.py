@@ -1,7 +1,8 @@
 """Daily-layer helpers: day folders, day index pages and their generated card index (ARCHITECTURE §2).
 
 A day is ``<daily_dir>/<date>/`` (its cards: ``*.md`` files, ``interests.yaml`` …) plus the day page
-``<daily_dir>/<date>.md``. The app owns only the section between :data:`INDEX_START` and :data:`INDEX_END` in a day
+``<daily_dir>/<date>.md`` — or, in an Obsidian vault whose Daily notes plugin names notes otherwise, the path that
+plugin creates (``layers.daily_format``, moment.js tokens, nested folders included: :func:`day_page_rel`). The app owns only the section between :data:`INDEX_START` and :data:`INDEX_END` in a day
 page; everything outside the markers is the user's and is kept byte-for-byte (BOM and CRLF included).
 
 The app never inserts the index section into a day page that has no markers (for example an existing Obsidian daily
@@ -174,6 +175,293 @@ def _md_files(folder: Path) -> list[Path]:
     return out
 
 
+# ------------------------------------------------------------------------------------- day note names (moment.js)
+
+#: The day page name reme writes, and Obsidian's Daily notes default format (moment.js tokens).
+DEFAULT_DAY_FORMAT = "YYYY-MM-DD"
+#: ``layers.daily_format`` value that takes the format from Obsidian's Daily notes (or Periodic Notes) settings.
+AUTO_DAY_FORMAT = "auto"
+
+# moment.js's own formatting-token pattern (moment 2.29, `formattingTokens`): a [bracketed] literal, or a token
+# (an optional backslash escapes it), or any other single character, which is written as it is.
+_MOMENT_TOKEN_RE = re.compile(
+    r"(\[[^\[]*\])|(\\)?([Hh]mm(ss)?|Mo|MM?M?M?|Do|DDDo|DD?D?D?|ddd?d?|do?|w[o|w]?|W[o|W]?|Qo?|N{1,5}|YYYYYY|"
+    r"YYYYY|YYYY|YY|y{2,4}|yo?|gg(ggg?)?|GG(GGG?)?|e|E|a|A|hh?|HH?|kk?|mm?|ss?|S{1,9}|x|X|zz?|ZZ?|.)", re.S)
+# moment's long date formats of the English locale (expanded before formatting, as moment does); LT, LTS, LLL and
+# LLLL carry a time of day and are not day names.
+_LONG_FORMATS = {"L": "MM/DD/YYYY", "LL": "MMMM D, YYYY", "l": "M/D/YYYY", "ll": "MMM D, YYYY"}
+_LONG_RE = re.compile(r"(\[[^\]]*\])|(\\)?(LTS|LT|LL?L?L?|l{1,4})")
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")
+_WEEKDAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")  # moment: 0 = Sunday
+#: Tokens of a time of day, an era or a timezone: Obsidian fills them from the clock when it creates the note, so
+#: the name of a day's note cannot be known from its date.
+_CLOCK_TOKENS = ("H", "h", "k", "m", "s", "S", "a", "A", "x", "X", "Z", "z", "N", "y")
+
+
+class DayFormatError(ValueError):
+    """A daily-note format reme cannot turn into a path (a token of a time of day, a path leaving the daily folder
+    or into a hidden folder); ``str(exc)`` is one line naming the format, the token and what to do."""
+
+
+def _ordinal(n: int) -> str:
+    """moment's English ordinal (1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st)."""
+    suffix = "th" if (n % 100) // 10 == 1 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _first_week_offset(year: int, dow: int, doy: int) -> int:
+    fwd = 7 + dow - doy  # the January day always in the first week
+    fwdlw = (7 + (_dt.date(year, 1, fwd).isoweekday() % 7) - dow) % 7
+    return -fwdlw + fwd - 1
+
+
+def _weeks_in_year(year: int, dow: int, doy: int) -> int:
+    days = 366 if _dt.date(year, 12, 31).timetuple().tm_yday == 366 else 365
+    return (days - _first_week_offset(year, dow, doy) + _first_week_offset(year + 1, dow, doy)) // 7
+
+
+def _week_of_year(day: _dt.date, dow: int, doy: int) -> tuple[int, int]:
+    """``(week, week-year)`` as moment's ``weekOfYear`` (dow: first day of the week, 0 = Sunday; doy: the
+    January day that fixes week 1, as ``7 + dow - janX``). English locale: dow 0, doy 6; ISO: dow 1, doy 4."""
+    week = (day.timetuple().tm_yday - _first_week_offset(day.year, dow, doy) - 1) // 7 + 1
+    if week < 1:
+        return week + _weeks_in_year(day.year - 1, dow, doy), day.year - 1
+    if week > _weeks_in_year(day.year, dow, doy):
+        return week - _weeks_in_year(day.year, dow, doy), day.year + 1
+    return week, day.year
+
+
+def _token_text(tok: str, day: _dt.date) -> str | None:
+    """The text of one moment token for ``day`` (English locale), or None when it is not a date token."""
+    wd = day.isoweekday() % 7  # 0 = Sunday, as moment's d
+    y = day.year
+    if tok in ("YYYY", "Y"):
+        return f"{y:04d}" if y <= 9999 else f"+{y}"
+    simple = {
+        "YY": f"{y % 100:02d}", "YYYYY": f"{y:05d}", "YYYYYY": f"+{y:06d}",
+        "Q": str((day.month - 1) // 3 + 1), "Qo": _ordinal((day.month - 1) // 3 + 1),
+        "M": str(day.month), "MM": f"{day.month:02d}", "Mo": _ordinal(day.month),
+        "MMM": _MONTHS[day.month - 1][:3], "MMMM": _MONTHS[day.month - 1],
+        "D": str(day.day), "DD": f"{day.day:02d}", "Do": _ordinal(day.day),
+        "DDD": str(day.timetuple().tm_yday), "DDDD": f"{day.timetuple().tm_yday:03d}",
+        "DDDo": _ordinal(day.timetuple().tm_yday),
+        "d": str(wd), "do": _ordinal(wd), "dd": _WEEKDAYS[wd][:2], "ddd": _WEEKDAYS[wd][:3], "dddd": _WEEKDAYS[wd],
+        "e": str(wd), "E": str(day.isoweekday()),
+    }
+    if tok in simple:
+        return simple[tok]
+    if tok[0] in "wg":
+        week, wy = _week_of_year(day, 0, 6)
+    elif tok[0] in "WG":
+        week, wy = _week_of_year(day, 1, 4)
+    else:
+        return None
+    return {"w": str(week), "ww": f"{week:02d}", "wo": _ordinal(week), "W": str(week), "WW": f"{week:02d}",
+            "Wo": _ordinal(week), "gg": f"{wy % 100:02d}", "gggg": f"{wy:04d}", "ggggg": f"{wy:05d}",
+            "GG": f"{wy % 100:02d}", "GGGG": f"{wy:04d}", "GGGGG": f"{wy:05d}"}.get(tok)
+
+
+def _expand_long(fmt: str) -> str:
+    def sub(m: re.Match) -> str:
+        if m.group(1) or m.group(2):
+            return m.group(0)
+        tok = m.group(3)
+        if tok not in _LONG_FORMATS:
+            raise DayFormatError(f"daily note format {fmt!r}: {tok!r} includes a time of day, so the name of a "
+                                 "day's note cannot be known from its date")
+        return _LONG_FORMATS[tok]
+
+    return _LONG_RE.sub(sub, fmt)
+
+
+def format_day(fmt: str, date: str | _dt.date) -> str:
+    """``date`` written in the moment.js format ``fmt``, exactly as Obsidian's Daily notes names the note (its
+    file path inside the daily folder, without ``.md``; a ``/`` in the format makes folders: ``YYYY/MM/DD`` →
+    ``2026/12/02``). English month and weekday names (moment's default locale). ``[text]`` is literal, a
+    backslash escapes one token, other characters are kept. Raises :class:`DayFormatError` for a token of a
+    time of day, an era or a timezone, and ValueError for an invalid date."""
+    day = date if isinstance(date, _dt.date) else _dt.date.fromisoformat(valid_date(date))
+    out = []
+    for m in _MOMENT_TOKEN_RE.finditer(_expand_long(fmt)):
+        whole, literal, escaped, tok = m.group(0), m.group(1), m.group(2), m.group(3)
+        if literal:
+            out.append(literal[1:-1])
+            continue
+        if escaped:
+            out.append(whole.replace("\\", ""))
+            continue
+        text = _token_text(tok, day)
+        if text is None and len(tok) == 1 and tok not in _CLOCK_TOKENS:
+            text = tok  # any other single character is written as it is
+        if text is None:
+            raise DayFormatError(f"daily note format {fmt!r}: {tok!r} is a time-of-day, era or timezone token, so "
+                                 "the name of a day's note cannot be known from its date (set layers.daily_format "
+                                 "to a date-only moment.js format such as YYYY-MM-DD or YYYY/MM/YYYY-MM-DD)")
+        out.append(text)
+    return "".join(out)
+
+
+def check_day_format(fmt: str) -> str:
+    """``fmt`` (a moment.js format) checked as a daily-note name: it formats, names a file inside the daily
+    folder (no empty, ``.``/``..`` or hidden part, no absolute path) and tells days apart (two dates a day apart,
+    and a year apart, give two names). Returns ``fmt``; raises :class:`DayFormatError` saying why."""
+    if not isinstance(fmt, str) or not fmt.strip():
+        raise DayFormatError("daily note format is empty (Obsidian's default is YYYY-MM-DD)")
+    samples = [_dt.date(2026, 12, 2), _dt.date(2026, 12, 3), _dt.date(2027, 12, 2), _dt.date(2026, 11, 2)]
+    names = [format_day(fmt, d) for d in samples]
+    for name in names:
+        parts = name.replace("\\", "/").split("/")
+        if name.startswith("/") or any(p in ("", ".", "..") or p.startswith(".") for p in parts):
+            raise DayFormatError(f"daily note format {fmt!r} gives {name!r}, which is not a note inside the daily "
+                                 "folder (no empty, '.', '..' or hidden part)")
+    if len(set(names)) != len(names):
+        raise DayFormatError(f"daily note format {fmt!r} gives the same name to different days ({names[0]!r})")
+    return fmt
+
+
+def day_format(layers: LayerSettings | None) -> str:
+    """The moment.js format of the day pages' names (``layers.daily_format``; ``auto`` or unset: YYYY-MM-DD)."""
+    fmt = str(getattr(_layers(layers), "daily_format", "") or "").strip()
+    return DEFAULT_DAY_FORMAT if fmt in ("", AUTO_DAY_FORMAT) else fmt
+
+
+def day_page_rel(layers: LayerSettings | None, date: str) -> str:
+    """Vault-relative path of the day page of ``date``: ``<daily_dir>/<date in the daily format>.md`` — the path
+    Obsidian's Daily notes creates (``daily/2026-12-02.md``; ``Journal/2026/12/2026-12-02-Wed.md`` with
+    ``YYYY/MM/YYYY-MM-DD-ddd``). Raises DayFormatError for a format reme cannot follow, ValueError for a bad date."""
+    return f"{_daily_dir(layers)}/{format_day(check_day_format(day_format(layers)), date)}.md"
+
+
+#: Where Obsidian keeps its daily-note settings: the core Daily notes plugin, then the Periodic Notes plugin (the
+#: keys leading to its ``folder`` and ``format``).
+_OBSIDIAN_DAILY_SETTINGS = ((".obsidian/daily-notes.json", ()), (".obsidian/plugins/periodic-notes/data.json",
+                                                                 ("daily",)))
+
+
+def obsidian_daily_settings(vault: Path) -> list[tuple[str, str, str]]:
+    """``[(settings file, folder, format)]`` of Obsidian's daily-note plugins found in ``vault`` (core Daily notes
+    first, then Periodic Notes), folder stripped of slashes ("" = the vault root), format as saved ("" = the
+    plugin's default, YYYY-MM-DD). Unreadable or malformed files are left out; never raises."""
+    import json as _json
+
+    out = []
+    for cfg, keys in _OBSIDIAN_DAILY_SETTINGS:
+        try:
+            data = _json.loads((Path(vault) / cfg).read_text(encoding="utf-8"))
+            for k in keys:
+                data = data[k]
+            if not isinstance(data, dict):
+                continue
+            folder = str(data.get("folder") or "").strip().replace("\\", "/").strip("/")
+            fmt = str(data.get("format") or "").strip()
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        out.append((cfg, folder, fmt))
+    return out
+
+
+def resolve_day_format(vault: Path, layers: LayerSettings) -> str | None:
+    """Settle ``layers.daily_format`` for ``vault`` in place (call once, when the engine opens, after the daily
+    folder is known) and return a warning line, or None.
+
+    ``auto`` (the default) takes the ``format`` of the Obsidian plugin whose ``folder`` is the daily folder in use
+    (Daily notes first, then Periodic Notes; no format saved: YYYY-MM-DD), else YYYY-MM-DD. A format from Obsidian
+    that reme cannot follow (a time-of-day token…) is kept, so that every day-page path raises DayFormatError
+    instead of naming a wrong file, and the warning says why. An explicit ``layers.daily_format`` that cannot be
+    followed raises DayFormatError (the caller makes it a ConfigError naming the setting)."""
+    value = str(getattr(layers, "daily_format", "") or "").strip()
+    if value and value != AUTO_DAY_FORMAT:
+        check_day_format(value)
+        layers.daily_format = value
+        return None
+    daily = _daily_dir(layers)
+    fmt, source = DEFAULT_DAY_FORMAT, ""
+    for cfg, folder, saved in obsidian_daily_settings(vault):
+        if folder == daily:
+            fmt, source = saved or DEFAULT_DAY_FORMAT, cfg
+            break
+    layers.daily_format = fmt
+    try:
+        check_day_format(fmt)
+    except DayFormatError as exc:
+        return (f"{exc} — from {source}; reme finds no day page of this vault until layers.daily_format is set "
+                "(cards and search still work)")
+    return None
+
+
+def _format_regex(fmt: str) -> re.Pattern:
+    """A regex matching what :func:`format_day` writes for some date, capturing year (``Y``), month (``M``), day
+    (``D``), day of year (``J``) where the format has them."""
+    num = {"YYYY": r"\d{4}", "Y": r"\d{4}", "YY": r"\d{2}", "YYYYY": r"\d{5}", "YYYYYY": r"\+\d{6}",
+           "M": r"\d{1,2}", "MM": r"\d{2}", "D": r"\d{1,2}", "DD": r"\d{2}", "DDD": r"\d{1,3}", "DDDD": r"\d{3}"}
+    groups = {"YYYY": "Y", "Y": "Y", "YYYYY": "Y", "YYYYYY": "Y", "YY": "y", "GGGG": "G", "W": "W", "WW": "W",
+              "Wo": "W", "E": "E", "M": "M", "MM": "M", "Mo": "M", "MMM": "M",
+              "MMMM": "M", "D": "D", "DD": "D", "Do": "D", "DDD": "J", "DDDD": "J", "DDDo": "J"}
+    out, used = [], set()
+    for m in _MOMENT_TOKEN_RE.finditer(_expand_long(fmt)):
+        whole, literal, escaped, tok = m.group(0), m.group(1), m.group(2), m.group(3)
+        if literal:
+            out.append(re.escape(literal[1:-1]))
+            continue
+        if escaped:
+            out.append(re.escape(whole.replace("\\", "")))
+            continue
+        if tok in num:
+            pat = num[tok]
+        elif tok in ("Mo", "Do", "DDDo", "Qo", "wo", "Wo", "do"):
+            pat = r"\d{1,3}(?:st|nd|rd|th)"
+        elif tok in ("MMM", "MMMM"):
+            pat = "|".join(n[:3] if tok == "MMM" else n for n in _MONTHS)
+        elif tok in ("dd", "ddd", "dddd"):
+            pat = "|".join(n[: {"dd": 2, "ddd": 3}.get(tok, 9)] for n in _WEEKDAYS)
+        elif _token_text(tok, _dt.date(2026, 1, 1)) is not None:
+            pat = r"\d{1,5}"  # a week, quarter, weekday number or week-year: checked by the round trip
+        else:
+            out.append(re.escape(tok))
+            continue
+        key = groups.get(tok)
+        if key and key not in used:
+            used.add(key)
+            out.append(f"(?P<{key}>{pat})")
+        else:
+            out.append(f"(?:{pat})")
+    return re.compile("".join(out))
+
+
+def parse_day(fmt: str, name: str) -> str | None:
+    """The date (YYYY-MM-DD) whose day note :func:`format_day` names ``name`` (a path inside the daily folder,
+    without ``.md``), or None: the reverse of the format, checked by formatting the date again. A format without
+    year and month and day (nor year and day of year) reads no date."""
+    m = _format_regex(fmt).fullmatch(name)
+    if not m:
+        return None
+    g = m.groupdict()
+    try:
+        if g.get("G") and g.get("W") and g.get("E") and not g.get("Y"):  # an ISO week date: 2026-W49-3
+            day = _dt.date.fromisocalendar(int(g["G"]), int(re.match(r"\d+", g["W"]).group()), int(g["E"]))
+            return day.isoformat() if format_day(fmt, day) == name else None
+        year = int(g["Y"].lstrip("+")) if g.get("Y") else None
+        if year is None and g.get("y"):
+            year = int(g["y"]) + (2000 if int(g["y"]) < 69 else 1900)  # moment's two-digit year rule
+        if year is None:
+            return None
+        if g.get("J") and not (g.get("M") and g.get("D")):
+            day = _dt.date(year, 1, 1) + _dt.timedelta(days=int(re.match(r"\d+", g["J"]).group()) - 1)
+        elif g.get("M") and g.get("D"):
+            mon = g["M"]
+            month = int(re.match(r"\d+", mon).group()) if mon[0].isdigit() else \
+                [n[: len(mon)] for n in _MONTHS].index(mon) + 1
+            day = _dt.date(year, month, int(re.match(r"\d+", g["D"]).group()))
+        else:
+            return None
+        if day.year != year:
+            return None
+        return day.isoformat() if format_day(fmt, day) == name else None
+    except (ValueError, DayFormatError):
+        return None
+
+
 # --------------------------------------------------------------------------------------------------- listing
 
 
@@ -247,9 +535,14 @@ def list_days(vault: Path, layers: LayerSettings | None = None) -> list[str]:
     """Dates (``YYYY-MM-DD``) that have a day page ``<daily_dir>/<date>.md`` or a day folder (in the daily folder
     or, in app-folder mode, the app's ``<app_dir>/daily``), newest first.
 
-    Other entries of the daily folder are ignored; a missing daily folder gives ``[]``.
+    Day pages are found by the daily format (:func:`day_page_rel`): with a nested one (``YYYY/MM/DD``) in the
+    folders it makes, at most as deep as it goes (hidden folders skipped); a format reme cannot follow finds only
+    day folders. Other entries of the daily folder are ignored; a missing daily folder gives ``[]``.
     """
     days: set[str] = set()
+    fmt = day_format(layers)
+    if fmt != DEFAULT_DAY_FORMAT:
+        days |= _formatted_days(Path(vault), _daily_dir(layers), fmt)
     for d in reversed(card_dirs(_layers(layers))):  # the daily folder, then the app's card folder
         folder = resolve(Path(vault), d)
         if not folder.abs.is_dir():
@@ -258,7 +551,8 @@ def list_days(vault: Path, layers: LayerSettings | None = None) -> list[str]:
             name = entry.name
             if entry.is_dir():
                 cand = name
-            elif entry.is_file() and name.lower().endswith(".md"):
+            elif entry.is_file() and name.lower().endswith(".md") and (fmt == DEFAULT_DAY_FORMAT
+                                                                        or d != _daily_dir(layers)):
                 cand = name[:-3]
             else:
                 continue
@@ -267,6 +561,31 @@ def list_days(vault: Path, layers: LayerSettings | None = None) -> list[str]:
             except ValueError:
                 continue
     return sorted(days, reverse=True)
+
+
+def _formatted_days(vault: Path, daily: str, fmt: str) -> set[str]:
+    """Dates of the day pages named by ``fmt`` under ``vault/daily`` ({} for a format reme cannot follow)."""
+    try:
+        depth = format_day(check_day_format(fmt), "2026-12-02").count("/")
+    except DayFormatError:
+        return set()
+    folder = resolve(vault, daily)
+    if not folder.abs.is_dir():
+        return set()
+    days: set[str] = set()
+    base = len(folder.abs.parts)
+    for root, dirs, files in os.walk(folder.abs):
+        level = len(Path(root).parts) - base
+        dirs[:] = [x for x in dirs if not x.startswith(".")] if level < depth else []
+        if level != depth:
+            continue
+        prefix = Path(root).relative_to(folder.abs).as_posix()
+        for f in files:
+            if f.lower().endswith(".md") and not f.startswith("."):
+                got = parse_day(fmt, f"{prefix}/{f[:-3]}" if level else f[:-3])
+                if got:
+                    days.add(got)
+    return days
 
 
 # --------------------------------------------------------------------------------------------------- rendering
@@ -364,7 +683,7 @@ def daily_create(
     vault = Path(vault)
     d = _daily_dir(layers)
     folder = resolve(vault, f"{d}/{date}")
-    page = resolve(vault, f"{d}/{date}.md")
+    page = resolve(vault, day_page_rel(layers, date))
     folder_created = False
     if not folder.abs.is_dir():
         folder.abs.mkdir(parents=True, exist_ok=True)
@@ -422,7 +741,7 @@ def daily_reindex(
     date = valid_date(date)
     vault = Path(vault)
     d = _daily_dir(layers)
-    page = resolve(vault, f"{d}/{date}.md")
+    page = resolve(vault, day_page_rel(layers, date))
 
     def result(**kw: Any) -> DailyReindexResult:
         base = dict(date=date, path=page.rel, changed=False, created=False, cards=len(cards))
