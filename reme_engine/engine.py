@@ -612,9 +612,16 @@ class Engine:
     def remember(self, text: str, *, agent: str = "", conversation: list[dict] | None = None) -> RememberResult:
         """Append what an agent was told to today's capture card, marked as noted by ``agent`` (journaled,
         indexed); ``conversation`` (``[{role, content}]``) is kept as a chat record too. See
-        :func:`reme_engine.agent_capture.remember`; ValueError for malformed messages, EngineError otherwise."""
+        :func:`reme_engine.agent_capture.remember`; ValueError for malformed messages, EngineError otherwise
+        (also for a NUL character or a lone surrogate in ``text``, before anything is written: it would turn the
+        day's capture card, the person's own captures included, into a binary file the index skips)."""
         from .agent_capture import remember
 
+        try:
+            files.check_encodable(text)
+        except EngineError as exc:
+            raise EngineError(str(exc).replace("not written:", "not remembered:", 1)
+                              .replace("the note would", "the capture card would")) from exc
         return remember(self, text, agent=agent, conversation=conversation)
 
     # -- background: watcher and cron (reme_engine.background) -------------------------------------------------

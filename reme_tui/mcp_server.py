@@ -98,11 +98,25 @@ def tool_function(spec: ToolSpec, vs: VaultServer) -> Callable:
     ``CallToolResult``: the result as one JSON object in a text block, or ``isError`` with the one-line message."""
     from mcp.types import CallToolResult, TextContent
 
+    def failed(text: str) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
     def run(kwargs: dict) -> CallToolResult:
         try:
             result = spec.run(vs, kwargs)
         except ToolFailure as exc:
-            return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+            return failed(str(exc))
+        except OSError as exc:  # one the tool did not expect (a name too long while looking a path up): one line
+            from reme_engine.errors import os_error_message
+
+            named = next((v for k, v in kwargs.items() if k in ("path", "src", "dst") and isinstance(v, str)), "")
+            return failed(os_error_message(exc, named, "read" if not spec.writes else "write"))
+        except Exception as exc:  # a bug: one line for the agent (not the SDK's bare "Error executing tool"),
+            import traceback  # and the traceback in the server's log for the person
+
+            _log(f"{spec.name} failed:\n{traceback.format_exc()}")
+            return failed(f"{spec.name} failed: {type(exc).__name__}: {exc} (a bug in reme-tui; the traceback is "
+                          "in the server's log)")
         data = result if isinstance(result, dict) else {"result": result}
         # One copy of the result, as JSON text: a second one in structuredContent (optional without an output
         # schema) doubled every response, and bytes are most of a call's cost beyond the engine.
@@ -249,8 +263,9 @@ def build_server(vs: VaultServer):
             continue
         server.add_tool(tool_function(spec, vs), name=spec.name, title=spec.title,
                         annotations=ToolAnnotations(read_only_hint=not spec.writes,
-                                                    destructive_hint=spec.name in ("write_note", "move_note",
-                                                                                   "revert"),
+                                                    # every writer but remember (it only appends) may replace
+                                                    # or remove what is there
+                                                    destructive_hint=spec.writes and spec.name != "remember",
                                                     idempotent_hint=not spec.writes, open_world_hint=False))
 
     @server.resource(NOTE_URI + "{+path}", name="note", title="A note of the vault", mime_type="text/markdown",

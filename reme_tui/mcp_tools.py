@@ -570,8 +570,8 @@ def _move_note(vs: VaultServer, a: dict) -> dict:
     """Move or rename a note and rewrite the links that point to it (in every linking note, atomically).
 
     Refuses an existing destination, folders and layer folders; linking notes another program kept changing
-    meanwhile are retried for a few seconds, then listed in `conflicts` (with a `warning` line) and left untouched. One journal run (`run_id`) holds the move and every rewritten note: revert
-    undoes all of it.
+    meanwhile are retried for a few seconds, then listed in `conflicts` (with a `warning` line) and left
+    untouched. One journal run (`run_id`) holds the move and every rewritten note: revert undoes all of it.
     """
     from reme_engine.agent_capture import journaled_move
 
@@ -677,7 +677,8 @@ def _agenda(vs: VaultServer, a: dict) -> dict:
 
 def _changes(vs: VaultServer, a: dict) -> dict:
     """The change journal: recent runs that wrote to the vault, newest first (the app's pipelines auto_dream,
-    auto_memory…, captures, and every agent write: remember, write_note, edit_note, move_note), or one run's file
+    auto_memory…, captures, and every agent write: remember, write_note, edit_note, move_note, delete_note), or one
+    run's file
     changes with run_id. Undo a run with revert.
 
     Each run has run_id, kind, params, status, started_at/finished_at (Unix seconds), the number of changes and
@@ -736,7 +737,8 @@ def _remember(vs: VaultServer, a: dict) -> dict:
     _check_size(vs, "remember", "text", text, "max_remember_bytes")
     _check_size(vs, "remember", "conversation", a.get("conversation"), "max_write_bytes")
     # one short line; no Markdown/link syntax from the client ends up in the entry's header
-    agent = " ".join("".join(c for c in (a.get("agent") or "") if c not in "[]|*_`#<>").split())[:80]
+    agent = " ".join("".join(c for c in (a.get("agent") or "") if c not in "[]|*_`#<>" and (c.isprintable() or
+                                                                                          c.isspace())).split())[:80]
     try:
         return dict(eng.remember(text, agent=agent, conversation=a.get("conversation")))
     except (EngineError, ValueError, OSError) as exc:
@@ -770,7 +772,8 @@ def tool_specs() -> list[ToolSpec]:
             "max_nodes": f"most notes to return (1-{MAX_NODES}; `truncated` says when the walk stopped early)"},
             bounds={"depth": (0, 5), "max_nodes": (1, MAX_NODES)}),
         ToolSpec("today", _today, "daily_list", title="Today's page and cards"),
-        ToolSpec("agenda", _agenda, "proactive_read", title="Topics and agenda of a day"),
+        ToolSpec("agenda", _agenda, "proactive_read", title="Topics and agenda of a day",
+                 bounds={"min_confidence": (0, 1), "horizon_days": (1, 366)}),
         ToolSpec("changes", _changes, "dream_log", title="Change journal", help={
             "limit": f"most runs to list, newest first (1-{MAX_RUNS})",
             "run_id": "show this run's file changes (a run_id from the list); empty: list recent runs",
@@ -783,7 +786,7 @@ def tool_specs() -> list[ToolSpec]:
             "new": "replacement text ('' deletes the old text)",
             "count": "how many times `old` must occur (0: replace every occurrence)",
             "expected_sha": "the `sha` from read_note: refuse if the note changed since"},
-            limits={"new": "max_write_bytes"}),
+            bounds={"count": (0, 1_000_000)}, limits={"new": "max_write_bytes"}),
         ToolSpec("move_note", _move_note, "move", writes=True, title="Move a note", help={
             "src": "vault-relative path of the note to move ('.md' may be left out)",
             "dst": "its new vault-relative path (links to it are rewritten)"}),
