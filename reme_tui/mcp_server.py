@@ -330,11 +330,18 @@ def bind_http(host: str, port: int):
     return sock
 
 
-async def _serve_http(server, sock) -> None:
+#: The SDK's own cap on an HTTP request body (4 MiB), kept unless the write limits need more.
+HTTP_BODY_BYTES = 4 * 1024 * 1024
+
+
+async def _serve_http(server, sock, max_write_bytes: int = 0) -> None:
     import uvicorn
 
+    # A write up to mcp.max_write_bytes must reach the tool (which gives the limit's own error above it), not the
+    # transport's 413: JSON escapes can make a text up to 6x longer (\u0001), plus room for the envelope.
+    body = max(HTTP_BODY_BYTES, 6 * max_write_bytes + 64 * 1024)
     # host="127.0.0.1" turns on the SDK's DNS-rebinding protection (Host: 127.0.0.1, localhost or [::1])
-    app = server.streamable_http_app(host="127.0.0.1")
+    app = server.streamable_http_app(host="127.0.0.1", max_request_body_size=body)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     host, port = sock.getsockname()[:2]
     _log(f"serving on http://{f'[{host}]' if ':' in host else host}:{port}/mcp")
@@ -415,7 +422,7 @@ def main(args: argparse.Namespace, rest: list[str]) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop: close the engine cleanly
     try:
         if ns.http:
-            anyio.run(_serve_http, server, sock)
+            anyio.run(_serve_http, server, sock, settings.mcp.max_write_bytes)
         else:
             anyio.run(server.run_stdio_async)
     except KeyboardInterrupt:

@@ -127,3 +127,39 @@ def test_http_startup_errors_are_one_line_and_exit_non_zero(tmp_path):
         assert p.returncode == 2, (extra, p.stderr)
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and want in lines[0] and "Traceback" not in p.stderr, (extra, p.stderr)
+
+
+async def test_over_http_a_write_up_to_the_limit_reaches_the_tool(tmp_path):
+    """The SDK's transport refuses bodies over 4 MiB with a bare 413; a configured write limit above that is
+    honoured over HTTP too (and over it, the tool's own one-line refusal answers)."""
+    import re
+
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    from test_mcp import _indexed, until
+
+    limit = 5 * 1024 * 1024
+    v, cfg = _vault(tmp_path, f"max_file_bytes: 1000\nmcp:\n  max_write_bytes: {limit}\n")
+    proc = subprocess.Popen([sys.executable, *_argv(v, tmp_path / "state", "--http", "--port", "0", "--config",
+                                                    str(cfg))],
+                            stderr=subprocess.PIPE, text=True, cwd=str(REPO), env={**os.environ, **_env()})
+    try:
+        with anyio.fail_after(30):
+            line = await anyio.to_thread.run_sync(proc.stderr.readline)
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/mcp", line)
+        assert m, line
+        async with streamable_http_client(m.group(0)) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                await until(lambda: _indexed(s), timeout=60)
+                text = "# Big\n" + "y" * (limit - 100)  # 5 MiB: over the transport's default 4 MiB
+                w = await call(s, "write_note", path="big.md", content=text)
+                assert w["bytes"] == len(text) and w["indexed"] is False
+                msg = await fail(s, "write_note", path="bigger.md", content="z" * (limit + 1))
+                assert "over the 5,242,880-byte limit of one write_note call" in msg, msg
+        assert (v / "big.md").stat().st_size == len(text) and not (v / "bigger.md").exists()
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=20) == 0
