@@ -434,7 +434,8 @@ def rule_variants(base) -> dict:
     out = {"default − title boost": replace(base, title_boost=0.0),
            "default − day-index demotion": replace(base, demote_day_index=False),
            "default − day-index collapse": replace(base, collapse_day_index=False),
-           "default − null floor": replace(base, null_floor_quantile=0.0)}
+           "default − null floor": replace(base, null_floor_quantile=0.0),
+           "default − date lift": replace(base, date_boost=0.0)}
     for b in (0, 1000, 2000):
         if b != base.chat_context_bytes:
             out[f"default, chat context {b}"] = replace(base, chat_context_bytes=b)
@@ -582,6 +583,38 @@ def levers() -> dict:
             s.speakers_out = True
         return s.rank(q, run2, limit=10)[0]
 
+    def vector_prf(beta: float, k: int):
+        """Rocchio feedback in the dense leg: the query vector plus ``beta`` × the mean vector of the default
+        ranking's top ``k`` chunks, normalised, searched again (chunk and title vectors); then the default
+        ranking over the new vector leg (the second stage keeps the original query vector)."""
+        def fn(s, q, run):
+            got = getattr(s, "last_query_vec", None)
+            if not run["legs"].get("vector") or got is None or got[0] != q:
+                return s.rank(q, run, limit=10)[0]
+            from reme_engine.search.titles import merge_title_hits
+
+            top, _ = s.rank(q, run, limit=k)
+            idx = s.vectors.index._index
+            vecs = []
+            for h in top:
+                try:
+                    vecs.append(idx.reconstruct(int(h.chunk_id)))
+                except RuntimeError:
+                    pass
+            if not vecs:
+                return s.rank(q, run, limit=10)[0]
+            qv = got[1] + beta * np.mean(vecs, axis=0)
+            qv = (qv / np.linalg.norm(qv)).astype(np.float32)
+            n = len(run["legs"]["vector"])
+            hits, tids = s.vectors.search(qv, n), set()
+            tv = s.titles()
+            if tv is not None:
+                th = tv.search(qv, n, None)
+                if th:
+                    hits, tids = merge_title_hits(hits, th, n)
+            return s.rank(q, {**run, "legs": {**run["legs"], "vector": hits}, "title_ids": tids}, limit=10)[0]
+        return fn
+
     def deeper(s, q, run):
         return s.rank(q, s.run_legs(q, 100, mode="hybrid"), limit=10,
                       fusion=replace(s.fusion, rerank_depth=50))[0]
@@ -591,6 +624,8 @@ def levers() -> dict:
             "exp: chat turn vectors 0.1": cfg(rerank_lines_chat=0.1), "exp: turn-level dense leg": turn_leg,
             "exp: pool 100, depth 50": deeper,
             **({"exp: speakers off": knob(SPEAKERS=False)} if hasattr(rr, "SPEAKERS") else {}),
+            "exp: vector PRF β0.15 top3": vector_prf(0.15, 3), "exp: vector PRF β0.3 top3": vector_prf(0.3, 3),
+            "exp: vector PRF β0.3 top1": vector_prf(0.3, 1), "exp: vector PRF β0.6 top3": vector_prf(0.6, 3),
             "exp: speaker names kept in the vector query": names_kept}
 
 
@@ -606,6 +641,9 @@ def fusion_grid(base) -> dict:
             if (a, lo, hi) != (base.named_keyword_share, base.named_cosine_lo, base.named_cosine_hi):
                 out[f"grid named α{a} cos {lo}–{hi}"] = replace(base, named_keyword_share=a, named_cosine_lo=lo,
                                                                named_cosine_hi=hi)
+    for b in (0.2, 0.5, 1.0):
+        if b != base.date_boost:
+            out[f"grid date boost {b}"] = replace(base, date_boost=b)
     for a, lo, hi in ((0.7, 0.05, 0.5), (0.7, 0.05, 0.6), (0.6, 0.05, 0.8)):
         out[f"grid general α{a} cos {lo}–{hi}"] = replace(base, keyword_share=a, cosine_lo=lo, cosine_hi=hi)
     return out

@@ -91,6 +91,10 @@ class FusionConfig:
     (:mod:`.speakers`): that leg then matches what the question is about as well as the keyword leg does, and its
     cosines run lower (no name shared with every turn). Chosen over every set of the harness, dev split
     (bench/RESULTS.md, "Issue 11, session 22 (A)"); other queries use ``keyword_share``/``cosine_lo``/``cosine_hi``.
+    ``date_boost``: a query that writes a calendar date or month (:mod:`.dates`) lifts each candidate dated inside
+    it (a daily note's or chat window's day) by this share of the best score, before the second stage (0 = off).
+    0.8: the smallest share at which the lift stops gaining on LoCoMo's cards and chats (dev split; 0.8, 1.0 and
+    2.0 tie), bench/RESULTS.md, "Issue 11, session 22 (A)".
     """
 
     method: str = "convex"
@@ -117,6 +121,7 @@ class FusionConfig:
     named_keyword_share: float = 0.5
     named_cosine_lo: float = 0.05
     named_cosine_hi: float = 0.5
+    date_boost: float = 0.8
 
     def __post_init__(self) -> None:
         if self.method not in FUSION_METHODS:
@@ -133,6 +138,8 @@ class FusionConfig:
             raise ValueError("chat_context_bytes must be >= 0")
         if not 0.0 <= self.null_floor_quantile <= 1.0:
             raise ValueError("null_floor_quantile must be within 0..1")
+        if self.date_boost < 0:
+            raise ValueError("date_boost must be >= 0")
         if self.rerank_depth < 0:
             raise ValueError("rerank_depth must be >= 0")
         if not (self.rerank_coverage >= 0 and self.rerank_neighbour >= 0 and self.rerank_lines >= 0
@@ -157,7 +164,7 @@ def fusion_from_settings(settings) -> FusionConfig:
 
 #: Second-stage settings read from ``search:`` when the settings have them (``FusionConfig`` defaults otherwise).
 _RERANK_KEYS = ("rerank_depth", "rerank_coverage", "rerank_neighbour", "rerank_spread", "rerank_lines",
-                "rerank_lines_chat", "named_keyword_share", "named_cosine_lo", "named_cosine_hi")
+                "rerank_lines_chat", "named_keyword_share", "named_cosine_lo", "named_cosine_hi", "date_boost")
 
 
 def for_named_query(cfg: FusionConfig) -> FusionConfig:

@@ -484,6 +484,8 @@ class HybridSearcher:
         rows = self._meta(list(fused))
         fused = {cid: d for cid, d in fused.items() if cid in rows}  # stale vector ids: chunk vanished
         adjust(fused, rows, query, cfg)
+        if cfg.date_boost > 0 and fused and mode == "hybrid":
+            self._lift_dated(fused, query, cfg.date_boost)
         rerank_for(self, fused, query, cfg)  # the second stage (search/rerank.py); a no-op when it is off
         exact_names_first(fused)
         if cfg.collapse_day_index:
@@ -551,6 +553,33 @@ class HybridSearcher:
                 shown.add(cid)
                 hits.append(h)
         return hits
+
+    def _lift_dated(self, fused: dict[int, dict], query: str, share: float) -> None:
+        """The date rule: when ``query`` writes calendar dates or months (:func:`.dates.query_dates`), each
+        candidate whose day (its file's date, or a chat window's) lies in one gains ``share`` × the best score
+        (added to its ``field_boost``; ``dated`` set). One SQL read of the candidates' days, dated queries only."""
+        from .dates import query_dates
+
+        spans = query_dates(query)
+        if not spans:
+            return
+        top = max(d["score"] for d in fused.values())
+        if top <= 0:
+            return
+        ids = list(fused)
+        days: dict[int, str] = {}
+        for i in range(0, len(ids), 500):
+            part = ids[i:i + 500]
+            days.update(self.store.conn.execute(
+                f"SELECT c.id, COALESCE(f.date, {chunk_date_sql()}) FROM chunks c JOIN files f ON f.id = c.file_id"
+                f" WHERE c.id IN ({','.join('?' * len(part))})", part).fetchall())
+        gain = share * top
+        for cid, day in days.items():
+            if day and any(a <= day[:10] <= b for a, b in spans):
+                d = fused[cid]
+                d["score"] += gain
+                d["field_boost"] = d.get("field_boost", 0.0) + gain
+                d["dated"] = True
 
     def null_floor(self, q: float) -> float:
         """The cosine below which a vector hit of a query with no keyword hit is hidden: the ``q`` quantile of the
