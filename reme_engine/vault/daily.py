@@ -15,6 +15,7 @@ All paths in results are vault-relative POSIX strings; all result types are data
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -232,34 +233,46 @@ def _week_of_year(day: _dt.date, dow: int, doy: int) -> tuple[int, int]:
     return week, day.year
 
 
+def _yday(d: _dt.date) -> int:
+    return d.toordinal() - _dt.date(d.year, 1, 1).toordinal() + 1
+
+
+def _wd(d: _dt.date) -> int:
+    return d.isoweekday() % 7  # 0 = Sunday, as moment's d
+
+
+def _quarter(d: _dt.date) -> int:
+    return (d.month - 1) // 3 + 1
+
+
+#: moment's date tokens (English locale): token -> its text for a date.
+_DATE_TOKENS: dict[str, Callable[[_dt.date], str]] = {
+    "YYYY": lambda d: f"{d.year:04d}" if d.year <= 9999 else f"+{d.year}",
+    "YY": lambda d: f"{d.year % 100:02d}", "YYYYY": lambda d: f"{d.year:05d}",
+    "YYYYYY": lambda d: f"+{d.year:06d}",
+    "Q": lambda d: str(_quarter(d)), "Qo": lambda d: _ordinal(_quarter(d)),
+    "M": lambda d: str(d.month), "MM": lambda d: f"{d.month:02d}", "Mo": lambda d: _ordinal(d.month),
+    "MMM": lambda d: _MONTHS[d.month - 1][:3], "MMMM": lambda d: _MONTHS[d.month - 1],
+    "D": lambda d: str(d.day), "DD": lambda d: f"{d.day:02d}", "Do": lambda d: _ordinal(d.day),
+    "DDD": lambda d: str(_yday(d)), "DDDD": lambda d: f"{_yday(d):03d}", "DDDo": lambda d: _ordinal(_yday(d)),
+    "d": lambda d: str(_wd(d)), "do": lambda d: _ordinal(_wd(d)), "dd": lambda d: _WEEKDAYS[_wd(d)][:2],
+    "ddd": lambda d: _WEEKDAYS[_wd(d)][:3], "dddd": lambda d: _WEEKDAYS[_wd(d)],
+    "e": lambda d: str(_wd(d)), "E": lambda d: str(d.isoweekday()),
+    # weeks: w/g the English locale's (weeks from Sunday, week 1 holds 1 January), W/G ISO 8601's
+    "w": lambda d: str(_week_of_year(d, 0, 6)[0]), "ww": lambda d: f"{_week_of_year(d, 0, 6)[0]:02d}",
+    "wo": lambda d: _ordinal(_week_of_year(d, 0, 6)[0]), "gg": lambda d: f"{_week_of_year(d, 0, 6)[1] % 100:02d}",
+    "gggg": lambda d: f"{_week_of_year(d, 0, 6)[1]:04d}", "ggggg": lambda d: f"{_week_of_year(d, 0, 6)[1]:05d}",
+    "W": lambda d: str(d.isocalendar()[1]), "WW": lambda d: f"{d.isocalendar()[1]:02d}",
+    "Wo": lambda d: _ordinal(d.isocalendar()[1]), "GG": lambda d: f"{d.isocalendar()[0] % 100:02d}",
+    "GGGG": lambda d: f"{d.isocalendar()[0]:04d}", "GGGGG": lambda d: f"{d.isocalendar()[0]:05d}",
+}
+_DATE_TOKENS["Y"] = _DATE_TOKENS["YYYY"]
+
+
 def _token_text(tok: str, day: _dt.date) -> str | None:
     """The text of one moment token for ``day`` (English locale), or None when it is not a date token."""
-    wd = day.isoweekday() % 7  # 0 = Sunday, as moment's d
-    y = day.year
-    if tok in ("YYYY", "Y"):
-        return f"{y:04d}" if y <= 9999 else f"+{y}"
-    simple = {
-        "YY": f"{y % 100:02d}", "YYYYY": f"{y:05d}", "YYYYYY": f"+{y:06d}",
-        "Q": str((day.month - 1) // 3 + 1), "Qo": _ordinal((day.month - 1) // 3 + 1),
-        "M": str(day.month), "MM": f"{day.month:02d}", "Mo": _ordinal(day.month),
-        "MMM": _MONTHS[day.month - 1][:3], "MMMM": _MONTHS[day.month - 1],
-        "D": str(day.day), "DD": f"{day.day:02d}", "Do": _ordinal(day.day),
-        "DDD": str(day.timetuple().tm_yday), "DDDD": f"{day.timetuple().tm_yday:03d}",
-        "DDDo": _ordinal(day.timetuple().tm_yday),
-        "d": str(wd), "do": _ordinal(wd), "dd": _WEEKDAYS[wd][:2], "ddd": _WEEKDAYS[wd][:3], "dddd": _WEEKDAYS[wd],
-        "e": str(wd), "E": str(day.isoweekday()),
-    }
-    if tok in simple:
-        return simple[tok]
-    if tok[0] in "wg":
-        week, wy = _week_of_year(day, 0, 6)
-    elif tok[0] in "WG":
-        week, wy = _week_of_year(day, 1, 4)
-    else:
-        return None
-    return {"w": str(week), "ww": f"{week:02d}", "wo": _ordinal(week), "W": str(week), "WW": f"{week:02d}",
-            "Wo": _ordinal(week), "gg": f"{wy % 100:02d}", "gggg": f"{wy:04d}", "ggggg": f"{wy:05d}",
-            "GG": f"{wy % 100:02d}", "GGGG": f"{wy:04d}", "GGGGG": f"{wy:05d}"}.get(tok)
+    fn = _DATE_TOKENS.get(tok)
+    return fn(day) if fn is not None else None
 
 
 def _expand_long(fmt: str) -> str:
@@ -275,6 +288,22 @@ def _expand_long(fmt: str) -> str:
     return _LONG_RE.sub(sub, fmt)
 
 
+@functools.lru_cache(maxsize=32)
+def _tokens(fmt: str) -> tuple[tuple[str, str | None], ...]:
+    """``fmt`` split as moment splits it: ``(token, None)`` for a token, ``("", text)`` for literal text
+    (``[bracketed]`` or backslash-escaped). Cached: listing a daily folder formats each of its notes."""
+    out = []
+    for m in _MOMENT_TOKEN_RE.finditer(_expand_long(fmt)):
+        whole, literal, escaped, tok = m.group(0), m.group(1), m.group(2), m.group(3)
+        if literal:
+            out.append(("", literal[1:-1]))
+        elif escaped:
+            out.append(("", whole.replace("\\", "")))
+        else:
+            out.append((tok, None))
+    return tuple(out)
+
+
 def format_day(fmt: str, date: str | _dt.date) -> str:
     """``date`` written in the moment.js format ``fmt``, exactly as Obsidian's Daily notes names the note (its
     file path inside the daily folder, without ``.md``; a ``/`` in the format makes folders: ``YYYY/MM/DD`` →
@@ -283,13 +312,9 @@ def format_day(fmt: str, date: str | _dt.date) -> str:
     time of day, an era or a timezone, and ValueError for an invalid date."""
     day = date if isinstance(date, _dt.date) else _dt.date.fromisoformat(valid_date(date))
     out = []
-    for m in _MOMENT_TOKEN_RE.finditer(_expand_long(fmt)):
-        whole, literal, escaped, tok = m.group(0), m.group(1), m.group(2), m.group(3)
-        if literal:
-            out.append(literal[1:-1])
-            continue
-        if escaped:
-            out.append(whole.replace("\\", ""))
+    for tok, fixed in _tokens(fmt):
+        if fixed is not None:
+            out.append(fixed)
             continue
         text = _token_text(tok, day)
         if text is None and len(tok) == 1 and tok not in _CLOCK_TOKENS:
@@ -390,6 +415,7 @@ def resolve_day_format(vault: Path, layers: LayerSettings) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=32)
 def _format_regex(fmt: str) -> re.Pattern:
     """A regex matching what :func:`format_day` writes for some date, capturing year (``Y``), month (``M``), day
     (``D``), day of year (``J``) where the format has them."""
@@ -399,13 +425,9 @@ def _format_regex(fmt: str) -> re.Pattern:
               "Wo": "W", "E": "E", "M": "M", "MM": "M", "Mo": "M", "MMM": "M",
               "MMMM": "M", "D": "D", "DD": "D", "Do": "D", "DDD": "J", "DDDD": "J", "DDDo": "J"}
     out, used = [], set()
-    for m in _MOMENT_TOKEN_RE.finditer(_expand_long(fmt)):
-        whole, literal, escaped, tok = m.group(0), m.group(1), m.group(2), m.group(3)
-        if literal:
-            out.append(re.escape(literal[1:-1]))
-            continue
-        if escaped:
-            out.append(re.escape(whole.replace("\\", "")))
+    for tok, fixed in _tokens(fmt):
+        if fixed is not None:
+            out.append(re.escape(fixed))
             continue
         if tok in num:
             pat = num[tok]
