@@ -168,3 +168,59 @@ def test_a_move_never_unlinks_a_save_made_onto_the_old_name(open_engine, monkeyp
     assert (vault / "c.md").read_bytes() == b"moved bytes\n"
     assert (vault / "a.md").read_bytes() == b"saved onto the old name mid-move\n"
     assert not [p for p in os.listdir(vault) if p.startswith(".") and "reme" in p]
+
+
+def wait_for(pred, timeout: float = 15.0) -> bool:
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_late_writes_into_the_replaced_file_by_a_program_holding_it_open_are_kept(tmp_path, monkeypatch):
+    """Streamed output (``cmd > note.md`` with pauses, ``tee -a``) holds the note's old file open; after the app's
+    checked write replaced it, the program's next bytes go into a file no name reaches. They are kept."""
+    import time
+
+    monkeypatch.setattr(io, "DISPLACED_WATCH_S", 0.3)
+    note = tmp_path / "n.md"
+    note.write_bytes(b"base\n")
+    past = time.time() - 5
+    os.utime(note, (past, past))  # quiet: the write's check does not wait for it
+    base = io.content_hash(b"base\n")
+    with open(note, "ab", buffering=0) as streaming:  # opened before the app's write, as a running program is
+        io.atomic_write(note, "ours\n", expected_sha=base)
+        assert folder_bytes(tmp_path) == {"n.md": b"ours\n"}
+        streaming.write(b"more output, 50 ms later\n")
+    assert wait_for(lambda: b"base\nmore output, 50 ms later\n" in folder_bytes(tmp_path).values()), \
+        folder_bytes(tmp_path)
+    assert note.read_bytes() == b"ours\n"
+
+
+def test_late_writes_into_a_deleted_note_bring_it_back(tmp_path, monkeypatch):
+    import time
+
+    monkeypatch.setattr(io, "DISPLACED_WATCH_S", 0.3)
+    note = tmp_path / "n.md"
+    note.write_bytes(b"base\n")
+    past = time.time() - 5
+    os.utime(note, (past, past))
+    with open(note, "ab", buffering=0) as streaming:
+        io.remove_if_unchanged(note, io.content_hash(b"base\n"))
+        assert not note.exists()
+        streaming.write(b"still writing\n")
+    assert wait_for(lambda: note.exists())
+    assert note.read_bytes() == b"base\nstill writing\n"
+
+
+def test_a_watched_file_nobody_writes_to_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(io, "DISPLACED_WATCH_S", 0.05)
+    note = tmp_path / "n.md"
+    note.write_bytes(b"base\n")
+    io.atomic_write(note, "ours\n", expected_sha=io.content_hash(b"base\n"))
+    assert wait_for(lambda: not io._ORPHANS._items)
+    assert folder_bytes(tmp_path) == {"n.md": b"ours\n"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
 import errno
@@ -458,7 +459,7 @@ def _publish_over(tmp: _Temp, path: Path, expected_sha: str, new_sha: str) -> bo
             finally:
                 # success: the base we edited is droppable (an append that still landed in it is kept); failure: our
                 # own bytes are. Anything else is a save of the person's that is not at the note: kept beside it.
-                kept = _drop_or_keep(tmp.path, path, expected_sha if ok else new_sha)
+                kept = _drop_or_keep(tmp.path, path, expected_sha if ok else new_sha, watch=ok)
             if ok:
                 return True
             msg = f"{path.name} changed on disk since it was read"
@@ -543,21 +544,129 @@ def keep_conflict_copy(aside: Path, path: Path) -> Path:
     raise FileExistsError(errno.EEXIST, "no free conflict copy name", str(path))
 
 
-def _drop_or_keep(aside: Path, path: Path, droppable: str) -> Path | None:
+def _drop_or_keep(aside: Path, path: Path, droppable: str, *, watch: bool = False) -> Path | None:
     """Settle bytes displaced from ``path`` (now at ``aside``): unlinked when they hash to ``droppable`` (our own
     bytes, or the base the caller edited) or equal what ``path`` holds now; otherwise a save of the person's is
-    there and it is kept as a conflict copy (:func:`keep_conflict_copy`), returned. None when dropped or gone."""
+    there and it is kept as a conflict copy (:func:`keep_conflict_copy`), returned. None when dropped or gone.
+
+    ``watch`` (the base of a successful write or delete): the dropped file stays open for
+    :data:`DISPLACED_WATCH_S` seconds, so bytes a writer that still holds it open writes into it later are kept
+    (see :class:`_OrphanWatch`)."""
     try:
-        sha = file_hash(aside)
-        if sha is None:
+        try:
+            fh = _open_regular(aside)
+        except FileNotFoundError:
             return None
-        if sha == droppable or sha == file_hash(path):
-            os.unlink(aside)
-            return None
+        except SkipFile:  # not a regular file (raced in): never ours to drop
+            return keep_conflict_copy(aside, path)
+        held = False
+        try:
+            st = os.fstat(fh.fileno())
+            sha = content_hash(fh.read())
+            if sha == droppable or sha == file_hash(path):
+                os.unlink(aside)
+                if watch and sha == droppable:
+                    _ORPHANS.watch(fh, st, path)
+                    held = True
+                return None
+        finally:
+            if not held:
+                fh.close()
         return keep_conflict_copy(aside, path)
     except OSError as exc:  # left at its hidden name (never swept: the temp sweep only removes what is ours)
         log.warning("%s: displaced bytes left at %s (%s)", path, aside.name, exc)
         return None
+
+
+#: Seconds the base a checked write displaced (or a checked delete removed) stays open after its name is gone: a
+#: program that holds the old file open and writes into it later (streamed output ``cmd > note.md`` with pauses,
+#: ``tee -a``, an editor saving in place) would write into a file nobody can reach; what it writes within this
+#: time is kept (:class:`_OrphanWatch`). Its descriptor is the only cost.
+DISPLACED_WATCH_S = 2.0
+#: Most displaced files watched at once (each holds a descriptor); beyond it the oldest is checked at once.
+DISPLACED_WATCH_MAX = 64
+
+
+class _OrphanWatch:
+    """Displaced files kept open after their unlink, each checked once its :data:`DISPLACED_WATCH_S` have passed
+    (and all of them at interpreter exit, so a one-shot CLI job checks too): one whose size or mtime changed was
+    written to by a program that still had it open, and its whole content is kept — back at the note's name when
+    that is free (a deleted note), else as a conflict copy beside it. One daemon thread, started on demand."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: list[tuple[float, object, tuple, Path]] = []
+        self._thread: threading.Thread | None = None
+
+    def watch(self, fh, st: os.stat_result, path: Path) -> None:
+        overflow = []
+        with self._lock:
+            self._items.append((time.monotonic() + DISPLACED_WATCH_S, fh, _identity(st), path))
+            while len(self._items) > DISPLACED_WATCH_MAX:
+                overflow.append(self._items.pop(0))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="reme-displaced-watch", daemon=True)
+                self._thread.start()
+        for item in overflow:
+            self._check(item)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._items:
+                    self._thread = None
+                    return
+                now = time.monotonic()
+                due = [it for it in self._items if it[0] <= now]
+                self._items = [it for it in self._items if it[0] > now]
+                nxt = min((it[0] for it in self._items), default=now)
+            for item in due:
+                self._check(item)
+            time.sleep(min(0.25, max(0.01, nxt - time.monotonic())))
+
+    def check_all(self) -> None:
+        """Check every watched file now (at exit)."""
+        with self._lock:
+            items, self._items = self._items, []
+        for item in items:
+            self._check(item)
+
+    @staticmethod
+    def _check(item) -> None:
+        _, fh, ident, path = item
+        try:
+            if _identity(os.fstat(fh.fileno())) == ident:
+                return
+            fh.seek(0)
+            data = fh.read()
+            kept = _publish_copy(path, data)
+            log.warning("%s: a program wrote into the note's old file after the app replaced it; those bytes are "
+                        "kept as %s", path, kept.name)
+        except (OSError, WriteConflict) as exc:
+            log.warning("%s: late writes into the note's old file could not be kept (%s)", path, exc)
+        finally:
+            fh.close()
+
+
+def _publish_copy(path: Path, data: bytes) -> Path:
+    """Write ``data`` at ``path`` if nothing is there, else at a free :func:`conflict_copy_name`; returns where."""
+    try:
+        atomic_write(path, data, expected_sha=None)
+        return path
+    except WriteConflict:
+        pass
+    for n in range(1, 1000):
+        keep = conflict_copy_name(path, n)
+        try:
+            atomic_write(keep, data, expected_sha=None)
+            return keep
+        except WriteConflict:
+            continue
+    raise WriteConflict(f"no free conflict copy name beside {path.name}")
+
+
+_ORPHANS = _OrphanWatch()
+atexit.register(_ORPHANS.check_all)
 
 
 def remove_if_unchanged(path: Path, expected_sha: str) -> None:
@@ -578,7 +687,7 @@ def remove_if_unchanged(path: Path, expected_sha: str) -> None:
         raise WriteConflict(f"{path.name} was removed since it was read") from None
     if _displaced_is(aside, expected_sha):
         # an append that still landed in it after the check is a save: kept as a conflict copy, not unlinked
-        kept = _drop_or_keep(aside, path, expected_sha)
+        kept = _drop_or_keep(aside, path, expected_sha, watch=True)
         fsync_path(path.parent)
         if kept is not None:
             log.warning("%s was written to while it was deleted; that save is kept as %s", path, kept.name)
