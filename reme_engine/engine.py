@@ -622,7 +622,31 @@ class Engine:
         except EngineError as exc:
             raise EngineError(str(exc).replace("not written:", "not remembered:", 1)
                               .replace("the note would", "the capture card would")) from exc
+        self._check_card_room(text)
         return remember(self, text, agent=agent, conversation=conversation)
+
+    #: bytes of a capture entry besides its text (time, agent, link to the conversation), with room to spare
+    CAPTURE_ENTRY_OVERHEAD = 512
+
+    def _check_card_room(self, text: str) -> None:
+        """EngineError (nothing written) when appending ``text`` would take today's capture card past
+        ``max_file_bytes``: the index would then leave the whole card out of search, the person's earlier
+        captures of the day included."""
+        from .memory.capture import CAPTURE_STEM
+        from .vault.app_folder import cards_dir
+
+        rel = f"{cards_dir(self.settings.layers)}/{self.settings.today()}/{CAPTURE_STEM}.md"
+        try:
+            size = (self.vault / rel).stat().st_size
+        except OSError:
+            size = 0  # no card yet (or unreadable: the append says why)
+        limit = self.settings.max_file_bytes
+        after = size + len(text.encode("utf-8")) + self.CAPTURE_ENTRY_OVERHEAD
+        if size and after > limit:
+            raise EngineError(f"not remembered: today's capture card {rel} is {size:,} bytes and this entry would "
+                              f"take it past max_file_bytes ({limit:,}), beyond which search leaves the whole card "
+                              "out (the day's earlier captures too); ask the person to split or archive it, or to "
+                              "raise max_file_bytes")
 
     # -- background: watcher and cron (reme_engine.background) -------------------------------------------------
     def start_background(self, *, on_event: Callable[[dict], None] | None = None,

@@ -725,7 +725,8 @@ def _remember(vs: VaultServer, a: dict) -> dict:
 
     Use it for facts, preferences and decisions the person stated, in their words where possible. The entry is
     marked as noted by an agent (`agent` names you), never as the person's own writing, and is journaled (see
-    changes / revert). With `conversation` (a list of {role: user|assistant, content}) the exchange is also kept as
+    changes / revert). Refused when the entry would take the day's card past the index's limit (max_file_bytes),
+    which would hide the whole card from search. With `conversation` (a list of {role: user|assistant, content}) the exchange is also kept as
     a chat session record marked as recorded by an agent, so auto_memory can distil it into a card later.
     """
     from reme_engine.engine import EngineError
@@ -740,9 +741,11 @@ def _remember(vs: VaultServer, a: dict) -> dict:
     agent = " ".join("".join(c for c in (a.get("agent") or "") if c not in "[]|*_`#<>" and (c.isprintable() or
                                                                                           c.isspace())).split())[:80]
     try:
-        return dict(eng.remember(text, agent=agent, conversation=a.get("conversation")))
+        res = dict(eng.remember(text, agent=agent, conversation=a.get("conversation")))
     except (EngineError, ValueError, OSError) as exc:
         raise ToolFailure(str(exc)) from exc
+    res["indexed"] = eng.index_skip_reason(res["path"]) is None
+    return _index_truth(vs, res)
 
 
 def tool_specs() -> list[ToolSpec]:

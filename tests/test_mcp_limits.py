@@ -89,6 +89,26 @@ async def test_every_write_tool_caps_what_one_call_writes(tmp_path):
         assert (await call(s, "remember", text="我" * 100))["path"]
 
 
+async def test_remember_never_pushes_the_days_card_out_of_the_index(tmp_path):
+    """Appends that took the capture card past max_file_bytes hid the whole card, the person's earlier captures
+    included, from search, while each reply looked like success: the entry that would cross the limit is refused
+    before anything is written, and the card stays searchable."""
+    v, cfg = _vault(tmp_path, "max_file_bytes: 3000\n")
+    async with stdio_session(v, tmp_path / "state", "--config", str(cfg)) as s:
+        first = await call(s, "remember", text="quokka fact " + "w" * 1000)
+        assert first["indexed"] is True and "not_indexed" not in first
+        await call(s, "remember", text="second fact " + "w" * 800)
+        card = v / first["path"]
+        before = card.read_bytes()
+        msg = await fail(s, "remember", text="third fact " + "w" * 1200)
+        assert msg.startswith(f"not remembered: today's capture card {first['path']} is {len(before):,} bytes")
+        assert "max_file_bytes (3,000)" in msg and "\n" not in msg, msg
+        assert card.read_bytes() == before
+        hits = (await call(s, "search", query="quokka", mode="keyword"))["hits"]
+        assert [h["path"] for h in hits] == [first["path"]]
+        assert (await call(s, "remember", text="short one"))["indexed"] is True  # what fits still goes in
+
+
 def test_config_rejects_a_non_positive_mcp_limit(tmp_path):
     from reme_engine.config import ConfigError, load_settings
 
