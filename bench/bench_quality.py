@@ -615,17 +615,34 @@ def levers() -> dict:
             return s.rank(q, {**run, "legs": {**run["legs"], "vector": hits}, "title_ids": tids}, limit=10)[0]
         return fn
 
+    def dates_flip(s, q, run):
+        """The default with :attr:`HybridSearcher.dates_out` flipped (dates in / out of the vector query)."""
+        from reme_engine.search.dates import query_dates
+
+        if not query_dates(q):
+            return s.rank(q, run, limit=10)[0]
+        s.dates_out = not s.dates_out
+        try:
+            run2 = s.run_legs(q, 50, mode="hybrid")
+            return s.rank(q, run2, limit=10)[0]
+        finally:
+            s.dates_out = not s.dates_out
+            s.run_legs(q, 50, mode="hybrid")  # the query vector of the default again, for the levers after this
+
     def deeper(s, q, run):
         return s.rank(q, s.run_legs(q, 100, mode="hybrid"), limit=10,
                       fusion=replace(s.fusion, rerank_depth=50))[0]
 
     return {"exp: stemming off": knob(STEM=False), "exp: absent words by stem": knob(ABSENT_STEMMED=True),
-            "exp: chat neighbour 0.1": knob(NEIGHBOUR_CHAT=0.1), "exp: adjacent-line pair 0.5": knob(PAIR=0.5),
+            "exp: chat neighbour 0.05": knob(NEIGHBOUR_CHAT=0.05), "exp: chat neighbour 0.1": knob(NEIGHBOUR_CHAT=0.1),
+            "exp: chat neighbour 0.2": knob(NEIGHBOUR_CHAT=0.2), "exp: chat neighbour 0.3": knob(NEIGHBOUR_CHAT=0.3),
+            "exp: chat neighbour off": knob(NEIGHBOUR_CHAT=0.0), "exp: adjacent-line pair 0.5": knob(PAIR=0.5),
             "exp: chat turn vectors 0.1": cfg(rerank_lines_chat=0.1), "exp: turn-level dense leg": turn_leg,
             "exp: pool 100, depth 50": deeper,
             **({"exp: speakers off": knob(SPEAKERS=False)} if hasattr(rr, "SPEAKERS") else {}),
             "exp: vector PRF β0.15 top3": vector_prf(0.15, 3), "exp: vector PRF β0.3 top3": vector_prf(0.3, 3),
             "exp: vector PRF β0.3 top1": vector_prf(0.3, 1), "exp: vector PRF β0.6 top3": vector_prf(0.6, 3),
+            "exp: dates in/out of the vector query flipped": dates_flip,
             "exp: speaker names kept in the vector query": names_kept}
 
 

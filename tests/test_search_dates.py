@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from reme_engine.search.dates import query_dates
+from reme_engine.search.dates import query_dates, strip_dates
 
 
 def _write(vault, rel, text):
@@ -26,6 +26,9 @@ def test_query_dates_days_and_months():
     # no range worth lifting: a year alone, a month without a year, an impossible day, no date at all
     for q in ("in 2023", "camping in June", "February 30, 2023", "you may go", "13 apples"):
         assert query_dates(q) == [], q
+    # the text a vector leg would embed without them (HybridSearcher.dates_out, off by default)
+    assert strip_dates("What did Ana paint on October 13, 2023 and in July 2023?") == "What did Ana paint and ?"
+    assert strip_dates("2023-10-13") == "2023-10-13" and strip_dates("no date") == "no date"
 
 
 def _dialog(day: str, texts: list[str]) -> str:

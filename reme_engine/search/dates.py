@@ -35,7 +35,30 @@ _PATTERNS = [
 def query_dates(query: str) -> list[tuple[str, str]]:
     """``[(first day, last day)]`` (ISO ``YYYY-MM-DD``) of the calendar dates and months written in ``query``, in
     the order found; impossible dates (February 30) are skipped. Pure."""
-    out: list[tuple[int, tuple[str, str]]] = []
+    return [r for _, r in _found(query)]
+
+
+def strip_dates(query: str) -> str:
+    """``query`` without the dates :func:`query_dates` reads in it (and an ``on``/``in`` right before one), or
+    ``query`` unchanged when it has none or is nothing else. Pure."""
+    spans = [span for span, _ in _found(query)]
+    if not spans:
+        return query
+    out, pos = [], 0
+    for a, b in sorted(spans):
+        out.append(_PREP_RE.sub("", query[pos:a]))
+        pos = b
+    out.append(query[pos:])
+    rest = " ".join("".join(out).split())
+    return rest or query
+
+
+_PREP_RE = re.compile(r"\b(?:on|in|of)\s*$", re.I)
+
+
+def _found(query: str) -> list[tuple[tuple[int, int], tuple[str, str]]]:
+    """``[((start, end), (first day, last day))]`` of the dates in ``query``, in order. Pure."""
+    out: list[tuple[tuple[int, int], tuple[str, str]]] = []
     taken: list[tuple[int, int]] = []
     for pat, kind in _PATTERNS:
         for m in pat.finditer(query):
@@ -54,11 +77,11 @@ def query_dates(query: str) -> list[tuple[str, str]]:
                     first = date(y, mo, 1)
                     last = date(y, mo, calendar.monthrange(y, mo)[1])
                     taken.append(m.span())
-                    out.append((m.start(), (first.isoformat(), last.isoformat())))
+                    out.append((m.span(), (first.isoformat(), last.isoformat())))
                     continue
                 day = date(y, mo, d).isoformat()
             except (ValueError, KeyError):
                 continue
             taken.append(m.span())
-            out.append((m.start(), (day, day)))
-    return [r for _, r in sorted(out)]
+            out.append((m.span(), (day, day)))
+    return sorted(out)

@@ -152,6 +152,8 @@ class HybridSearcher:
         #: speaker names of the vault's conversations left out of the vector leg's query (:mod:`.speakers`)
         self.speakers_out = True
         self._speakers = None
+        #: dates written in the query left out of the vector leg's query (:mod:`.dates`; the date rule ranks them)
+        self.dates_out = False
         self.weights = {"vector": vector_weight, "keyword": keyword_weight}
         self.k = rrf_k
         if fusion is None:
@@ -284,6 +286,10 @@ class HybridSearcher:
         """The text the vector leg embeds for ``query``: ``query`` without the words naming a speaker of the
         vault's conversations (:mod:`.speakers`; unchanged when there are none or ``speakers_out`` is off). The
         names are brought up to date when the index's postings changed (one SQL read of their counter)."""
+        if self.dates_out:
+            from .dates import strip_dates
+
+            query = strip_dates(query)
         if not self.speakers_out:
             return query
         from ..index.store import postings_gen

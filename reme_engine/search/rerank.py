@@ -82,11 +82,16 @@ _SUFFIXES = ("ings", "ing", "ies", "ied", "ers", "er", "ed", "es", "s")
 #: Inflections count in :func:`line_coverage` (measured on LoCoMo as daily cards, dev split: R@5 / R@10 0.828 /
 #: 0.887 → 0.835 / 0.896; chat records 0.801 / 0.864 → 0.801 / 0.867; bench/RESULTS.md, "Issue 11, sixth round").
 STEM = True
-# Levers measured in the same round and left off (0 / False = off; bench/bench_quality.py --levers):
+# Levers measured in the same round (0 / False = off; bench/bench_quality.py --levers):
 #: a query word absent from the index still counts (at the IDF of a term in no chunk) when it has a stem
 ABSENT_STEMMED = False
-#: chat-record windows gain this share of an adjacent candidate window's score (the neighbour signal, chats only)
-NEIGHBOUR_CHAT = 0.0
+#: chat-record windows gain this share of an adjacent candidate window's score (the neighbour signal, chat records
+#: only: two neighbouring windows of one record that both match are one exchange about the question). Off until
+#: session 22 (no gain held out with the old vector leg); with the speaker names out of the vector query and the
+#: date rule, on LoCoMo as chat records (dev | held-out R@5 / R@10): off 0.832 / 0.899 | 0.866 / 0.910, 0.05
+#: 0.835 / 0.901 | 0.866 / 0.910, **0.1** 0.835 / 0.907 | 0.866 / 0.908, 0.2 0.840 / 0.905 | 0.860 / 0.904, 0.3
+#: 0.840 / 0.902 | 0.864 / 0.904 (bench/RESULTS.md, "Issue 11, session 22 (A)"); no other set has chat records.
+NEIGHBOUR_CHAT = 0.1
 #: coverage = (1 − PAIR) · best line + PAIR · best two adjacent lines (an answer right after the question turn)
 PAIR = 0.0
 #: In a conversation (a daily card or chat record whose lines are turns), a query naming a speaker counts only the
