@@ -273,7 +273,10 @@ def build_server(vs: VaultServer):
     def note(path: str) -> str:
         from mcp.server.mcpserver.exceptions import ResourceError
 
+        from reme_tui.mcp_tools import _visible
+
         try:
+            _visible(vs, path)
             return vs.job("read", {"path": vs.note_path(path)})["text"]
         except ToolFailure as exc:
             raise ResourceError(str(exc)) from exc

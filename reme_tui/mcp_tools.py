@@ -400,6 +400,32 @@ def _check_size(vs: VaultServer, tool: str, param: str, value: Any, key: str) ->
                           f"call (setting mcp.{key}); split it or write less")
 
 
+#: Why an agent is not served hidden files: Obsidian plugins keep API keys in ``.obsidian/plugins/*/data.json``,
+#: git remotes carry tokens in ``.git/config``, and ``.env`` files hold secrets; none of them is a note.
+HIDDEN_REFUSAL = ("not served: {path!r} is a hidden file or inside a hidden folder (.obsidian/, .git/, .env …), "
+                  "which hold app settings and often secrets, not notes")
+
+
+def _visible(vs: VaultServer, path: Any) -> None:
+    """ToolFailure when ``path`` names a hidden (dot) file or folder, or reaches one through a symlink (reads of
+    the vault's notes only; the index leaves those out too). A path the vault refuses anyway is left to the
+    engine's own message."""
+    from reme_engine.vault.paths import VaultPathError, is_hidden, resolve, to_rel
+
+    if not isinstance(path, str) or not path:
+        return
+    parts = [p for p in path.replace("\\", "/").split("/") if p not in ("", ".", "..")]
+    if is_hidden("/".join(parts)):
+        raise ToolFailure(HIDDEN_REFUSAL.format(path=path))
+    try:
+        vp = resolve(vs.engine.vault, path)
+        real = to_rel(vs.engine.vault.resolve(), vp.abs.resolve())
+    except (VaultPathError, OSError, ValueError, RuntimeError):
+        return
+    if real not in ("", ".") and is_hidden(real):
+        raise ToolFailure(HIDDEN_REFUSAL.format(path=path) + f" (it leads to {real})")
+
+
 def _index_truth(vs: VaultServer, res: dict) -> dict:
     """A write's reply with ``not_indexed`` (why, and what still works) when the index left the note out."""
     if res.get("indexed", True) is False:
@@ -514,9 +540,10 @@ def _read_note(vs: VaultServer, a: dict) -> dict:
     """Read a note (or lines of it): its text and content hash.
 
     Pass the returned `sha` as `expected_sha` to write_note / edit_note so a note changed meanwhile is never
-    overwritten. Lines are 1-based and inclusive; at most 5000 lines and max_chars characters per call
+    overwritten. Hidden files and folders (.obsidian/, .git/, .env) are not served. Lines are 1-based and inclusive; at most 5000 lines and max_chars characters per call
     (`truncated` says when more remain: read on from end_line + 1; `line_cut` when one line alone was longer).
     """
+    _visible(vs, a["path"])
     a["path"] = vs.note_path(a["path"])
     return vs.job("read", a)
 
@@ -600,6 +627,7 @@ def _delete_note(vs: VaultServer, a: dict) -> dict:
 
 def _list_notes(vs: VaultServer, a: dict) -> dict:
     """List a folder of the vault (notes and sub-folders; hidden entries skipped). path='' is the vault root."""
+    _visible(vs, a.get("path"))
     return vs.job("list", a)
 
 
@@ -612,6 +640,7 @@ def _traverse(vs: VaultServer, a: dict) -> dict:
     was left out.
     """
     eng, partial = vs.indexed_engine()
+    _visible(vs, a["path"])
     a["path"] = vs.note_path(a["path"])
     out = vs.job("traverse", a, eng)
     start = out.get("start") or a["path"]

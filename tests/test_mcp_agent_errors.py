@@ -57,6 +57,34 @@ async def test_agent_mistakes_are_one_line_and_write_nothing(tmp_path):
         assert "noted by agent probe31m" in card
 
 
+async def test_hidden_files_are_not_served_to_agents(tmp_path):
+    """Obsidian plugins keep API keys in .obsidian/plugins/*/data.json, git remotes tokens in .git/config: an
+    agent reads notes, never those (by name, through a symlink, or as a resource); the index leaves them out too."""
+    from mcp.shared.exceptions import MCPError
+
+    v = _vault(tmp_path)
+    (v / ".obsidian/plugins/gpt").mkdir(parents=True)
+    (v / ".obsidian/plugins/gpt/data.json").write_text('{"apiKey": "sk-secret"}', encoding="utf-8")
+    (v / ".env").write_text("TOKEN=abc\n", encoding="utf-8")
+    (v / "settings").symlink_to(v / ".obsidian", target_is_directory=True)
+    async with stdio_session(v, tmp_path / "state") as s:
+        for tool, args in [("read_note", {"path": ".obsidian/plugins/gpt/data.json"}), ("read_note", {"path": ".env"}),
+                           ("list_notes", {"path": ".obsidian", "recursive": True}),
+                           ("read_note", {"path": "settings/plugins/gpt/data.json"}),
+                           ("list_notes", {"path": "settings"}), ("traverse", {"path": ".env"})]:
+            msg = await fail(s, tool, **args)
+            assert msg.startswith(f"not served: {args['path']!r} is a hidden file or inside a hidden folder"), msg
+            assert "sk-secret" not in msg
+        assert "(it leads to .obsidian/plugins/gpt/data.json)" in await fail(
+            s, "read_note", path="settings/plugins/gpt/data.json")
+        with pytest.raises(MCPError, match="not served"):
+            await s.read_resource("reme://note/.env")
+        listing = await call(s, "list_notes", path="", recursive=True)
+        assert all(not any(p.startswith(".") for p in e["path"].split("/")) for e in listing["entries"]), listing
+        assert (await call(s, "read_note", path="a.md"))["text"].startswith("# A")
+        assert (await call(s, "list_notes", path=""))["entries"]
+
+
 async def test_an_unexpected_failure_is_one_line_and_the_traceback_goes_to_the_log(tmp_path, capsys):
     """A bug inside a tool: the agent gets the tool, the exception and where to look, not the SDK's bare
     "Error executing tool"; the person finds the traceback in the server's stderr."""
