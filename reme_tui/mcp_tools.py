@@ -677,17 +677,18 @@ def _today(vs: VaultServer, a: dict) -> dict:
     Returns the day page (the daily note, if it exists: <daily folder>/<date>.md, or where the vault's Obsidian
     Daily notes format puts it, e.g. Journal/2026/12/2026-12-02-Wed.md) and every card of the day with its name,
     description and kind (session | resource | note): under daily/<date>/, and in an existing Obsidian vault also
-    under the app folder's reme/daily/<date>/. Read either with read_note. `warning` says when the daily-note
-    format cannot be followed (then `page` is null).
+    under the app folder's reme/daily/<date>/. Read either with read_note. `page_path` is where that day's note
+    is or would be created (write there only if the person asks for a daily note). `warning` says when the
+    daily-note format cannot be followed (then `page` and `page_path` are null).
     """
     from reme_engine.engine import EngineError
 
     eng = vs.engine
     date = a.get("date") or eng.settings.today()
     cards = vs.job("daily_list", {"date": date}, eng)["result"]
-    out: dict = {"date": date, "page": None, "cards": cards}
+    out: dict = {"date": date, "page": None, "page_path": None, "cards": cards}
     try:
-        page = eng.day_page(date)
+        out["page_path"] = page = eng.day_page(date)
     except EngineError as exc:  # a daily format with a time of day: no path rather than a wrong one
         out["warning"] = str(exc)
         return out

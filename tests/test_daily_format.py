@@ -216,8 +216,9 @@ async def test_mcp_today_finds_the_nested_daily_note(tmp_path):
         t = await call(s, "today", date="2026-12-02")
         assert t["page"] == "Journal/2026/12/02.md" and "warning" not in t, t
         assert (await call(s, "read_note", path=t["page"]))["text"].startswith("# Wed")
-        assert (await call(s, "today", date="2026-12-03"))["page"] is None
+        t3 = await call(s, "today", date="2026-12-03")
+        assert t3["page"] is None and t3["page_path"] == "Journal/2026/12/03.md", t3
     (v / ".obsidian/daily-notes.json").write_text(json.dumps({"folder": "Journal", "format": "YYYY/MM/DD HH"}))
     async with stdio_session(v, tmp_path / "state2") as s:
         t = await call(s, "today", date="2026-12-02")
-        assert t["page"] is None and "'HH' is a time-of-day" in t["warning"], t
+        assert t["page"] is None and t["page_path"] is None and "'HH' is a time-of-day" in t["warning"], t
