@@ -17,7 +17,10 @@ a host that is not loopback is one line on stderr and exit status 2, not a trace
 Write limits: one call writes at most ``mcp.max_write_bytes`` (write_note content, edit_note replacement,
 remember's conversation) and ``mcp.max_remember_bytes`` (remember's text); each writing tool's description states
 the configured values. A note over the index's ``max_file_bytes`` is saved as the app saves it, and the reply says
-it is not indexed and why (``indexed: false``, ``not_indexed``).
+it is not indexed and why (``indexed: false``, ``not_indexed``); ``remember`` refuses an entry that would take the day's
+capture card past that limit. Hidden files and folders (``.obsidian/``, ``.git/``, ``.env``) are not served to
+agents at all (plugins keep API keys there). A tool that fails unexpectedly answers one line; its traceback goes to
+the server's stderr.
 
 Start-up: the SDK (≈1.2 s of imports on a quiet 2-core EPYC, mostly its pydantic protocol models) is imported
 only when serving; the engine opens on a background thread once the ``initialize`` handshake is answered (a
