@@ -37,6 +37,18 @@ CASES = [
     "[ref]: /url 'title'\n[ref]\n\n<pre>\n\n# in pre\n</pre>\ntext\n",
     "# T\n" + "\n".join("  " * k + "- level" for k in range(30)) + "\n\nafter the deep list\n\n## U\n",
     "\ufeff# BOM title\n\nbody\n\x00nul\n",
+    "Comment:\n---\n\ntwo\nlines\n===\n\n--\n\n___\n\n- - -\n\n| a |\n---\n",  # setext, hr, a 1-column table
+    "- 📌 item\n\t- tab-indented child\n\t\t- grandchild\n- next\n\n  more of next\n\n1. one\n2. two\n\n3) new list\n",
+    "- a\nlazy line\n- b\n\n2.\n\n-    four spaces\n-     five: code\n\n* other bullet\n\n1.**not a list**\n",
+]
+
+# Lines of lists and what may follow them.
+LIST_PIECES = [
+    "- a", "* b", "+ c", "1. x", "2) y", "3. z", "  text", "   deeper", "    code", "      code2", "  - nested",
+    "    - n2", "  ```", "  > q", "  <!--", "-->", "", "", "", "para", "# h", "---", "- - -", "-", "1.", "-  two",
+    "-    four", "-     five", "-\ttab", "  \tx", "\tx", "\t\t- deep", " one space", "10. ten", "1234567890. x",
+    "  1. n", "\t- t", "***", "  ***", "```", "~~~", "<div>", "> q", "| a |", "|---|", "  |---|", "  ===", "===",
+    "  # h", "[r]: /u", "  [r]: /u", "   - three", "  - > - > x", "- - x", "1.**x**", "Title", "==", "--",
 ]
 
 
@@ -72,6 +84,25 @@ def test_generated_notes_give_markdown_its_blocks():
         scanned += 1
         assert got == _blocks_by_markdown_it(doc), repr(body)
     assert scanned > 2500  # the scanner vouches for nearly all of them (None only for NUL or nesting limits)
+
+
+def test_generated_lists_give_markdown_its_blocks():
+    rnd = random.Random(12)
+    for _ in range(3000):
+        body = "\n".join(rnd.choice(LIST_PIECES) for _ in range(rnd.randint(1, 40)))
+        doc = chunker._Doc(body, 2000)
+        if doc.empty:
+            continue
+        got = chunker._scan_exact(doc)
+        assert got is None or got == _blocks_by_markdown_it(doc), repr(body)
+
+
+def test_deep_nesting_goes_to_markdown_it():
+    # 30 levels of nested items: past markdown-it's nesting limit, which the scanner never second-guesses
+    body = "".join("  " * k + "- level\n" for k in range(30)) + "\nafter\n\n# H\n"
+    doc = chunker._Doc(body, 2000)
+    got = chunker._scan_exact(doc)
+    assert got is None or got == _blocks_by_markdown_it(doc)
 
 
 def test_generated_notes_chunk_alike(monkeypatch):

@@ -822,7 +822,7 @@ def _token_blocks(doc: _Doc, tokens: list, lo: int, hi: int, out: list[_Block]) 
 
 
 #: A line that may open an ordered list (markdown-it's list rule wants digits then ``.`` or ``)``); a superset.
-_ORDERED_RE = re.compile(r"[0-9]+[.)]")
+_ORDERED_RE = re.compile(r"[0-9]+[.)](?:[ \t]|$)")
 #: markdown-it's nesting limit is 20 (commonmark preset); past it a rule swallows the rest of its *container*,
 #: which for a region parsed alone would be the region, not the body. Regions this deep go to the full parse.
 _REGION_MAX_LEVEL = 12
@@ -850,6 +850,21 @@ def _md_helpers() -> tuple:
 #: at most 3 spaces: _RULE_FIRST_CHARS, the table delimiter's and setext's); the lines between are plain text.
 _PARA_STOP_RE = re.compile(r"^(?:[ \t]*$| {0,3}[-#`~<>*+_=|:0-9])", re.M)
 _BLANK_LINE_RE = re.compile(r"^[ \t]*$", re.M)
+#: A list item at column 0 with content on its line, 1–4 spaces after the marker (list.py: the content column is
+#: then right after those spaces; 5+ or a tab, an empty item, more than 9 digits are left to list.py).
+_LIST_ITEM_RE = re.compile(r"(?:([-*+])|([0-9]{1,9})([.)]))( {1,4})(?=[^ \t])")
+#: Characters of container markers and indentation; a line of a simple list whose run of them spans this many
+#: columns could nest lists and blockquotes towards markdown-it's nesting limit (20 token levels; a list costs 2
+#: levels and ≥ 2 columns, a blockquote 1 level and 1 column), so list.py decides instead.
+_CONTAINER_CHARS = " \t>-*+.)0123456789"
+_SIMPLE_LIST_MAX_PREFIX = 14
+
+
+def _hr_like(line: str) -> bool:
+    """Might ``line`` (no indent) be a thematic break (hr.py: 3+ of one of ``*-_`` and only spaces or tabs)?"""
+    c = line[0]
+    r = line.rstrip(" \t")
+    return c in "-*_" and r.count(c) >= 3 and not r.replace(c, "").strip(" \t")
 
 
 @lru_cache(maxsize=64)
@@ -894,17 +909,17 @@ def _scan_exact(doc: _Doc) -> list[_Block] | None:
         m = html_start.match(s)
         return -1 if m is None else int(m.lastgroup[1:])
 
-    def table_below(j: int) -> bool:  # superset of table.py's test of line j + 1 as a delimiter row
-        if j + 1 >= n or blanks[j + 1]:
+    def table_below(j: int) -> bool:  # superset of table.py's test of lines j, j + 1 as header and delimiter rows
+        if j + 1 >= n or blanks[j + 1] or "|" not in lines[j]:
             return False
         t = lines[j + 1].strip(" \t")
         return t[0] in "|-:" and not t.strip("|-: \t")
 
     def kind_of(s: str, para: bool) -> str:
         """What the rules may make of a line (``s``: after its ≤ 3 leading spaces, non-empty, no tab first):
-        "fence", "heading", "html", "quote" (blockquote), "region" (might be a list, thematic break, setext
-        underline or reference definition: markdown-it decides) or "para". ``para``: the line follows a paragraph
-        line (only terminators count there, and setext underlines)."""
+        "fence", "heading", "html", "hr" (a thematic break), "quote" (blockquote), "region" (might be a list item
+        or a reference definition: markdown-it decides) or "para". ``para``: the line follows a paragraph line
+        (only terminators count there; the caller tests setext underlines first)."""
         c = s[0]
         if c == "#":
             h = len(s) - len(s.lstrip("#"))
@@ -920,12 +935,9 @@ def _scan_exact(doc: _Doc) -> list[_Block] | None:
             return "html" if k >= 0 and (html_seqs[k][2] or not para) else "para"
         if c == ">":
             return "quote"
-        if c in "-*+_=" or c.isdigit():
-            r = s.rstrip(" \t")
-            if c in "-*_" and r.count(c) >= 3 and not r.replace(c, "").strip(" \t"):
-                return "region"  # thematic break
-            if c in "-=" and r.count(c) == len(r):
-                return "region"  # setext underline (or, at a block start, a thematic break / list)
+        if c in "-*+_" or c.isdigit():
+            if c in "-*_" and _hr_like(s):
+                return "hr"  # hr.py comes before list.py
             if c in "-*+" and s[1:2] in ("", " ", "\t"):
                 return "region"  # bullet item
             if c.isdigit() and _ORDERED_RE.match(s):
@@ -970,6 +982,56 @@ def _scan_exact(doc: _Doc) -> list[_Block] | None:
         if seq is None or seq[1].search(""):  # ends at a blank line (types 6, 7): closed by the cut's blank line
             return False
         return not seq[1].search(lines[last].lstrip(" \t"))
+
+    def simple_list(a: int) -> int:
+        """A top-level list at line a (column 0) whose every line is blank, an item of its kind at column 0, or
+        indented to its item's content: its block is appended and the line after it returned; -1 when some line
+        needs list.py itself (lazy continuation, a shallower indent, tabs, deep nesting, a thematic break)."""
+        m = _LIST_ITEM_RE.match(lines[a])
+        if m is None or _hr_like(lines[a]):
+            return -1
+        kind = "bullet_list" if m.group(1) else "ordered_list"
+        mark = m.group(1) or m.group(3)  # the bullet, or the ordered delimiter: another one starts a new list
+        width = m.end()  # the item's content column: list.py's indent for its lines
+        items = [a]
+        last = a  # last non-blank line of the list
+        prev_blank = False
+        j = a + 1
+        while j < n:
+            if blanks[j]:
+                prev_blank = True
+                j += 1
+                continue
+            ln = lines[j]
+            c = ln[0]
+            if c == " " or c == "\t":
+                t = ln.lstrip(" \t")
+                ws = ln[: len(ln) - len(t)]
+                if len(ws.expandtabs(4) if "\t" in ws else ws) < width:  # column of its text: StateBlock.sCount
+                    return -1
+                pre = ln[: len(ln) - len(ln.lstrip(_CONTAINER_CHARS))]
+                if len(pre.expandtabs(4) if "\t" in pre else pre) >= _SIMPLE_LIST_MAX_PREFIX:
+                    return -1  # might nest towards markdown-it's limit
+            else:
+                m = _LIST_ITEM_RE.match(ln)
+                if m is not None and (m.group(1) or m.group(3)) == mark and not _hr_like(ln):
+                    items.append(j)
+                    width = m.end()
+                elif prev_blank and not (c in "-*+" and ln[1:2] in ("", " ", "\t")) and not _ORDERED_RE.match(ln):
+                    break  # a new top-level block (not an item of any list: those list.py decides)
+                else:
+                    return -1  # lazy continuation, a terminator, or a list of another kind: list.py decides
+            last = j
+            prev_blank = False
+            j += 1
+        spans = []
+        for k, s0 in enumerate(items):
+            e = items[k + 1] - 1 if k + 1 < len(items) else last
+            while blanks[e]:
+                e -= 1
+            spans.append((s0, e))
+        out.append(_Block(kind, a, last, items=tuple(spans)))
+        return j
 
     i = 0
     try:
@@ -1035,20 +1097,36 @@ def _scan_exact(doc: _Doc) -> list[_Block] | None:
                     j = line_at(m.start()) if m else n
                     if j >= n or blanks[j]:
                         break
-                    k = kind_of(lines[j].lstrip(" "), True)
+                    t = lines[j].lstrip(" ")
+                    if t[0] in "=-":  # lheading.py tests the underline before any terminator
+                        r = t.rstrip(" \t")
+                        if r.count(r[0]) == len(r):
+                            break
+                    k = kind_of(t, True)
                     if k == "region" or table_below(j - 1):
                         split = True  # might be a setext heading, or run into a list or table
                         break
                     if k != "para":
                         break
                     j += 1
-                if split:
+                if split or table_below(j - 1):
                     i = region(i)
                     continue
+                if j < n and not blanks[j] and lines[j].lstrip(" ")[0] in "=-":
+                    t = lines[j].lstrip(" ").rstrip(" \t")
+                    if t.count(t[0]) == len(t):  # a setext heading: its text is the paragraph's (lheading.py)
+                        title = _norm_title("\n".join(lines[i:j]))
+                        out.append(_Block("heading", i, j, level=1 if t[0] == "=" else 2, title=title))
+                        i = j + 1
+                        continue
                 out.append(_Block("paragraph", i, j - 1))
                 i = j
+            elif kind == "hr":
+                out.append(_Block("hr", i, i))
+                i += 1
             else:  # "quote", "region"
-                i = region(i)
+                j = simple_list(i) if kind == "region" and line is s else -1
+                i = j if j > 0 else region(i)
     except _Unscannable:
         return None
     return out
