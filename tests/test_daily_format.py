@@ -222,3 +222,23 @@ async def test_mcp_today_finds_the_nested_daily_note(tmp_path):
     async with stdio_session(v, tmp_path / "state2") as s:
         t = await call(s, "today", date="2026-12-02")
         assert t["page"] is None and t["page_path"] is None and "'HH' is a time-of-day" in t["warning"], t
+
+
+def test_obsidian_daily_notes_in_a_folder_called_daily_stay_obsidians(tmp_path, open_engine):
+    """A folder named like reme's own, but with Obsidian's nested format: the daily notes are the person's, so the
+    app keeps its cards in the app folder and creates no day page there unless asked."""
+    v = _vault(tmp_path, "YYYY/MM/DD", folder="daily")
+    (v / "daily/2026/12").mkdir(parents=True)
+    (v / "daily/2026/12/01.md").write_text("# Tue\n", encoding="utf-8")
+    e = open_engine(v)
+    assert e.settings.layers.daily_dir == "daily" and e.settings.layers.app_dir == "reme"
+    assert e.day_page("2026-12-02") == "daily/2026/12/02.md"
+    res = e.daily_reindex("2026-12-02")
+    assert not res.changed and not (v / "daily/2026/12/02.md").exists()
+    assert e.list_days() == ["2026-12-01"]
+    # the same vault with Obsidian's default format keeps reme's own layout, as before
+    w = tmp_path / "W"
+    (w / ".obsidian").mkdir(parents=True)
+    (w / ".obsidian/daily-notes.json").write_text(json.dumps({"folder": "daily"}), encoding="utf-8")
+    (w / "daily").mkdir()
+    assert open_engine(w).settings.layers.app_dir == ""

@@ -18,7 +18,9 @@ from search in Obsidian, or delete, and nothing in their daily-notes folder or d
 
 "Existing vault" (``layers.app_dir: auto``), decided when the engine opens: the app folder exists already (the
 decision is kept), or the daily folder in use is not reme's ``daily`` (detected from the Daily notes plugin or
-configured), or the vault has ``.obsidian/`` and neither reme's ``daily/`` nor ``session/`` folder. Records in the
+configured), or the vault has ``.obsidian/`` and neither reme's ``daily/`` nor ``session/`` folder, or it has
+``.obsidian/`` and its daily notes are not named as reme names day pages (``layers.daily_format`` other than
+YYYY-MM-DD, e.g. Obsidian's ``YYYY/MM/DD`` for a folder called ``daily``: those daily notes are Obsidian's). Records in the
 old places stay readable: with ``auto``, a vault whose ``session/dialog/`` already holds chat records (an older
 version wrote them) keeps them there and records new chats beside them — cards link to them, and the index, the
 TUI and MCP list one session folder; moving that folder into ``reme/session/`` (links follow a move in the app)
@@ -53,8 +55,13 @@ def is_existing_vault(vault: Path, layers: LayerSettings, app_dir: str = DEFAULT
         return True
     if layers.daily_dir.strip("/") != "daily":
         return True
-    return (vault / ".obsidian").is_dir() and not (vault / "daily").is_dir() and not (
-        vault / layers.session_dir.strip("/")).is_dir()
+    if not (vault / ".obsidian").is_dir():
+        return False
+    # the daily format as resolved at open (vault.daily.resolve_day_format; not imported: daily imports this module)
+    fmt = str(getattr(layers, "daily_format", "") or "").strip()
+    if fmt not in ("", "auto", "YYYY-MM-DD"):
+        return True
+    return not (vault / "daily").is_dir() and not (vault / layers.session_dir.strip("/")).is_dir()
 
 
 def apply_app_folder(vault: Path, settings: Settings) -> str:
