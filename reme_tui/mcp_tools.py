@@ -540,8 +540,9 @@ def _read_note(vs: VaultServer, a: dict) -> dict:
     """Read a note (or lines of it): its text and content hash.
 
     Pass the returned `sha` as `expected_sha` to write_note / edit_note so a note changed meanwhile is never
-    overwritten. Hidden files and folders (.obsidian/, .git/, .env) are not served. Lines are 1-based and inclusive; at most 5000 lines and max_chars characters per call
-    (`truncated` says when more remain: read on from end_line + 1; `line_cut` when one line alone was longer).
+    overwritten. Hidden files and folders (.obsidian/, .git/, .env) are not served. Lines are 1-based and
+    inclusive; at most 5000 lines and max_chars characters per call (`truncated` says when more remain: read on
+    from end_line + 1; `line_cut` when one line alone was longer).
     """
     _visible(vs, a["path"])
     a["path"] = vs.note_path(a["path"])
@@ -756,8 +757,9 @@ def _remember(vs: VaultServer, a: dict) -> dict:
     Use it for facts, preferences and decisions the person stated, in their words where possible. The entry is
     marked as noted by an agent (`agent` names you), never as the person's own writing, and is journaled (see
     changes / revert). Refused when the entry would take the day's card past the index's limit (max_file_bytes),
-    which would hide the whole card from search. With `conversation` (a list of {role: user|assistant, content}) the exchange is also kept as
-    a chat session record marked as recorded by an agent, so auto_memory can distil it into a card later.
+    which would hide the whole card from search. With `conversation` (a list of {role: user|assistant,
+    content}) the exchange is also kept as a chat session record marked as recorded by an agent, so auto_memory
+    can distil it into a card later.
     """
     from reme_engine.engine import EngineError
 

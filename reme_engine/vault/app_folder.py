@@ -20,8 +20,8 @@ from search in Obsidian, or delete, and nothing in their daily-notes folder or d
 decision is kept), or the daily folder in use is not reme's ``daily`` (detected from the Daily notes plugin or
 configured), or the vault has ``.obsidian/`` and neither reme's ``daily/`` nor ``session/`` folder, or it has
 ``.obsidian/`` and its daily notes are not named as reme names day pages (``layers.daily_format`` other than
-YYYY-MM-DD, e.g. Obsidian's ``YYYY/MM/DD`` for a folder called ``daily``: those daily notes are Obsidian's). Records in the
-old places stay readable: with ``auto``, a vault whose ``session/dialog/`` already holds chat records (an older
+YYYY-MM-DD, e.g. Obsidian's ``YYYY/MM/DD`` for a folder called ``daily``: those daily notes are Obsidian's).
+Records in the old places stay readable: with ``auto``, a vault whose ``session/dialog/`` already holds chat records (an older
 version wrote them) keeps them there and records new chats beside them — cards link to them, and the index, the
 TUI and MCP list one session folder; moving that folder into ``reme/session/`` (links follow a move in the app)
 tidies the vault. With an explicit ``app_dir`` new chats go to the app folder and a session recorded in the old

@@ -2,8 +2,9 @@
 
 A day is ``<daily_dir>/<date>/`` (its cards: ``*.md`` files, ``interests.yaml`` …) plus the day page
 ``<daily_dir>/<date>.md`` — or, in an Obsidian vault whose Daily notes plugin names notes otherwise, the path that
-plugin creates (``layers.daily_format``, moment.js tokens, nested folders included: :func:`day_page_rel`). The app owns only the section between :data:`INDEX_START` and :data:`INDEX_END` in a day
-page; everything outside the markers is the user's and is kept byte-for-byte (BOM and CRLF included).
+plugin creates (``layers.daily_format``, moment.js tokens, nested folders included: :func:`day_page_rel`). The
+app owns only the section between :data:`INDEX_START` and :data:`INDEX_END` in a day page; everything outside the
+markers is the user's and is kept byte-for-byte (BOM and CRLF included).
 
 The app never inserts the index section into a day page that has no markers (for example an existing Obsidian daily
 note) unless the caller passes ``insert_markers=True``.
