@@ -278,7 +278,8 @@ class VaultServer:
         vectors", "gibberish floor probe", "vector index retrain"; [] once settled),
         "files", "chunks", "vectors_pending" (chunks waiting for a vector), "vectors_loaded": bool,
         "title_vectors": "off" | "not built" | "building" | "ready" | "failed: …", "embedded_here": int,
-        "vault": str, "state_dir": str | None}`` (absolute paths: the vault this server serves and the state dir it
+        "vault": str, "state_dir": str | None, "warnings": [str] (only when there is one: a daily-note format
+        reme cannot follow)}`` (absolute paths: the vault this server serves and the state dir it
         keeps the index in, so a user can see when a client started it on another state dir than the app's)."""
         out: dict = {"engine": "opening", "error": self._error, "indexed": self._indexed.is_set(),
                      "background": [self._work] if self._work else [], "embedded_here": self._embedded,
@@ -291,6 +292,8 @@ class VaultServer:
             return out
         out["engine"] = "open"
         out["vault"], out["state_dir"] = str(eng.vault), str(eng.state_dir)  # as resolved by the open engine
+        if getattr(eng, "daily_format_warning", None):
+            out["warnings"] = [eng.daily_format_warning]  # e.g. a daily-note format reme cannot follow
         try:
             out.update({k: v for k, v in eng.store.index_state().items() if k in ("files", "vectors_pending")})
             out["chunks"] = eng.store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]

@@ -222,6 +222,9 @@ async def test_mcp_today_finds_the_nested_daily_note(tmp_path):
     async with stdio_session(v, tmp_path / "state2") as s:
         t = await call(s, "today", date="2026-12-02")
         assert t["page"] is None and t["page_path"] is None and "'HH' is a time-of-day" in t["warning"], t
+        from test_mcp import status
+
+        assert "'HH' is a time-of-day" in (await status(s))["warnings"][0]
 
 
 def test_obsidian_daily_notes_in_a_folder_called_daily_stay_obsidians(tmp_path, open_engine):
