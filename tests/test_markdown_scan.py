@@ -40,6 +40,7 @@ CASES = [
     "Comment:\n---\n\ntwo\nlines\n===\n\n--\n\n___\n\n- - -\n\n| a |\n---\n",  # setext, hr, a 1-column table
     "- 📌 item\n\t- tab-indented child\n\t\t- grandchild\n- next\n\n  more of next\n\n1. one\n2. two\n\n3) new list\n",
     "- a\nlazy line\n- b\n\n2.\n\n-    four spaces\n-     five: code\n\n* other bullet\n\n1.**not a list**\n",
+    "[a\n# h\n" * 50 + "[r]: /u\n\n[b\n<div>\n\n",  # blocks opening with "[" one after another
 ]
 
 # Lines of lists and what may follow them.

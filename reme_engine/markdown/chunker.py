@@ -764,7 +764,10 @@ def _parse_blocks(doc: _Doc) -> list[_Block]:
     blocks, so nothing is lost."""
     if doc.prefix[-1] > LINEAR_PARSE_BYTES:
         return _scan_blocks(doc)
-    blocks = _scan_exact(doc)
+    try:
+        blocks = _scan_exact(doc)
+    except Exception:  # noqa: BLE001 - a scanner bug must not cost the note its index: markdown-it decides
+        blocks = None
     if blocks is not None:
         return blocks
     out: list[_Block] = []
@@ -899,6 +902,7 @@ def _scan_exact(doc: _Doc) -> list[_Block] | None:
         return None
     starts = list(accumulate(map(add, map(len, lines), repeat(1)), initial=0))  # offset of each line in src
     out: list[_Block] = []
+    no_ref_until = 0  # lines before this one up to a blank line hold no "]:"
 
     def line_at(off: int) -> int:
         return bisect_right(starts, off) - 1
@@ -944,11 +948,17 @@ def _scan_exact(doc: _Doc) -> list[_Block] | None:
                 return "region"  # ordered item
             return "para"
         if c == "[" and not para:
-            j = i  # a reference definition's label may run over lines up to a blank one
+            # a reference definition's label may run over lines up to a blank one; a stretch found without "]:"
+            # is remembered, so blocks opening with "[" one after another do not rescan it
+            nonlocal no_ref_until
+            if i < no_ref_until:
+                return "para"
+            j = i
             while j < n and not blanks[j]:
                 if "]:" in lines[j]:
                     return "region"
                 j += 1
+            no_ref_until = j
         return "para"
 
     def region(a: int) -> int:
