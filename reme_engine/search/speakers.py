@@ -65,9 +65,14 @@ class SpeakerNames:
             return self._names
         c = self.store.conn
         d, s = daily_dir.strip("/"), session_dir.strip("/")
-        ids = [cid for cid, path in c.execute(
-            "SELECT c.id, f.path FROM chunks c JOIN files f ON f.id = c.file_id WHERE f.path LIKE ? OR f.path LIKE ?",
-            (f"{d}/%", f"{s}/dialog/%")) if wants_lines(path, d, s, chats=True)]
+        ids = []
+        for prefix in (f"{d}/", f"{s}/dialog/"):
+            # a range on the unique path index (files first, then their chunks): the cost follows the
+            # conversation files, not the vault (``LIKE`` scanned every chunk: 0.55 ms on 4,237 chunks, none of them
+            # a conversation's); ``/`` + 1 is ``0``
+            ids += [cid for cid, path in c.execute(
+                "SELECT c.id, f.path FROM files f CROSS JOIN chunks c ON c.file_id = f.id"
+                " WHERE f.path >= ? AND f.path < ?", (prefix, prefix[:-1] + "0")) if wants_lines(path, d, s, chats=True)]
         live = set(ids)
         per = {cid: v for cid, v in self._per_chunk.items() if cid in live}
         todo = [cid for cid in ids if cid not in per]
