@@ -68,6 +68,10 @@ def test_the_vector_leg_embeds_the_question_without_names_and_keywords_keep_them
     top = res.hits[0]
     assert top.path == "daily/2026-11-20/ana-ben-1.md"
     assert top.keyword_rank is not None and top.vector_rank is not None  # both legs' "why" kept
+    # vector mode embeds the same text (one leg, the same rule)
+    vec = s.search(q, limit=5, mode="vector", neighbors=False)
+    assert vec.hits and np.allclose(s.last_query_vec[1], got[1])
+    assert all(h.keyword_rank is None for h in vec.hits)
     # keyword mode is unchanged: "ben" alone still finds the card
     assert [h.path for h in s.search("Ben", mode="keyword", neighbors=False).hits] == ["daily/2026-11-20/ana-ben-1.md"]
 
