@@ -903,6 +903,7 @@ def _scan_exact(doc: _Doc) -> list[_Block] | None:
     starts = list(accumulate(map(add, map(len, lines), repeat(1)), initial=0))  # offset of each line in src
     out: list[_Block] = []
     no_ref_until = 0  # lines before this one up to a blank line hold no "]:"
+    new_block = tuple.__new__  # a _Block from all its fields, without NamedTuple's Python-level __new__
 
     def line_at(off: int) -> int:
         return bisect_right(starts, off) - 1
@@ -1051,11 +1052,16 @@ def _scan_exact(doc: _Doc) -> list[_Block] | None:
                 continue
             line = lines[i]
             s = line.lstrip(" ") if line[0] == " " else line
-            if len(line) - len(s) >= 4 or s[0] == "\t" or (i + 1 < n and not blanks[i + 1] and table_below(i)):
+            nb = i + 1 < n and not blanks[i + 1]  # the next line is not blank
+            if (s is not line and len(line) - len(s) >= 4) or s[0] == "\t" or (nb and table_below(i)):
                 i = region(i)  # indented code (a tab before any text reaches column 4 at top level), or a table
                 continue
             if s[0] == "<":  # most blocks of HTML-heavy notes: one lookup serves the test and the block's end
                 hk = html_seq(s)
+                if hk >= 0 and not nb and html_blank_end[hk]:  # one line, ended by the blank one below it
+                    out.append(new_block(_Block, ("html_block", i, i, 0, "", (), False)))
+                    i += 1
+                    continue
                 kind = "html" if hk >= 0 else "para"
             else:
                 kind = kind_of(s, False)
@@ -1066,7 +1072,7 @@ def _scan_exact(doc: _Doc) -> list[_Block] | None:
                 t = len(rest[:m].rstrip("#"))
                 if 0 < t < m and rest[t - 1] in " \t":
                     m = t
-                out.append(_Block("heading", i, i, level=h, title=_norm_title(md_trim(rest[:m]))))
+                out.append(new_block(_Block, ("heading", i, i, h, _norm_title(md_trim(rest[:m])), (), False)))
                 i += 1
             elif kind == "fence":
                 c = s[0]
@@ -1076,7 +1082,8 @@ def _scan_exact(doc: _Doc) -> list[_Block] | None:
                 b = j
                 while b > i and blanks[b]:
                     b -= 1
-                out.append(_Block("fence", i, b, closed=b > i and _closes_fence(lines[b], c * run)))
+                # closed: the regex is _closes_fence as a line pattern, and it found line b
+                out.append(new_block(_Block, ("fence", i, b, 0, "", (), m is not None)))
                 i = j + 1
             elif kind == "html":
                 end_re = html_seqs[hk][1]
