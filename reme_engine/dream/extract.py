@@ -22,7 +22,7 @@ from pathlib import Path
 from ..llm.client import LLMError, Message, UsageTally
 from ..llm.structured import StructuredReplyError, extract_data
 from ..markdown.frontmatter import parse_frontmatter
-from ..vault.daily import strip_day_index, valid_date
+from ..vault.daily import day_page_path, strip_day_index, valid_date
 from ..vault.app_folder import cards_dir
 from ..vault.io import SkipFile, read_text
 from ..vault.paths import VaultPathError, is_hidden, resolve, to_rel
@@ -106,15 +106,17 @@ def window(date: str, scan_days: int) -> list[str]:
     return [(end - _dt.timedelta(days=i)).isoformat() for i in range(n - 1, -1, -1)]
 
 
-def daily_files(vault: Path, daily_dir: str, dates: list[str], card_dir: str = "") -> list[str]:
-    """Vault paths of ``<daily>/<d>.md`` and ``<daily>/<d>/**/*.md`` for each date (hidden entries skipped,
-    symlinks leaving the vault skipped), day page first, then cards sorted."""
+def daily_files(vault: Path, daily_dir: str, dates: list[str], card_dir: str = "", layers=None) -> list[str]:
+    """Vault paths of the day page (named by the daily-note format of ``layers``,
+    :func:`~reme_engine.vault.daily.day_page_path`; ``<daily>/<d>.md`` without them) and ``<daily>/<d>/**/*.md``
+    for each date (hidden entries skipped, symlinks leaving the vault skipped), day page first, then cards sorted."""
     root = Path(vault).resolve()
     out: list[str] = []
     for d in dates:
         try:
-            page = resolve(root, f"{daily_dir}/{d}.md")
-            if page.abs.is_file():
+            page_rel = day_page_path(layers, daily_dir, d)
+            page = resolve(root, page_rel) if page_rel else None
+            if page is not None and page.abs.is_file():
                 out.append(page.rel)
             folders = [resolve(root, f"{x}/{d}") for x in dict.fromkeys(y for y in (daily_dir, card_dir) if y)]
         except VaultPathError:
@@ -162,9 +164,9 @@ def scan_changed(engine, date: str, scan_days: int = 1, budget: Budget | None = 
     res = ScanResult(dates)
     catalog = engine.store.catalog_get(CATALOG)
     card_dir = cards_dir(layers)  # the app's cards: the app folder in an existing vault
-    res.scanned = daily_files(engine.vault, daily_dir, dates, card_dir)
+    res.scanned = daily_files(engine.vault, daily_dir, dates, card_dir, layers)
     present = set(res.scanned)
-    day_pages = {f"{daily_dir}/{d}.md" for d in dates}
+    day_pages = {p for p in (day_page_path(layers, daily_dir, d) for d in dates) if p}
     folders = tuple(f"{x}/{d}/" for x in {daily_dir, card_dir} for d in dates)
     res.vanished = sorted(p for p in catalog if (p in day_pages or p.startswith(folders)) and p not in present)
     remaining = budget.max_total_chars

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from reme_engine.llm.client import Message, UsageTally
 from reme_engine.llm.structured import StructuredReplyError, parse_reply
 from reme_engine.markdown.links import parse_links
-from reme_engine.vault.daily import strip_day_index
+from reme_engine.vault.daily import day_page_path, strip_day_index
 from reme_engine.vault.io import SkipFile, read_text
 from reme_engine.vault.paths import VaultPathError, is_hidden, resolve, to_rel
 
@@ -74,9 +74,11 @@ class ScanResult:
 
 
 def scan_window(vault: Path, daily_dir: str, date: str, scan_days: int, max_bytes: int,
-                card_dir: str = "") -> ScanResult:
-    """Read every daily Markdown file of the ``scan_days`` dates ending at ``date``: the day page, the cards of
-    ``<daily_dir>/<date>/`` and, when given, of ``<card_dir>/<date>/`` (the app folder's cards)."""
+                card_dir: str = "", layers=None) -> ScanResult:
+    """Read every daily Markdown file of the ``scan_days`` dates ending at ``date``: the day page (named by the
+    daily-note format of ``layers``, :func:`~reme_engine.vault.daily.day_page_path`; ``<daily_dir>/<date>.md``
+    without them), the cards of ``<daily_dir>/<date>/`` and, when given, of ``<card_dir>/<date>/`` (the app
+    folder's cards)."""
     daily_dir = daily_dir.strip("/") or "daily"
     card_dir = card_dir.strip("/")
     out: list[DailyFile] = []
@@ -85,8 +87,9 @@ def scan_window(vault: Path, daily_dir: str, date: str, scan_days: int, max_byte
         rels: list[str] = []
         folders = []
         try:
-            page = resolve(vault, f"{daily_dir}/{day}.md")
-            if page.abs.is_file():
+            page_rel = day_page_path(layers, daily_dir, day)
+            page = resolve(vault, page_rel) if page_rel else None
+            if page is not None and page.abs.is_file():
                 rels.append(page.rel)
             for d in dict.fromkeys(x for x in (daily_dir, card_dir) if x):
                 folders.append(resolve(vault, f"{d}/{day}"))
@@ -114,7 +117,7 @@ def scan_window(vault: Path, daily_dir: str, date: str, scan_days: int, max_byte
                 continue
             except OSError:
                 continue  # vanished meanwhile
-            out.append(DailyFile(rel, day, tf.sha, tf.text))
+            out.append(DailyFile(rel, day, tf.sha, tf.text, is_page=page is not None and rel == page.rel))
     return ScanResult(out, skipped)
 
 

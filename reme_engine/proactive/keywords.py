@@ -191,7 +191,7 @@ def _note(f: DailyFile, daily_dir: str) -> _Note:
         body = _CAPTURE_STAMP_RE.sub("", body)
         meta = {}  # name/description are the app's template; the card's title comes from its H1 (dropped below)
     head = " ".join(str(meta.get(k)) for k in ("name", "description") if isinstance(meta.get(k), str))
-    card = f.path != f"{daily_dir.strip('/')}/{f.day}.md"
+    card = (not f.is_page) if f.is_page is not None else f.path != f"{daily_dir.strip('/')}/{f.day}.md"
     units = _units(body)
     if head:
         units.insert(0, _clean_line(head))

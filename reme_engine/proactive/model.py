@@ -134,12 +134,14 @@ class ProactiveParams:
 @dataclass
 class DailyFile:
     """A daily Markdown file of the scan window: vault-relative ``path``, its ``day`` (YYYY-MM-DD), content ``sha``
-    and decoded ``text``."""
+    and decoded ``text``; ``is_page``: the day's page (True) or a card (False), None when the reader did not say
+    (then the page is ``<daily_dir>/<day>.md``)."""
 
     path: str
     day: str
     sha: str
     text: str
+    is_page: bool | None = None
 
 
 @dataclass

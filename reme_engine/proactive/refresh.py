@@ -128,7 +128,8 @@ def run_proactive_refresh(engine: VaultContext, *, date: str, llm=None, params: 
         return rep
 
     card_dir = cards_dir(engine.settings.layers)  # the app's cards (app folder in an existing vault)
-    scan = scan_window(engine.vault, daily_dir, date, params.scan_days, engine.settings.max_file_bytes, card_dir)
+    scan = scan_window(engine.vault, daily_dir, date, params.scan_days, engine.settings.max_file_bytes, card_dir,
+                       engine.settings.layers)
     rep.warnings += [f"skipped {s['path']}: {s['reason']}" for s in scan.skipped]
     catalog = engine.store.catalog_get(CATALOG)
     changed = changed_files(scan.files, catalog, keyword_mode=keyword_mode)

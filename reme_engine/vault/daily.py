@@ -359,6 +359,18 @@ def day_page_rel(layers: LayerSettings | None, date: str) -> str:
     return f"{_daily_dir(layers)}/{format_day(check_day_format(day_format(layers)), date)}.md"
 
 
+
+def day_page_path(layers: LayerSettings | None, daily_dir: str, date: str) -> str | None:
+    """:func:`day_page_rel` for the pipelines that read a window of days: ``<daily_dir>/<date>.md`` when no
+    ``layers`` are given; None when the format cannot name a page (:class:`DayFormatError`, already reported as
+    ``Engine.daily_format_warning``) or ``date`` is not a date — the day then has cards only, never a wrong page."""
+    if layers is None:
+        return f"{daily_dir.strip('/') or 'daily'}/{date}.md"
+    try:
+        return day_page_rel(layers, date)
+    except ValueError:  # DayFormatError is a ValueError
+        return None
+
 #: Where Obsidian keeps its daily-note settings: the core Daily notes plugin, then the Periodic Notes plugin (the
 #: keys leading to its ``folder`` and ``format``).
 _OBSIDIAN_DAILY_SETTINGS = ((".obsidian/daily-notes.json", ()), (".obsidian/plugins/periodic-notes/data.json",
