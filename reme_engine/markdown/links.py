@@ -216,9 +216,16 @@ def _fence_close(s: str, i: int, c: str, length: int) -> bool:
     return j - i >= length and not s[j:].strip()
 
 
-#: A line :func:`_block_exclusions` may act on: after quote markers, blanks and list markers, a fence, ``<`` or
-#: ``%%`` (a superset of what it recognises; every other line is skipped). Line starts only (``pos`` always is one).
-_EXCLUSION_LINE = re.compile(r"^[ \t>*+\-.)0-9]*(?:```|~~~|<|%%)", re.MULTILINE)
+#: A line :func:`_block_exclusions` may act on: after quote markers, blanks and list markers, a fence, ``%%``, an
+#: HTML comment or a raw element's opening tag (ASCII case-insensitive, then a blank, ``>`` or the line's end: what
+#: it tests) — a superset of what it recognises; every other line (``<p>`` and other HTML among them) is skipped.
+#: Line starts only (``pos`` always is one).
+_EXCLUSION_LINE = re.compile(
+    r"^[ \t>*+\-.)0-9]*(?:```|~~~|%%|<!--|<(?:"
+    + "|".join("".join(f"[{c.upper()}{c}]" for c in name) for name in _RAW_TAGS)
+    + r")(?:[ \t\r>]|$))",
+    re.MULTILINE,
+)
 #: A line that may close a fence of that character (after quote markers and blanks).
 _FENCE_CLOSE_LINE = {c: re.compile(rf"^[ \t>]*{re.escape(c * 3)}", re.MULTILINE) for c in "`~"}
 
