@@ -3,6 +3,8 @@ without the names of the vault's conversation speakers; the keyword leg keeps th
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from reme_engine.search.speakers import strip_names, word_core
@@ -32,16 +34,21 @@ def test_strip_names_drops_name_words_only():
 def test_names_come_from_conversations_and_follow_the_index(make_engine, tmp_path):
     v = tmp_path / "v"
     _write(v, "daily/2026-11-20/ana-ben-1.md", CARD)
-    # a `**Term**:` line in a note is no turn: "term" must not become a name
+    # a `**Term**:` line in a note is no turn: "term" must not become a name; nor one-off labels in a daily card
     _write(v, "notes/glossary.md", "# Glossary\n\n**Term**: a word with a meaning\n\n**Sailboat**: a boat\n")
+    _write(v, "daily/2026-11-21/fix.md", "# Fix\n\n**Fix**: retry the save\n\n**Cause**: a stale lock\n")
     eng = make_engine(v, embed=False)
     eng.index()
     s = eng.searcher
     assert s.vector_query("What did Ana repair?") == "What did repair?"
     assert s.vector_query("what is a Term or a Sailboat") == "what is a Term or a Sailboat"
-    # a chat record whose messages name their speaker (an imported group chat) adds its speakers
-    _write(v, "session/dialog/g1.jsonl",
-           '{"role": "user", "content": "Cleo: the ferry left at noon", "created_at": "2026-11-21T09:00:00"}\n')
+    assert s.vector_query("how to fix the cause of the lock") == "how to fix the cause of the lock"
+    # a chat record whose messages name their speaker (an imported group chat) adds its speakers (its windows
+    # hold one long turn each: the changes of speaker are counted across them)
+    turns = (("Cleo", "the ferry left at noon"), ("Dan", "was it late?"), ("Cleo", "ten minutes"))
+    _write(v, "session/dialog/g1.jsonl", "".join(
+        json.dumps({"role": "user", "content": f"{who}: {text}" + " and so on" * 50,
+                    "created_at": f"2026-11-21T09:0{i}:00"}) + "\n" for i, (who, text) in enumerate(turns)))
     eng.index()
     assert s.vector_query("When did Cleo take the ferry?") == "When did take the ferry?"
     # the card removed: its speakers are no longer names

@@ -45,8 +45,16 @@ def strip_names(query: str, names: frozenset[str] | set[str]) -> str:
     return " ".join(kept)
 
 
+#: A file's labels count as speakers only when its turns go back and forth: at least this many changes of speaker
+#: between consecutive labelled lines (Ana, Ben, Ana: 2). A daily card's one-off ``**Fix**:`` / ``**Cause**:``
+#: lines (the demo vault has them: 1 change) name no one, and their words must stay in the query. Every LoCoMo
+#: session (card or chat record) passes: 10–50 changes each.
+MIN_SWITCHES = 2
+
+
 class SpeakerNames:
-    """The lower-case words of the speaker labels in a store's conversation files, kept per chunk id.
+    """The lower-case words of the speaker labels in a store's conversation files (those whose turns go back and
+    forth, :data:`MIN_SWITCHES`), read per chunk and kept per chunk id.
 
     ``daily_dir`` / ``session_dir``: where the vault's daily cards and chat records are (as for turn vectors).
     :meth:`names` re-reads only when the index's postings changed (``key``), and then only chunks not seen
@@ -55,7 +63,8 @@ class SpeakerNames:
     def __init__(self, store) -> None:
         self.store = store
         self._key = None
-        self._per_chunk: dict[int, frozenset[str]] = {}
+        #: chunk id -> (file id, ordinal, its labels in line order, changes of speaker between them)
+        self._per_chunk: dict[int, tuple[int, int, tuple[frozenset[str], ...], int]] = {}
         self._names: frozenset[str] = frozenset()
 
     def names(self, key, daily_dir: str = "daily", session_dir: str = "session") -> frozenset[str]:
@@ -65,26 +74,39 @@ class SpeakerNames:
             return self._names
         c = self.store.conn
         d, s = daily_dir.strip("/"), session_dir.strip("/")
-        ids = []
+        rows: list[tuple[int, tuple[int, int]]] = []
         for prefix in (f"{d}/", f"{s}/dialog/"):
             # a range on the unique path index (files first, then their chunks): the cost follows the
             # conversation files, not the vault (``LIKE`` scanned every chunk: 0.55 ms on 4,237 chunks, none of them
             # a conversation's); ``/`` + 1 is ``0``
-            ids += [cid for cid, path in c.execute(
-                "SELECT c.id, f.path FROM files f CROSS JOIN chunks c ON c.file_id = f.id"
+            rows += [(cid, (fid, o)) for cid, fid, o, path in c.execute(
+                "SELECT c.id, f.id, c.ord, f.path FROM files f CROSS JOIN chunks c ON c.file_id = f.id"
                 " WHERE f.path >= ? AND f.path < ?", (prefix, prefix[:-1] + "0")) if wants_lines(path, d, s, chats=True)]
-        live = set(ids)
-        per = {cid: v for cid, v in self._per_chunk.items() if cid in live}
-        todo = [cid for cid in ids if cid not in per]
+        live = dict(rows)
+        per = {cid: v for cid, v in self._per_chunk.items() if live.get(cid) == v[:2]}
+        todo = [cid for cid in live if cid not in per]
         for i in range(0, len(todo), 500):
             part = todo[i:i + 500]
             for cid, text in c.execute(f"SELECT id, text FROM chunks WHERE id IN ({','.join('?' * len(part))})",
                                        part):
-                words: set[str] = set()
-                for w in speaker_labels((text or "").lower()).values():
-                    words |= w
-                per[cid] = frozenset(words)
+                labels = speaker_labels((text or "").lower())
+                seq = [labels[ln] for ln in sorted(labels)]
+                per[cid] = (*live[cid], tuple(seq), sum(1 for x, y in zip(seq, seq[1:]) if x != y))
+        by_file: dict[int, list] = {}
+        for fid, o, seq, switches in per.values():
+            if seq:
+                by_file.setdefault(fid, []).append((o, seq, switches))
+        names: set[str] = set()
+        for parts in by_file.values():
+            parts.sort(key=lambda p: p[0])
+            # changes inside each chunk, and from one chunk's last speaker to the next one's first (a chat
+            # record's windows often hold a single turn)
+            switches = sum(p[2] for p in parts) + sum(1 for a, b in zip(parts, parts[1:]) if a[1][-1] != b[1][0])
+            if switches >= MIN_SWITCHES:
+                for _, seq, _ in parts:
+                    for w in seq:
+                        names |= w
         self._per_chunk = per
-        self._names = frozenset().union(*per.values()) if per else frozenset()
+        self._names = frozenset(names)
         self._key = key
         return self._names
