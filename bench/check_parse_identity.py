@@ -4,11 +4,13 @@
     python bench/check_parse_identity.py --out before.json [ROOT ...]      # record (default roots: both vaults)
     python bench/check_parse_identity.py --compare before.json [ROOT ...]  # exit 1 and list files that differ
     python bench/check_parse_identity.py --opaque [ROOT ...]               # what the opaque-data rule leaves out
+    python bench/check_parse_identity.py --patho --out before.json ROOT ...  # also issue 12's pathological notes
 
 For each file the engine would index (scan rules, read-only: nothing is written to the roots) it records a digest of
 each part of ``Indexer.parse``: chunks (lines, text, headings), links (every field), meta + warning, name /
 description / aliases, title tokens and chunk tokens. ``--compare`` names the part that changed for each file, so a
-parser speed-up can be shown to keep chunks and links identical on every note of the real vaults.
+parser speed-up can be shown to keep chunks and links identical on every note of the real vaults. ``--patho`` adds
+the generated notes of ``bench_index_cpu.py --steps patho`` (written to a temp dir, recorded under ``<patho>``).
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ def main() -> int:
     g.add_argument("--out", type=Path, help="write the digests here")
     g.add_argument("--compare", type=Path, help="compare with digests written earlier")
     g.add_argument("--opaque", action="store_true", help="report what the opaque-data rule leaves out")
+    ap.add_argument("--patho", action="store_true", help="also the generated pathological notes of issue 12")
     args = ap.parse_args()
     roots = args.roots or [VAULT_ZH, CORPUS]
     if args.opaque:
@@ -108,6 +111,12 @@ def main() -> int:
         return 0
     t = time.perf_counter()
     now = {str(r): parse_digests(r.resolve()) for r in roots}
+    if args.patho:
+        from bench_firstrun import make_pathological
+
+        with tempfile.TemporaryDirectory(prefix="parse-identity-patho-") as d:
+            make_pathological(Path(d) / "zz-pathological")
+            now["<patho>"] = parse_digests(Path(d))
     secs = time.perf_counter() - t
     if args.out:
         args.out.write_text(json.dumps(now, ensure_ascii=False, indent=0, sort_keys=True))
