@@ -128,20 +128,23 @@ QUICK_CHECK_MAX_BYTES = 256 * 1024 * 1024
 # -- chunk text, stored deflated -----------------------------------------------------------------------------
 #: Texts shorter than this (UTF-8 bytes) are stored as they are: deflating them saves next to nothing.
 PACK_MIN_BYTES = 96
+#: zlib level of stored chunk text: 1 deflates the doocs corpus's chunks in ~40 % of level 6's CPU for a database
+#: 2 % larger (39.1 MB against 38.2 MB; bench/RESULTS.md, session 22 C). Any level reads back the same.
+PACK_LEVEL = 1
 #: ``{stored blob: text}`` of the rows :func:`insert_chunks` is writing: SQLite computes the generated ``text``
 #: column of every row it writes, and the text is at hand then (a dict lookup instead of an inflate).
 _FRESH: dict[bytes, str] = {}
 
 
 def pack_text(text: str) -> str | bytes:
-    """A chunk text as ``chunks.body`` stores it: ``zlib`` (level 6) of its UTF-8 when at least
+    """A chunk text as ``chunks.body`` stores it: ``zlib`` (:data:`PACK_LEVEL`) of its UTF-8 when at least
     :data:`PACK_MIN_BYTES` long and smaller so, else ``text`` unchanged. :func:`chunk_text` gives it back."""
     import zlib
 
     raw = text.encode("utf-8", "surrogatepass")
     if len(raw) < PACK_MIN_BYTES:
         return text
-    z = zlib.compress(raw, 6)
+    z = zlib.compress(raw, PACK_LEVEL)
     return z if len(z) < len(raw) else text
 
 
@@ -422,6 +425,10 @@ def insert_postings(c: sqlite3.Connection, rows: list[tuple]) -> None:
         got = _PENDING_FTS[id(c)] = (c, [])
     queue = got[1]
     titles: dict[int, str] = {}
+    # the ids AUTOINCREMENT would give row by row (above every id ever used), written in one executemany
+    fts_id = c.execute("SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'fts_rows'), 0),"
+                       " coalesce((SELECT max(fts_id) FROM fts_rows), 0))").fetchone()[0]
+    id_rows = []
     for cid, body, title in rows:
         fid = fids.get(cid)
         if fid is None:
@@ -431,9 +438,10 @@ def insert_postings(c: sqlite3.Connection, rows: list[tuple]) -> None:
             # stored only when the files row does not give them back (e.g. a date-typed frontmatter value)
             c.execute("INSERT OR REPLACE INTO fts_titles(file_id, tokens) VALUES (?, ?)",
                       (fid, None if _derived_title(c, fid, tok) == title else _zip(title)))
-        fts_id = c.execute("INSERT INTO fts_rows(chunk_id, file_id, body_hash) VALUES (?,?,?)",
-                           (cid, fid, _tokens_hash(body, title))).lastrowid
+        fts_id += 1
+        id_rows.append((fts_id, cid, fid, _tokens_hash(body, title)))
         queue.append((fts_id, body, title))
+    c.executemany("INSERT INTO fts_rows(fts_id, chunk_id, file_id, body_hash) VALUES (?,?,?,?)", id_rows)
     _bump_postings(c)
     if not c.in_transaction or len(queue) >= PENDING_FTS_MAX:
         flush_postings(c)
