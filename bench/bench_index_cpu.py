@@ -13,7 +13,8 @@ entry points run it (``indexer.PARALLEL_ENABLED``): CPU of the process and its p
 ``chunk.markdown_it`` is inside ``chunk``, ``apply.deflate`` inside ``apply``). ``--steps patho``: issue 12's generated notes (5 MB single line, 200,000 links, 5 MB unclosed fence, a 20 MB file over
 the size limit), each parsed alone (``cpu_s_per_mb``: linear time means a flat figure) and then synced together.
 
-``--baseline REV``: the same runs on the whole engine (``reme_engine/``) of git revision ``REV``, interleaved run
+``--baseline REV``: the same runs on the whole engine (``reme_engine/``) of git revision ``REV`` (or of a folder ``REV``
+holding a ``reme_engine/``: e.g. the current engine with some files as they were), interleaved run
 by run with the current code (who goes first alternates), so both see the same load; ratios are of medians.
 ``--reme PYTHON``: in the same rotation, ReMe's cold index of the vault (``bench/reme_cold_index.py`` run by
 ``PYTHON``, a venv with ``reme-ai==0.4.1.8``: ``python3 -m venv <venv> && <venv>/bin/pip install
@@ -171,7 +172,7 @@ def run(src, vault: Path, state: Path, what: str) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--baseline", help="git revision whose parse files are measured side by side")
+    ap.add_argument("--baseline", help="git revision (or folder with a reme_engine/) measured side by side")
     ap.add_argument("--reme", help="python of a venv with reme-ai 0.4.1.8: its cold index in the rotation")
     ap.add_argument("--vaults", default="kg,doocs")
     ap.add_argument("--steps", default="sync,parse", help="comma-separated: sync, app, parse, patho, phases")
@@ -192,7 +193,9 @@ def main() -> int:
         shutil.copytree(REPO / "reme_engine", tmp / "current" / "reme_engine",
                         ignore=shutil.ignore_patterns("__pycache__"))
         srcs = {"current": tmp / "current"}
-        if args.baseline:
+        if args.baseline and (Path(args.baseline) / "reme_engine").is_dir():  # an exported tree (files reverted)
+            srcs["baseline"] = Path(args.baseline).resolve()
+        elif args.baseline:
             srcs["baseline"] = baseline_tree(args.baseline, tmp / "baseline")
         res: dict = {}
         if "patho" in args.steps.split(","):
