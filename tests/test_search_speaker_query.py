@@ -115,3 +115,34 @@ def test_a_query_naming_a_speaker_is_fused_with_the_named_weights(make_engine, t
     assert run2["vector_text"] == q2
     hits2, _ = s.rank(q2, run2, limit=5, fusion=only_kw)
     assert any(h.vector_rrf > 0 for h in hits2)
+
+
+def test_a_one_off_label_restricts_no_line_coverage(make_engine, tmp_path):
+    from reme_engine.search.fusion import fuse
+    from reme_engine.search.rerank import rerank_for
+
+    v = tmp_path / "v"
+    # "fix" opens one line of a daily card, but nobody talks there: the cause line still covers the query
+    _write(v, "daily/2026-11-21/fix.md", "# Lock\n\n**Fix**: retry it\n\n**Cause**: the stale lock file fix\n")
+    _write(v, "daily/2026-11-22/other.md", "# Other\n\nA stale lock again.\n")
+    _write(v, "daily/2026-11-20/ana-ben-1.md", CARD)
+    eng = make_engine(v, embed=False)
+    eng.index()
+    s = eng.searcher
+    assert s.speaker_names() == frozenset({"ana", "ben"})
+    q = "stale lock file fix"
+    card = eng.store.conn.execute("SELECT c.id FROM chunks c JOIN files f ON f.id = c.file_id"
+                                  " WHERE f.path = 'daily/2026-11-21/fix.md'").fetchone()[0]
+
+    def coverage():
+        run = s.run_legs(q, 50, mode="keyword")
+        fused = fuse(run["legs"], s.fusion, idf_sum=run["idf_sum"], mode="keyword")
+        top = max(d["score"] for d in fused.values())
+        rerank_for(s, fused, q, s.fusion)
+        return fused[card]["rerank_coverage"] / (s.fusion.rerank_coverage * top)
+
+    # the whole query is in the **Cause** line: full coverage
+    assert abs(coverage() - 1.0) < 1e-9
+    # were "fix" a speaker, only the **Fix** line (and unlabelled ones) would count for the card
+    s.speaker_names = lambda: frozenset({"ana", "ben", "fix"})
+    assert coverage() < 0.9

@@ -292,13 +292,20 @@ class HybridSearcher:
             query = strip_dates(query)
         if not self.speakers_out:
             return query
+        from .speakers import strip_names
+
+        return strip_names(query, self.speaker_names())
+
+    def speaker_names(self) -> frozenset[str]:
+        """The lower-case words naming the speakers of the vault's conversations (:class:`.speakers.SpeakerNames`),
+        brought up to date when the index's postings changed (one SQL read of their counter)."""
         from ..index.store import postings_gen
-        from .speakers import SpeakerNames, strip_names
+        from .speakers import SpeakerNames
 
         if self._speakers is None:
             self._speakers = SpeakerNames(self.store)
         daily, session = getattr(self, "line_dirs", ("daily", "session"))
-        return strip_names(query, self._speakers.names(postings_gen(self.store.conn), daily, session))
+        return self._speakers.names(postings_gen(self.store.conn), daily, session)
 
     def _vector_leg(self, query: str, n: int, filters: SearchFilters | None, *,
                     split: dict | None = None, embed_text: str | None = None) -> tuple[list[tuple[int, float]], set]:

@@ -315,7 +315,8 @@ def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Call
            query_tokens: Callable[[str], list[str]],
            doc_freqs: Callable[[list[str]], dict[str, int]], n_rows: int,
            line_cosines: Callable[[list[tuple[int, str, str]]], dict[int, float]] | None = None,
-           conversation: Callable[[str], bool] | None = None) -> None:
+           conversation: Callable[[str], bool] | None = None,
+           speakers: Callable[[], frozenset[str]] | None = None) -> None:
     """Second stage on ``fused`` ({chunk id: details with ``score``}, after the field rules). Mutates ``fused``:
     the best ``cfg.rerank_depth`` candidates not marked ``collapsed`` gain ``coverage`` / ``neighbour`` shares
     (recorded in the details as ``rerank_coverage`` / ``rerank_neighbour``, absolute score units), then, with
@@ -333,7 +334,9 @@ def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Call
     already near turn level) with the share ``rerank_lines_chat`` instead.
     ``conversation(path) -> bool``: the files whose lines are turns (:func:`reme_engine.search.linevec.wants_lines`);
     with :data:`SPEAKERS`, the query's terms that name a speaker labelled in those candidates restrict their
-    coverage to that speaker's lines (None = no such files).
+    coverage to that speaker's lines (None = no such files). ``speakers() -> words`` naming a speaker of the
+    vault's conversations (:class:`.speakers.SpeakerNames`: labels of files whose turns go back and forth; asked
+    only when a query term is a candidate's label): only those labels count (a one-off ``**Fix**:`` names no one).
     Candidates beyond the depth are left as they are (they stay below: shares only raise scores, and the spread
     keeps the reordered block's lowest score). No-op when :func:`enabled` is false.
     """
@@ -373,6 +376,8 @@ def rerank(fused: dict[int, dict], query: str, cfg: FusionConfig, *, texts: Call
                 for words in speaker_labels(_folded(info[cid][2])).values():
                     names |= words
             named = frozenset(t for t in weights if t in names)
+            if named and speakers is not None:
+                named &= speakers()
             for cid in head:
                 if cid in info:
                     gain = cfg.rerank_coverage * top * cover(info[cid][2], named if cid in talks else frozenset())
@@ -453,7 +458,8 @@ def rerank_for(searcher, fused: dict[int, dict], query: str, cfg: FusionConfig) 
            query_tokens=tok.query_tokens, doc_freqs=searcher._doc_freqs, n_rows=searcher._chunk_count(),
            line_cosines=_line_cosines_for(searcher, query, chats=cfg.rerank_lines_chat > 0)
            if cfg.rerank_lines > 0 or cfg.rerank_lines_chat > 0 else None,
-           conversation=_conversation_for(searcher) if SPEAKERS else None)
+           conversation=_conversation_for(searcher) if SPEAKERS else None,
+           speakers=getattr(searcher, "speaker_names", None) if SPEAKERS else None)
 
 
 _CONVERSATION: dict[tuple[str, str, str], bool] = {}
