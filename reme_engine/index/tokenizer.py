@@ -14,8 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import unicodedata
-from operator import add as _concat
-from itertools import chain
+from functools import lru_cache
 from typing import Callable, Protocol
 
 #: Bump when the rules below change: it is part of the fingerprint.
@@ -25,19 +24,20 @@ RULES_VERSION = 3
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 _RUN_RE = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+", re.UNICODE)
 _CJK_RUN_RE = re.compile(rf"[{_CJK}]+")
-_chain_lists = chain.from_iterable
-#: Latin/digit runs of text without CJK (:data:`_RUN_RE`'s second half).
+#: :data:`_RUN_RE` in two steps: CJK runs split the text, Latin runs are found in the stretches between them.
+_CJK_SPLIT_RE = re.compile(rf"([{_CJK}]+)")
 _LATIN_RUN_RE = re.compile(rf"[^\W_{_CJK}]+")
 #: UTF-8 bytes → ASCII letters lower-cased, other ASCII non-alphanumerics → space, bytes ≥ 0x80 kept.
 _ASCII_WORD_TABLE = bytes(
     (c | 0x20 if 65 <= c <= 90 else c) if (c >= 128 or chr(c).isalnum()) else 32 for c in range(256)
 )
-#: Runs (CJK or Latin) and pieces (:meth:`MixedTokenizer.tokenize`) whose tokens are remembered per tokenizer, in
-#: two caches of at most this many entries (titles, headings and breadcrumbs recur in every chunk of a note; 55 % of
-#: the CJK runs of both real vaults are repeats, and most Latin words). Cleared when full: bounded memory.
-_CACHE_MAX = 100_000
-#: Only runs and pieces up to this many characters are kept in the caches (a pathological 1 MB run must not be kept).
+#: CJK runs whose jieba words are remembered per tokenizer (titles, headings and breadcrumbs recur in every chunk
+#: of a note; 55 % of the runs of both real vaults are repeats). Cleared when full: bounded memory.
+_WORDS_CACHE_MAX = 50_000
+#: Only runs up to this many characters are cached (a pathological 1 MB run must not be kept).
 _CACHED_RUN_CHARS = 64
+#: Stretches between CJK runs up to this many characters are cached with their Latin tokens.
+_CACHED_STRETCH_CHARS = 16
 
 #: A small English stop-word list (the frequent function words; from the classic SMART/Lucene lists).
 EN_STOPWORDS = frozenset(
@@ -68,6 +68,12 @@ def _latin_words(part: str) -> list[str]:
         else:
             out.extend(map(str.lower, _LATIN_RUN_RE.findall(piece.decode("utf-8", "surrogatepass"))))
     return out
+
+
+@lru_cache(maxsize=_CACHED_RUN_CHARS + 1)
+def _bigram_slices(n: int) -> tuple[slice, ...]:
+    """The n-1 two-character slices of a run of n characters (runs are short: clauses between punctuation)."""
+    return tuple(slice(i, i + 2) for i in range(n - 1))
 
 
 class Tokenizer(Protocol):
@@ -126,11 +132,8 @@ class MixedTokenizer:
         if segmenter is None:
             segmenter, backend = _load_segmenter()
         self._cut = segmenter  # None: rjieba, imported by the first tokenize()
-        #: run of :data:`_RUN_RE` -> its tokens (CJK: jieba words minus stop-words, then bigrams; Latin: the
-        #: lower-cased word, or none for a stop-word or an over-long run)
-        self._runs: dict[str, list[str]] = {}
-        #: whitespace-free piece of a lower-cased text (see tokenize) -> its tokens
-        self._pieces: dict[str, list[str]] = {}
+        self._words: dict[str, list[str]] = {}  # CJK run -> its tokens: jieba words minus stop-words, bigrams
+        self._latin: dict[str, list[str]] = {}  # short stretch between CJK runs ("，", "。\n\n") -> its tokens
         self.backend = backend or "custom"
         self.fingerprint = f"mixed-v{RULES_VERSION}-{self.backend}"
 
@@ -139,110 +142,48 @@ class MixedTokenizer:
         if text.isascii():  # NFKC-stable and no CJK: Latin words only
             stop, cap = EN_STOPWORDS, MAX_LATIN_LEN
             return [w for w in _latin_words(text) if len(w) <= cap and w not in stop]
-        if not unicodedata.is_normalized("NFKC", text):  # 25x cheaper than normalize() on normalised text
-            text = unicodedata.normalize("NFKC", text)
-        # ASCII letters lower-cased and other ASCII non-alphanumerics made spaces in one C pass, then split at
-        # whitespace: every boundary of a piece is one of _RUN_RE's runs, an ASCII piece is one Latin word and the
-        # rest (Chinese clauses, "café") are cut into runs. Each distinct piece's tokens are worked out once per
-        # tokenizer (pieces recur: identifiers, headings, breadcrumbs), so the per-piece work of a text is a set
-        # difference and dict lookups in C; Python only sees pieces new to the cache (issue 12: 2.0 s -> 0.9 s of
-        # the doocs corpus's tokenising).
-        raw = text.encode("utf-8", "surrogatepass")
-        low = raw.translate(_ASCII_WORD_TABLE).decode("utf-8", "surrogatepass")
-        if len(raw) - len(text) > len(text) // 2:
-            # mostly CJK (3 UTF-8 bytes a character: over a quarter of the text): its pieces are clauses, as
-            # distinct as its runs, so the runs are found at once and only the run cache is used
-            runs = _RUN_RE.findall(low)
-            cache = self._runs
-            if len(cache) >= _CACHE_MAX:
-                cache.clear()
-            fresh = set(runs).difference(cache)
-            long_runs = self._add_runs(fresh) if fresh else ()
-            out = list(_chain_lists(map(cache.__getitem__, runs)))
-            for r in long_runs:  # a pathological 1 MB run must not be kept
-                del cache[r]
-            return out
-        pieces = low.split()
-        cache = self._pieces
-        if len(cache) >= _CACHE_MAX:
-            cache.clear()
-        fresh = set(pieces).difference(cache)
-        if not fresh:
-            return list(_chain_lists(map(cache.__getitem__, pieces)))
-        long_pieces = self._add_pieces(fresh)
-        out = list(_chain_lists(map(cache.__getitem__, pieces)))
-        for p in long_pieces:  # a pathological 1 MB piece must not be kept
-            del cache[p]
-        return out
-
-    def _add_pieces(self, pieces) -> list[str]:
-        """Put the tokens of each of ``pieces`` (distinct whitespace-free pieces of a lower-cased text, not cached
-        yet) into the piece cache; returns those longer than :data:`_CACHED_RUN_CHARS` (the caller removes them)."""
-        cache, runs_cache = self._pieces, self._runs
-        en_stop, cap = EN_STOPWORDS, MAX_LATIN_LEN
-        long_pieces = []
-        mixed = []
-        for p in pieces:
-            if len(p) > _CACHED_RUN_CHARS:
-                long_pieces.append(p)
-            if p.isascii():  # [a-z0-9]+: one Latin run, already lower-cased
-                cache[p] = [] if len(p) > cap or p in en_stop else [p]
-            else:
-                mixed.append((p, _RUN_RE.findall(p)))
-        if mixed:
-            if len(runs_cache) >= _CACHE_MAX:
-                runs_cache.clear()
-            fresh = set(_chain_lists(r for _, r in mixed)).difference(runs_cache)
-            long_runs = self._add_runs(fresh) if fresh else ()
-            get = runs_cache.__getitem__
-            for p, runs in mixed:
-                cache[p] = list(_chain_lists(map(get, runs)))
-            for r in long_runs:
-                del runs_cache[r]
-        return long_pieces
-
-    def _add_runs(self, runs) -> list[str]:
-        """Put the tokens of each of ``runs`` (distinct runs of :data:`_RUN_RE`, not cached yet) into the run cache;
-        returns those longer than :data:`_CACHED_RUN_CHARS` (the caller removes them after use)."""
-        cache = self._runs
-        zh_stop, en_stop, cap = ZH_STOPWORDS, EN_STOPWORDS, MAX_LATIN_LEN
-        is_cjk = _CJK_RUN_RE.match
-        long_runs = []
-        cjk = []
-        for part in runs:
-            n = len(part)
-            if n > _CACHED_RUN_CHARS:
-                long_runs.append(part)
-            if not is_cjk(part):
-                w = part.lower()  # a run of one script: lower-casing it whole is lower-casing each run (ASCII too)
-                cache[part] = [] if len(w) > cap or w in en_stop else [w]
-            elif n == 1:
-                cache[part] = [part]
-            else:
-                cjk.append(part)
-        if not cjk:
-            return long_runs
-        for part, words in zip(cjk, self._cut_runs(cjk)):
-            ws = [w for w in words if len(w) > 1 and w not in zh_stop]
-            bigrams = list(map(_concat, part, part[1:]))  # the n-1 character bigrams, made in C
-            ws += bigrams if zh_stop.isdisjoint(bigrams) else [bg for bg in bigrams if bg not in zh_stop]
-            cache[part] = ws
-        return long_runs
-
-    def _cut_runs(self, runs: list[str]) -> list[list[str]]:
-        """The segmenter's words of each CJK run of ``runs``, in order. One call over the runs joined by newlines
-        (a newline ends a block for jieba and jieba-rs and comes back as a word of its own: the same words as a
-        call per run, checked on both real vaults; one call per run cost twice the time); per run when the
-        words do not split back into as many runs (a segmenter that treats newlines otherwise)."""
+        out: list[str] = []
+        append, extend = out.append, out.extend
         cut = self._cut
         if cut is None:
             cut = self._cut = _rjieba_cut()
-        if len(runs) == 1:
-            return [cut(runs[0])]
-        segs = "\x00".join(cut("\n".join(runs))).split("\x00\n\x00")
-        if len(segs) != len(runs):
-            return [cut(r) for r in runs]
-        return [s.split("\x00") for s in segs]
+        words, latin = self._words, self._latin
+        zh_stop, en_stop, cap = ZH_STOPWORDS, EN_STOPWORDS, MAX_LATIN_LEN
+        if not unicodedata.is_normalized("NFKC", text):  # 25x cheaper than normalize() on normalised text
+            text = unicodedata.normalize("NFKC", text)
+        # split() alternates text without CJK (even items) and CJK runs (odd items), in text order: Latin runs
+        # are found per stretch in C, only CJK runs are handled one by one.
+        for k, part in enumerate(_CJK_SPLIT_RE.split(text)):
+            if not k & 1:
+                if not part:
+                    continue
+                # Chinese text alternates runs with punctuation ("，" is 35 % of these stretches in kg-zh):
+                # short stretches are remembered with their tokens (usually none)
+                ws = latin.get(part) if len(part) <= _CACHED_STRETCH_CHARS else None
+                if ws is None:
+                    ws = [w for w in _latin_words(part) if len(w) <= cap and w not in en_stop]
+                    if len(part) <= _CACHED_STRETCH_CHARS:
+                        if len(latin) >= _WORDS_CACHE_MAX:
+                            latin.clear()
+                        latin[part] = ws
+                if ws:
+                    extend(ws)
+                continue
+            n = len(part)
+            if n == 1:
+                append(part)
+                continue
+            ws = words.get(part)
+            if ws is None:
+                ws = [w for w in cut(part) if len(w) > 1 and w not in zh_stop]
+                slices = _bigram_slices(n) if n <= _CACHED_RUN_CHARS else [slice(i, i + 2) for i in range(n - 1)]
+                ws += [bg for bg in map(part.__getitem__, slices) if bg not in zh_stop]
+                if n <= _CACHED_RUN_CHARS:
+                    if len(words) >= _WORDS_CACHE_MAX:
+                        words.clear()
+                    words[part] = ws
+            extend(ws)
+        return out
 
     def query_tokens(self, query: str) -> list[str]:
         """Distinct tokens of a query, in order (BM25 scores each query term once)."""
