@@ -14,6 +14,7 @@ from textual.widgets import Static
 EXTRA_KEYS = [
     ("ctrl+p", "command palette (today, new note, search, re-index, refresh, theme, index status…)"),
     ("tab / shift+tab", "next / previous pane"),
+    ("escape (chat)", "while an answer streams: cancel it (binding id cancel_reply)"),
     ("enter", "open the selected day, card, link, agenda item's evidence; expand a folder"),
     ("← / →", "agenda: the day before / after · tree: collapse / expand"),
     ("x", "links pane: depth 1 ↔ 2"),

@@ -111,6 +111,8 @@ class MainScreen(StyledOnce, PaneLayout, ScreenOpeners, Screen):
         Binding("f2", "toggle_left", "Left pane", show=False, id="toggle_left", tooltip="Collapse/restore the Daily/Vault column"),
         Binding("f3", "toggle_right", "Right pane", show=False, id="toggle_right", tooltip="Collapse/restore the Links/Agenda column"),
         Binding("f4", "toggle_chat", "Chat pane", show=False, id="toggle_chat", tooltip="Collapse/restore the chat"),
+        # before focus_main: Escape cancels a streaming answer first (check_action hides it otherwise)
+        Binding("escape", "cancel_reply", "Cancel reply", id="cancel_reply", tooltip="Cancel the chat answer being streamed (your message stays saved)"),
         Binding("escape", "focus_main", "Focus note", show=False, id="focus_main", tooltip="Back to the note from anywhere"),
     ]
 
@@ -454,8 +456,21 @@ class MainScreen(StyledOnce, PaneLayout, ScreenOpeners, Screen):
             self.app_wrote([])
 
     # -- chat side effects (the Chat pane runs the session) -------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel_reply":
+            return self.chat.replying  # False: hidden, and Escape falls through to focus_main
+        return True
+
+    def action_cancel_reply(self) -> None:
+        self.chat.cancel_reply()
+
     def on_chat_saved(self, message: ChatSaved) -> None:
-        if message.stage != "capture" or message.error:
+        if message.error:
+            self.status.set_work(f"⚠ chat message not saved ({message.stage}): kept in the chat input")
+            return
+        if self.status.work.startswith("⚠ chat message not saved"):
+            self.status.set_work("")  # a later message was saved: the folder is writable again
+        if message.stage != "capture":
             return
         # the card, and the day page whose card index links it
         self.app_wrote([p for p in (message.capture_path, f"{self.daily_dir}/{self.today()}.md") if p])

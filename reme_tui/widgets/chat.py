@@ -16,6 +16,10 @@ Replies plug in through the streaming API, called on the UI thread as chunks arr
 Wikilinks in a message — an answer's citations ``[[path#L12-L18]]`` — are clickable once the message is complete:
 a click posts :class:`~reme_tui.messages.FollowLink`, which opens the cited note at those lines; ``f`` with the
 transcript focused lists the last answer's citations (:meth:`ChatPane.last_citations`).
+
+Escape while an answer streams cancels it (:meth:`ChatPane.cancel_reply`): the bubble keeps what arrived, marked
+cancelled, and is not recorded; the question stays in the session record. A message that could not be saved
+(read-only folder, full disk) goes back into the input, so the user's words are never only in a failed bubble.
 """
 
 from __future__ import annotations
@@ -40,6 +44,12 @@ LLM_NOTICE = "Messages are saved to the session record as you send them."
 #: endpoint waits up to the engine's ``llm.total_timeout``).
 WAITING_AFTER_S = 2.0
 WAITING = "waiting for the LLM"
+CANCELLED = "cancelled · not kept in the chat record"
+
+
+class ReplyCancelled(Exception):
+    """Raised from the streaming callback of a cancelled answer: it stops the SDK's stream (closing the HTTP
+    response) at the next chunk, before the answer is recorded."""
 
 
 class ChatBubble(Static):
@@ -136,6 +146,9 @@ class ChatPane(Vertical):
         self.restored: str | None = None  # the earlier session shown again ("" when there was none to show)
         self.llm = False
         self.bubbles: dict[str, ChatBubble] = {}
+        #: answers being streamed (reply bubble ids) and those the user cancelled (their late chunks are dropped)
+        self.in_flight: set[str] = set()
+        self.cancelled: set[str] = set()
         self.notice = Static(NO_LLM_NOTICE, id="chat-notice", markup=False)
         self.log_view = ChatLog(id="chat-log")
         self.input = Input(placeholder="Jot a thought, Enter saves it…", id="chat-input", compact=True)
@@ -222,7 +235,9 @@ class ChatPane(Vertical):
         if message.error:
             what = "session record" if message.stage == "session" else "capture card"
             self.mark_failed(message.message_id, f"{what}: {message.error}")
-            self.notify(message.error, title=f"Chat not saved to the {what}", severity="error", timeout=8)
+            kept = self.restore_input(message.message_id)
+            self.notify(message.error + ("; your words are back in the chat input" if kept else ""),
+                        title=f"Chat not saved to the {what}", severity="error", timeout=10)
             return
         if message.pending:
             self.mark_saved(message.message_id, "saved · capture card busy, added when free")
@@ -231,7 +246,10 @@ class ChatPane(Vertical):
         if message.stage == "session":
             self.mark_saved(message.message_id, "saved" if self.llm else "saved · capturing…")
             if self.llm:
-                self._answer(message.message_id, self.begin_stream("assistant"))
+                reply_id = self.begin_stream("assistant")
+                self.in_flight.add(reply_id)
+                self._bindings_changed()
+                self._answer(message.message_id, reply_id)
             return
         cap = message.capture_path or ""
         self.mark_saved(message.message_id, f"saved → {cap.rsplit('/', 1)[-1]}" if cap else "saved")
@@ -242,11 +260,20 @@ class ChatPane(Vertical):
         session (the user's statements become a daily card)."""
         from ..loaders import error_text
 
+        def on_text(text: str) -> None:
+            if reply_id in self.cancelled:
+                raise ReplyCancelled
+            self.post_message(ChatReply(reply_id, text))
+
         try:
-            status = self.session.answer(question_id, lambda text: self.post_message(ChatReply(reply_id, text)))
+            status = self.session.answer(question_id, on_text)
             self.post_message(ChatReply(reply_id, done=True, status=status))
+        except ReplyCancelled:
+            return
         except Exception as exc:
             self.post_message(ChatReply(reply_id, done=True, error=error_text(exc)))
+            return
+        if reply_id in self.cancelled:  # cancelled after the last chunk: no auto-memory over it
             return
         try:
             if self.session.remember():
@@ -255,6 +282,9 @@ class ChatPane(Vertical):
             self.post_message(ChatReply(reply_id, done=True, status=status + f" · memory: {error_text(exc)}"))
 
     def on_chat_reply(self, message: ChatReply) -> None:  # bubbles on: the screen reloads the day list
+        if message.reply_id in self.cancelled:
+            message.stop()  # a late chunk or end of a cancelled answer: the bubble says "cancelled" already
+            return
         if message.error:
             self.end_stream(message.reply_id, f"⚠ {message.error}")
             return
@@ -270,8 +300,44 @@ class ChatPane(Vertical):
         self.input.placeholder = ("Ask or jot something, Enter sends…" if configured
                                   else "Jot a thought, Enter saves it…")
 
+    @property
+    def replying(self) -> bool:
+        """Whether an answer is being streamed (Escape cancels it)."""
+        return bool(self.in_flight)
+
+    def cancel_reply(self) -> bool:
+        """Cancel the answers being streamed: each bubble keeps what arrived, marked cancelled; the worker stops at
+        its next chunk (a silent endpoint: when its request times out) and records nothing. False when none."""
+        if not self.in_flight:
+            return False
+        for reply_id in list(self.in_flight):
+            self.cancelled.add(reply_id)
+            self.end_stream(reply_id, CANCELLED)
+        self.notify("The answer was cancelled; your message stays in the chat record", title="Chat", timeout=4)
+        return True
+
+    def _bindings_changed(self) -> None:
+        """The footer shows "Esc Cancel reply" only while an answer streams."""
+        self._subtitle()
+        if self.is_attached:
+            self.screen.refresh_bindings()
+
+    def restore_input(self, msg_id: str) -> bool:
+        """Put the words of the unsaved message ``msg_id`` back into the input (before anything typed since);
+        True when done."""
+        bubble = self.bubbles.get(msg_id)
+        if bubble is None or bubble.role != "user" or not bubble.text:
+            return False
+        typed = self.input.value
+        if bubble.text not in typed:
+            self.input.value = bubble.text + (" " + typed if typed.strip() else "")
+            self.input.cursor_position = len(self.input.value)
+        return True
+
     def _subtitle(self) -> None:
-        if self.input.has_focus:
+        if self.in_flight:
+            self.border_subtitle = "answering · Esc cancels"
+        elif self.input.has_focus:
             self.border_subtitle = "Enter sends · Esc back to the note" if self.llm else "Enter saves · Esc back"
         else:
             self.border_subtitle = "LLM" if self.llm else "journal · no LLM"
@@ -317,6 +383,9 @@ class ChatPane(Vertical):
         bubble.streaming = False
         bubble.waiting_since = None
         bubble.set_status(status)
+        if msg_id in self.in_flight:
+            self.in_flight.discard(msg_id)
+            self._bindings_changed()
         return bubble.text
 
     def last_citations(self) -> list[tuple[str, str, str | None]]:
