@@ -129,20 +129,6 @@ def _parse_in_worker(args) -> tuple["ParsedFile | None", str | None]:
 
 
 
-#: WAL pages a multi-batch sync lets accumulate before a checkpoint (4 KB pages: ~400 MB, more than a 33 MB corpus's
-#: whole index and its rewrites; SQLite's default of 1,000 pages is restored at the sync's end).
-BIG_SYNC_WAL_PAGES = 100_000
-
-
-def _end_big_wal(conn: sqlite3.Connection) -> None:
-    """SQLite's default auto-checkpoint again after a multi-batch sync: the next commit (a first index's compaction)
-    checkpoints what the sync put off."""
-    try:
-        conn.execute("PRAGMA wal_autocheckpoint = 1000")
-    except sqlite3.Error as exc:  # a closed connection checkpointed as it closed
-        log.info("wal checkpoint after sync: %s", exc)
-
-
 def first_sync_order(item: tuple[ScanEntry, int | None]) -> tuple:
     """Sort key of a multi-batch sync's work: notes up to :data:`SMALL_FIRST_BYTES`, newest first, then bigger
     files, smallest first (what a user opens first is searchable first; pathological files come last)."""
@@ -374,11 +360,6 @@ class Indexer(ScanStep, ParseStep, ApplyStep, LinksStep, EmbedStep):
                 with self.store.write():
                     self.store.set_meta(SYNC_MARKER, json.dumps({"pid": os.getpid(), "at": time.time()}))
                 crash_point("sync.after_marker")
-                # No WAL checkpoint after each batch's commit (SQLite's default: every 1,000 pages): a big sync
-                # copied most pages back into the database file several times. One checkpoint at its end.
-                conn = self.store.conn
-                conn.execute(f"PRAGMA wal_autocheckpoint = {BIG_SYNC_WAL_PAGES}")
-                txn.callback(_end_big_wal, conn)
 
             def flush(parsed: list[tuple[ScanEntry, int | None, ParsedFile | None, str | None]]) -> None:
                 nonlocal paths_changed
