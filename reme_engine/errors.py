@@ -36,6 +36,7 @@ _OS_REASONS = {
     "ENOENT": "no such file or folder",
     "EBUSY": "the file is busy",
     "EIO": "input/output error",
+    "EFBIG": "file too large (the file size limit was reached)",
 }
 
 

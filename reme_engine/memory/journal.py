@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..crashpoints import crash_point
-from ..vault.io import WriteConflict, atomic_write, content_hash, file_hash, rename_noreplace
+from ..vault.io import WriteConflict, atomic_write, content_hash, file_hash, remove_if_unchanged, rename_noreplace
 from ..vault.paths import VaultPathError, resolve
 
 log = logging.getLogger("reme.journal")
@@ -389,7 +389,7 @@ class ChangeJournal:
                 continue
             try:
                 if before.before_sha is None:
-                    vp.abs.unlink(missing_ok=True)
+                    remove_if_unchanged(vp.abs, current)  # a save since the hash above is kept, not deleted
                     _prune_day_folder(vault, vp.abs.parent)
                 else:
                     atomic_write(vp.abs, before.before_text or "", expected_sha=current)
@@ -526,7 +526,7 @@ class Run:
             return None
         if expected_sha is not False and before_sha != expected_sha:
             raise WriteConflict(f"{vp.rel} changed since it was read")
-        vp.abs.unlink()
+        remove_if_unchanged(vp.abs, before_sha)  # a save since the read above is kept, not deleted
         ch = Change(self.run_id, step, vp.rel, "delete", before_sha, None, list(sources), time.time(), before_text,
                     None)
         self.journal.record(ch)
