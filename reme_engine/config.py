@@ -127,6 +127,11 @@ class SearchSettings:
     ``title_vectors``: each note's title also gets a vector in the dense leg (off = chunk vectors only).
     ``rerank_depth``, ``rerank_coverage``, ``rerank_neighbour``, ``rerank_spread``: the second ranking stage on the
     best candidates (``reme_engine.search.rerank``; 0 = that signal off; default: coverage 0.2 alone).
+    ``named_keyword_share``, ``named_cosine_lo``, ``named_cosine_hi``: ``convex``'s α and cosine range for a query
+    naming a speaker of the vault's conversations (its vector leaves the names out, ``search/speakers.py``).
+    ``date_boost``: a calendar date or month written in the query lifts each candidate dated inside it by this
+    share of the best score (``search/dates.py``; 0 = off). Chosen on the harness's dev split (bench/RESULTS.md,
+    "Issue 11, session 22 (A)").
     """
 
     fusion: str = "convex"
@@ -143,6 +148,10 @@ class SearchSettings:
     rerank_coverage: float = 0.2
     rerank_neighbour: float = 0.0
     rerank_spread: float = 0.0
+    named_keyword_share: float = 0.5
+    named_cosine_lo: float = 0.05
+    named_cosine_hi: float = 0.5
+    date_boost: float = 0.8
 
 
 @dataclass
@@ -414,7 +423,7 @@ def _validate(s: Settings) -> None:
         raise ConfigError(f"search.fusion must be convex, rrf, interleave, tmm or choose (got {s.search.fusion!r})")
     if s.search.chat_context_bytes < 0:
         raise ConfigError(f"search.chat_context_bytes must be >= 0 (got {s.search.chat_context_bytes})")
-    for key in ("keyword_share", "relative_floor", "null_floor_quantile"):
+    for key in ("keyword_share", "relative_floor", "null_floor_quantile", "named_keyword_share"):
         v = getattr(s.search, key)
         if not (math.isfinite(v) and 0 <= v <= 1):
             raise ConfigError(f"search.{key} must be between 0 and 1 (got {v})")
@@ -431,6 +440,11 @@ def _validate(s: Settings) -> None:
     if not (math.isfinite(s.search.cosine_lo) and math.isfinite(s.search.cosine_hi)
             and s.search.cosine_lo < s.search.cosine_hi):
         raise ConfigError("search.cosine_lo must be below search.cosine_hi")
+    if not (math.isfinite(s.search.named_cosine_lo) and math.isfinite(s.search.named_cosine_hi)
+            and s.search.named_cosine_lo < s.search.named_cosine_hi):
+        raise ConfigError("search.named_cosine_lo must be below search.named_cosine_hi")
+    if not (math.isfinite(s.search.date_boost) and s.search.date_boost >= 0):
+        raise ConfigError(f"search.date_boost must be a finite number >= 0 (got {s.search.date_boost})")
     if s.max_file_bytes < 1:
         raise ConfigError(f"max_file_bytes must be positive (got {s.max_file_bytes})")
     for key in ("max_write_bytes", "max_remember_bytes"):

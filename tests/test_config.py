@@ -44,6 +44,9 @@ def test_llm_key_falls_back_to_sdk_variable():
     ("chunk_bytes: lots\n", "chunk_bytes"),
     ("timezone: Mars/Base\n", "timezone"),
     ("embedder:\n  kind: magic\n", "embedder.kind"),
+    ("search:\n  named_keyword_share: 1.5\n", "named_keyword_share"),
+    ("search:\n  named_cosine_lo: 0.6\n  named_cosine_hi: 0.5\n", "named_cosine_lo"),
+    ("search:\n  date_boost: -1\n", "date_boost"),
 ])
 def test_bad_config_is_a_clear_error(tmp_path, text, needle):
     cfg = tmp_path / "c.yaml"
@@ -101,3 +104,12 @@ def test_api_keys_never_show_in_a_repr(tmp_path):
                                "REME_EMBEDDING_API_KEY": "sk-secret2"}, config_path=None)
     assert s.llm.api_key == "sk-secret1" and s.embedder.api_key == "sk-secret2"
     assert "sk-secret" not in repr(s)
+
+
+def test_search_settings_reach_the_fusion(tmp_path):
+    from reme_engine.search.fusion import fusion_from_settings
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("search:\n  date_boost: 0\n  named_keyword_share: 0.7\n")
+    f = fusion_from_settings(load_settings({}, env={}, config_path=cfg))
+    assert f.date_boost == 0 and f.named_keyword_share == 0.7 and f.named_cosine_hi == 0.5
