@@ -55,7 +55,9 @@ async def test_escape_cancels_a_streaming_answer_and_keeps_the_question(app_for,
             assert not m.chat.replying and pilot.app.focused is m.chat.input  # this Escape did not move focus
             assert "cancel_reply" not in {b.binding.action for b in m.active_bindings.values() if b.enabled}
             release.set()  # the model goes on: its late words are dropped, nothing is recorded
-            await pilot.pause(0.3)  # let the late chunk reach the (stopped) worker: condition checked after
+            await wait_for(pilot, lambda: not [w for w in pilot.app.workers
+                                               if w.group == "chat-answer" and not w.is_finished],
+                           what="the answer's worker stopped at its next chunk", timeout=30)
             await settle(pilot)
             assert reply.text == "The chain has " and reply.status.startswith("cancelled")
             record = demo_vault / "session" / "dialog" / f"{m.chat.session.session_id}.jsonl"
