@@ -352,7 +352,8 @@ class Engine:
 
     def chat_capture(self, session_id: str, messages: list[ChatMessage]) -> list[str]:
         """No-LLM quick capture: the user's ``messages`` appended verbatim to their day's capture card; returns
-        the cards written. EngineError when a card cannot be written."""
+        the cards written. EngineError when a card cannot be written; SavedWithWarning (a WritePending) when the
+        words are on the card but the journal, catalog or index could not be updated."""
         return frontend.chat_capture(self, session_id, messages)
 
     def chat_answer(self, session_id: str, question_id: str, on_text: Callable[[str], Any]) -> ChatTurn:

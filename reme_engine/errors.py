@@ -17,6 +17,16 @@ class WritePending(EngineError):
     words are and when they will land."""
 
 
+class SavedWithWarning(WritePending):
+    """The write happened (the words are on disk), but something after it did not: the change journal, a catalog
+    or the index could not be written (a full disk). Front ends show it as saved, with the message as a warning —
+    never as "not saved", which would make the person type it again. ``paths``: the files written."""
+
+    def __init__(self, message: str, paths: list[str]) -> None:
+        super().__init__(message)
+        self.paths = list(paths)
+
+
 class BadArgument(EngineError):
     """A parameter value the job itself found out of range (``end_line`` before ``start_line``, ``max_chars`` < 1):
     bad usage, so the CLI exits 2 as for a malformed parameter, not 1 as for a failed job."""

@@ -101,9 +101,13 @@ def chat_latest_session(engine: "Engine") -> str | None:
 
 def chat_capture(engine: "Engine", session_id: str, messages: list) -> list[str]:
     """See :meth:`Engine.chat_capture`."""
+    from .errors import SavedWithWarning
     from .memory.capture import append_user_messages_verbatim
 
-    return list(append_user_messages_verbatim(engine, session_id, messages).paths)
+    res = append_user_messages_verbatim(engine, session_id, messages)
+    if res.warnings:
+        raise SavedWithWarning("; ".join(res.warnings), res.paths)
+    return list(res.paths)
 
 
 def chat_answer(engine: "Engine", session_id: str, question_id: str, on_text: Callable[[str], Any]) -> "ChatTurn":

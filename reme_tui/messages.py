@@ -416,7 +416,8 @@ class ChatSaved(Message):
     """Progress of saving chat message ``message_id``. ``stage`` ``session``: appended to ``session_path`` (the
     session record); ``capture``: without an LLM, also appended to today's capture card ``capture_path``.
     ``error`` when that stage failed; ``pending`` (the engine's one line) when the capture card was busy and the
-    message waits to be appended (its words are safe in the session record and the pending queue)."""
+    message waits to be appended (its words are safe in the session record and the pending queue); with
+    ``capture_path`` too, the words are on that card and ``pending`` says what failed after (journal, index)."""
 
     def __init__(self, message_id: str, stage: str, session_path: str | None, capture_path: str | None = None,
                  error: str | None = None, pending: str | None = None) -> None:

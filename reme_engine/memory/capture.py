@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import threading
 import time
 from contextlib import contextmanager
@@ -33,6 +34,7 @@ from ..vault import provenance as P
 from ..errors import EngineError, WritePending, os_error_message
 from ..vault.io import FileBusy, SkipFile, WriteConflict, atomic_write
 from .cards import _day_folder, _read_card
+from .journal import NotJournaled
 from .merge import _checked_block_write
 from .session import ChatMessage, session_rel, valid_session_id
 
@@ -64,7 +66,9 @@ class CaptureResult:
     """Outcome of :func:`append_user_messages_verbatim`: ``paths`` written (capture cards), ``created`` among them,
     ``appended`` messages, ``skipped`` messages (not from the user, empty, or captured before), ``run_id`` of the
     journal run (None when nothing was written), ``pending`` messages of this session kept for later (the card was
-    busy; see the module doc)."""
+    busy; see the module doc), ``warnings``: what failed after the words were on the card (the change journal, the
+    capture catalog or the index could not be written: a full disk) — the words are saved; these say what is not
+    up to date."""
 
     session_id: str
     paths: list[str] = field(default_factory=list)
@@ -73,6 +77,7 @@ class CaptureResult:
     skipped: int = 0
     run_id: str | None = None
     pending: int = 0
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -263,14 +268,25 @@ def _capture_once(engine, sid: str, batch: list[ChatMessage], res: CaptureResult
                                            "".join(_capture_block(m, tz, srel) for m in ms), srel)
                 except OSError as exc:  # nothing written to the card (atomic_write removed its temp file)
                     raise _CardUnwritable(rel, exc) from exc
+                except NotJournaled as exc:  # the words are on the card; only its journal row is missing
+                    is_new = exc.change.action == "create"
+                    res.warnings.append(str(exc))
+                    log.warning("%s", exc)
                 written.append(rel)
                 if is_new:
                     created.append(rel)
                 res.appended += len(ms)
                 done.extend(m.id for m in ms)
-                engine.store.catalog_set(CAPTURE_CATALOG, {srel: json.dumps(done[-CAPTURE_IDS_KEPT:])})
+                try:
+                    engine.store.catalog_set(CAPTURE_CATALOG, {srel: json.dumps(done[-CAPTURE_IDS_KEPT:])})
+                except sqlite3.Error as exc:  # on the card already; not pending, so nothing appends them twice
+                    res.warnings.append(f"{rel} was saved, but the capture catalog could not be updated ({exc})")
+                    log.warning("capture catalog not updated for %s: %s", rel, exc)
         except BaseException:
-            run.finish("failed", {"paths": written, "appended": res.appended})
+            try:
+                run.finish("failed", {"paths": written, "appended": res.appended})
+            except sqlite3.Error as exc:
+                log.warning("capture run not closed in the journal: %s", exc)
             raise
         finally:
             res.paths += [p for p in written if p not in res.paths]
@@ -281,13 +297,24 @@ def _capture_once(engine, sid: str, batch: list[ChatMessage], res: CaptureResult
             for rel in created:
                 try:
                     busy_page = _page_busy(reindex_day(engine, run, rel.split("/")[-2]))
-                except (EngineError, FileBusy):
+                except NotJournaled as exc:  # the day page was written; its journal row was not
+                    res.warnings.append(str(exc))
+                    busy_page = False
+                except (EngineError, FileBusy, sqlite3.Error):
                     busy_page = True
                 if busy_page:  # another program is writing the day page: the retry thread lists the card
                     _day_index_later(engine, rel.split("/")[-2])  # once the page is quiet
             if written:
-                engine.index_paths(written)
-        run.finish("ok", {"paths": written, "appended": res.appended, "created": created})
+                try:
+                    engine.index_paths(written)
+                except (sqlite3.Error, OSError) as exc:  # the watcher / next start indexes it
+                    res.warnings.append(f"{', '.join(written)} saved, not indexed yet ({exc})")
+                    log.warning("capture not indexed: %s", exc)
+        try:
+            run.finish("ok", {"paths": written, "appended": res.appended, "created": created})
+        except sqlite3.Error as exc:
+            res.warnings.append(f"the capture's journal run could not be closed ({exc})")
+            log.warning("capture run not closed in the journal: %s", exc)
 
 
 def _capture_waiting(engine, sid: str, batch: list[ChatMessage], res: CaptureResult, wait_s: float) -> None:

@@ -480,6 +480,18 @@ def _prune_day_folder(vault: Path, folder: Path) -> None:
         pass
 
 
+class NotJournaled(Exception):
+    """Raised by :meth:`Run.write` when the file WAS written but the change journal could not record it (an
+    SQLite error: a full disk, a file size limit). ``rel``: the vault path written; ``change``: the
+    :class:`Change` that is not in the journal (revert will not list it); ``cause``: the ``sqlite3.Error``.
+    The caller treats the write as done (the words are on disk) and reports the journal's failure as a warning."""
+
+    def __init__(self, rel: str, change: "Change", cause: Exception) -> None:
+        super().__init__(f"{rel} was saved, but the change journal could not record it ({cause}); "
+                         f"it cannot be reverted from the journal")
+        self.rel, self.change, self.cause = rel, change, cause
+
+
 class Run:
     """One pipeline run: journaled, conflict-checked writes into the vault."""
 
@@ -504,7 +516,8 @@ class Run:
         """Create or replace ``rel`` with ``text`` and journal it.
 
         ``expected_sha``: the hash the pipeline read (None = it must not exist; False = no check).
-        Raises WriteConflict when the file changed meanwhile (nothing written) and VaultPathError for bad paths.
+        Raises WriteConflict when the file changed meanwhile (nothing written), VaultPathError for bad paths, and
+        :class:`NotJournaled` when the file was written but its journal row was not.
         """
         vp = resolve(self.vault, rel)
         before_text, before_sha = self.read(vp.rel)
@@ -514,8 +527,11 @@ class Run:
         crash_point("journal.after_publish")  # published, not journaled yet: dream.resume settles it
         ch = Change(self.run_id, step, vp.rel, "create" if before_sha is None else "update", before_sha, after_sha,
                     list(sources), time.time(), before_text, text)
-        self.journal.record(ch)
         self.written.append(vp.rel)
+        try:
+            self.journal.record(ch)
+        except sqlite3.Error as exc:  # the bytes are published: say so, never "not saved"
+            raise NotJournaled(vp.rel, ch, exc) from exc
         return ch
 
     def delete(self, rel: str, *, step: str, sources: Iterable[str] = (), expected_sha: str | bool = False) -> Change | None:

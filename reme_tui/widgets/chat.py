@@ -217,10 +217,14 @@ class ChatPane(Vertical):
         self.post_message(ChatSaved(msg_id, "session", srel))
         if not capture:
             return
-        from reme_engine.errors import WritePending
+        from reme_engine.errors import SavedWithWarning, WritePending
 
         try:
             path = self.session.capture(msg)
+        except SavedWithWarning as exc:  # on the card; the journal / index lag behind (a full disk): saved, warned
+            self.post_message(ChatSaved(msg_id, "capture", srel, exc.paths[0] if exc.paths else None,
+                                        pending=str(exc)))
+            return
         except WritePending as exc:  # the words are safe (chat record + pending queue): a note, not an error
             self.post_message(ChatSaved(msg_id, "capture", srel, pending=str(exc)))
             return
@@ -238,6 +242,10 @@ class ChatPane(Vertical):
             kept = self.restore_input(message.message_id)
             self.notify(message.error + ("; your words are back in the chat input" if kept else ""),
                         title=f"Chat not saved to the {what}", severity="error", timeout=10)
+            return
+        if message.pending and message.capture_path:  # on the card; what came after it failed
+            self.mark_saved(message.message_id, f"saved → {message.capture_path.rsplit('/', 1)[-1]} · ⚠ see the warning")
+            self.notify(message.pending, title="Chat saved, with a warning", severity="warning", timeout=10)
             return
         if message.pending:
             self.mark_saved(message.message_id, "saved · capture card busy, added when free")
