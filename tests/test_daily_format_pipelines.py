@@ -62,3 +62,12 @@ def test_a_format_reme_cannot_follow_names_no_page_for_the_pipelines(tmp_path, o
     layers = e.settings.layers
     scan = scan_window(e.vault, layers.daily_dir, "2026-12-02", 1, e.settings.max_file_bytes, "", layers)
     assert [(f.path, f.is_page) for f in scan.files] == [("Journal/2026-12-02/card.md", False)]
+
+
+def test_daily_create_makes_no_empty_folder_among_the_persons_daily_notes(tmp_path, open_engine):
+    v, rel = _nested_vault(tmp_path)
+    e = open_engine(v)
+    res = e.daily_create("2026-12-03")
+    assert res.page == "Journal/2026/12/2026-12-03.md" and (v / res.page).is_file()
+    assert not (v / "Journal/2026-12-03").exists()  # the cards' folder lives in the app folder, not here
+    assert not res.folder.startswith("Journal/")

@@ -27,7 +27,7 @@ from reme_engine.config import LayerSettings
 from reme_engine.markdown.frontmatter import parse_frontmatter
 from reme_engine.markdown.links import format_link
 from reme_engine.text import yaml_text
-from reme_engine.vault.app_folder import card_dirs, writes_daily_notes
+from reme_engine.vault.app_folder import card_dirs, cards_dir, writes_daily_notes
 from reme_engine.vault.io import SkipFile, WriteConflict, atomic_write, read_text
 from reme_engine.vault.paths import is_hidden, resolve, to_rel
 from reme_engine.vault.provenance import (
@@ -708,7 +708,9 @@ def _new_page(date: str, inner: str) -> str:
 def daily_create(
     vault: Path, date: str, layers: LayerSettings | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
 ) -> DailyCreateResult:
-    """Idempotently create ``<daily_dir>/<date>/`` and the day page ``<daily_dir>/<date>.md``.
+    """Idempotently create the day's card folder ``<cards dir>/<date>/`` (the app folder's ``daily/`` in an
+    existing vault, so nothing empty appears among the person's own daily notes; else ``<daily_dir>/<date>/``) and
+    the day page (:func:`day_page_rel`).
 
     A new page gets frontmatter (``name``, ``date``), a ``# <date>`` heading and the marker section listing the
     cards already in the folder. Existing folders/pages are never touched; the flags report what was created by
@@ -716,8 +718,7 @@ def daily_create(
     """
     date = valid_date(date)
     vault = Path(vault)
-    d = _daily_dir(layers)
-    folder = resolve(vault, f"{d}/{date}")
+    folder = resolve(vault, f"{cards_dir(_layers(layers))}/{date}")
     page = resolve(vault, day_page_rel(layers, date))
     folder_created = False
     if not folder.abs.is_dir():
