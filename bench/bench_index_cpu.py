@@ -152,8 +152,10 @@ def baseline_tree(rev: str, dst: Path) -> Path:
 
 def run(src, vault: Path, state: Path, what: str) -> dict:
     if isinstance(src, tuple):  # ("reme", its python)
+        # ReMe writes a logs/ folder into its working directory: run it beside its state (a temp dir), not in
+        # the checkout (its script recreates the state dir itself)
         p = subprocess.run([src[1], str(HERE.parent / "reme_cold_index.py"), str(vault), str(state)],
-                           capture_output=True, text=True, check=False)
+                           capture_output=True, text=True, check=False, cwd=str(state.parent))
         if p.returncode != 0:
             raise RuntimeError(p.stderr[-3000:])
         shutil.rmtree(state, ignore_errors=True)
