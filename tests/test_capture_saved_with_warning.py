@@ -5,23 +5,16 @@ saved", so the person does not type the thought again and get it twice."""
 from __future__ import annotations
 
 import sqlite3
-import uuid
+import sys
+from pathlib import Path
 
 import pytest
 
 from reme_engine.errors import SavedWithWarning, WritePending
-from reme_engine.memory.cards import _day_folder
 from reme_engine.memory.journal import ChangeJournal
 
-
-@pytest.fixture
-def setup(make_engine, tmp_path):
-    vault = tmp_path / "v"
-    vault.mkdir()
-    eng = make_engine(vault, embed=False)
-    eng.index()
-    card = vault / _day_folder(eng, eng.settings.today()) / "capture.md"
-    return eng, uuid.uuid4().hex, card
+sys.path.insert(0, str(Path(__file__).parent))
+from test_capture_busy import setup  # noqa: E402,F401 - the fixture: (engine, session id, today's capture card)
 
 
 def _disk_full(*_a, **_kw):
