@@ -71,3 +71,18 @@ def test_daily_create_makes_no_empty_folder_among_the_persons_daily_notes(tmp_pa
     assert res.page == "Journal/2026/12/2026-12-03.md" and (v / res.page).is_file()
     assert not (v / "Journal/2026-12-03").exists()  # the cards' folder lives in the app folder, not here
     assert not res.folder.startswith("Journal/")
+
+
+def test_a_date_filter_finds_the_nested_day_pages(tmp_path, open_engine):
+    from reme_engine.search.results import SearchFilters
+
+    v, rel = _nested_vault(tmp_path)
+    other = v / "Journal/2026/11-Nov/2026-11-30-Mon.md"
+    other.parent.mkdir(parents=True)
+    other.write_text("# 2026-11-30\n\nquokka sighting\n", encoding="utf-8")
+    e = open_engine(v)
+    e.index()
+    got = e.search("quokka", mode="keyword", filters=SearchFilters(date_from="2026-12-01", date_to="2026-12-31"))
+    assert [h.path for h in got.hits] == [rel]
+    got = e.search("quokka", mode="keyword", filters=SearchFilters(date_from="2026-11-30", date_to="2026-11-30"))
+    assert [h.path for h in got.hits] == ["Journal/2026/11-Nov/2026-11-30-Mon.md"]

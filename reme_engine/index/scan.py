@@ -28,6 +28,8 @@ TEXT_EXTS = (".txt", ".json", ".jsonl", ".csv", ".yaml", ".yml", ".html", ".htm"
 APP_STATE_NAMES = frozenset({"_proactive.yaml"})
 #: Files inside the layers' folders with these extensions are indexed; elsewhere only Markdown is.
 _DATE_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
+_YEAR_RE = re.compile(r"\d{4}$")
+_TWO_DIGITS_RE = re.compile(r"(\d{2})(?!\d)")
 
 
 @dataclass
@@ -85,15 +87,28 @@ class _index_file_lock:
 
 
 def path_date(rel: str) -> str | None:
-    """The first ``YYYY-MM-DD`` path component (folder or file stem) of ``rel``, if it is a real date."""
+    """The first ``YYYY-MM-DD`` path component (folder or file stem) of ``rel``, if it is a real date; else the
+    date of nested day folders as Obsidian's Daily notes formats make them (``YYYY/MM/DD``,
+    ``YYYY/MM-MMM/YYYY-MM-DD-ddd``: a year folder, a month folder starting with its two digits, then a name
+    starting with the day's two digits or with the whole date)."""
     from datetime import date
 
-    for part in rel.split("/"):
-        stem = part.rsplit(".", 1)[0] if "." in part else part
+    parts = [p.rsplit(".", 1)[0] if "." in p else p for p in rel.split("/")]
+    for stem in parts:
         m = _DATE_RE.match(stem)
         if m:
             try:
                 return date(int(m[1]), int(m[2]), int(m[3])).isoformat()
+            except ValueError:
+                continue
+    for i in range(len(parts) - 2):
+        y, mo = _YEAR_RE.match(parts[i]), _TWO_DIGITS_RE.match(parts[i + 1])
+        if not (y and mo):
+            continue
+        d = re.match(rf"(?:{y[0]}-{mo[1]}-)?(\d{{2}})(?!\d)", parts[i + 2])
+        if d:
+            try:
+                return date(int(y[0]), int(mo[1]), int(d[1])).isoformat()
             except ValueError:
                 continue
     return None
