@@ -173,7 +173,7 @@ def test_a_capture_on_a_full_disk_keeps_the_words_pending_and_says_why(tmp_path)
     assert len(out["capture"]) == 6, out["capture"]
     text, rel, reason, kept, pending, err = out["capture"]
     assert rel.endswith("/capture.md") and reason.startswith("file too large") and err == 27, out["capture"]
-    assert text.startswith(f"cannot append to {rel}: file too large — the message is in the chat record"), text
+    assert text.startswith(f"cannot append to {rel}: {reason} — the message is in the chat record"), text
     assert kept == "pending file" and pending == 1
     assert out["card_untouched"] and out["temps"] == []
     assert out["pending_file"] and out["pending"] == [True]
