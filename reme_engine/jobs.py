@@ -414,18 +414,22 @@ def job_group(name: str) -> str:
     return next((g for g, names in JOB_GROUPS if name in names), "other")
 
 
-def format_jobs_help(width: int = 100) -> str:
-    """``job help`` for a person at a terminal: the jobs grouped, one line each (name, what it does), then its
-    parameters as ``name=<type>`` (``*`` required) with their help and default. ``width`` is the
-    terminal's width in columns; long lines wrap under their text. Pipes and scripts get :func:`jobs_help` as
-    JSON instead."""
+def format_jobs_help(width: int = 100, only: str | None = None) -> str:
+    """``job help`` (and ``job --help``) for a person at a terminal: the jobs grouped, one line each (name, what it
+    does), then its parameters as ``name=<type>`` (``*`` required) with their help and default. ``width`` is the
+    terminal's width in columns; long lines wrap under their text. ``only`` names one job (``job NAME --help``):
+    just its entry; an unknown name raises KeyError. Pipes and scripts get :func:`jobs_help` as JSON instead."""
     import textwrap
 
+    if only is not None and only not in JOBS:
+        raise KeyError(only)
     groups: dict[str, list[Job]] = {}
     for j in JOBS.values():
-        groups.setdefault(job_group(j.name), []).append(j)
+        if only is None or j.name == only:
+            groups.setdefault(job_group(j.name), []).append(j)
     order = [g for g, _ in JOB_GROUPS] + ["other"]
-    out = ["reme-tui job NAME key=value …   (one JSON object on stdout; exit 0 ok, 1 failed, 2 bad usage)", ""]
+    usage = f"reme-tui job {only or 'NAME'} key=value …"
+    out = [f"{usage}   (one JSON object on stdout; exit 0 ok, 1 failed, 2 bad usage)", ""]
     for g in order:
         if g not in groups:
             continue

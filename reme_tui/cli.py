@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="reme-tui",
         description="A local-first, self-evolving personal knowledge base in the terminal.",
-        epilog="Jobs: `reme-tui job help` lists them. Environment: REME_VAULT, REME_STATE_DIR, REME_CONFIG, "
+        epilog="Jobs: `reme-tui job --help` lists them (`reme-tui job NAME --help`: one). Environment: REME_VAULT, REME_STATE_DIR, REME_CONFIG, "
         "REME_NO_SERVER, "
         "REME_EMBEDDER, REME_EMBEDDING_BASE_URL/MODEL/API_KEY, REME_LLM_PROVIDER/MODEL/BASE_URL/API_KEY.",
     )
@@ -496,7 +496,48 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _job_help_wanted(argv: list[str]) -> str | None:
+    """For ``reme-tui [flags] job [NAME] … -h|--help``: ``""`` (list every job) or ``NAME`` (that job); None for
+    any other command line. argparse would answer ``--help`` with the top-level usage, which names no job."""
+    parser = build_parser()
+    takes_value = {s for a in parser._actions if a.option_strings and a.nargs != 0 for s in a.option_strings}
+    words, i = [], 0
+    while i < len(argv):  # the words that are neither a flag nor a flag's value
+        a = argv[i]
+        if a.startswith("-"):
+            if a in takes_value and "=" not in a:
+                i += 1
+        else:
+            words.append(a)
+        i += 1
+    if not words or words[0] != "job" or not any(a in ("-h", "--help") for a in argv):
+        return None
+    name = next((w for w in words[1:] if "=" not in w), "")
+    return "" if name == "help" else name
+
+
+def _print_job_help(name: str) -> int:
+    """``job --help`` / ``job NAME --help``: the grouped text of ``job help`` (all jobs, or just ``NAME``'s entry),
+    always as text, as ``--help`` is for a person; an unknown ``NAME`` is a one-line error (exit 2) after the list."""
+    from reme_engine.jobs import JOBS, _suggest, format_jobs_help
+
+    width = shutil.get_terminal_size((100, 24)).columns - 1
+    known = not name or name in JOBS
+    try:
+        print(format_jobs_help(width, only=name or None if known else None), flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if not known:
+        _err(f"unknown job {name!r}{_suggest(name, JOBS)}")
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    job_help = _job_help_wanted(argv)
+    if job_help is not None:
+        return _print_job_help(job_help)
     args = build_parser().parse_args(argv)
     try:
         if args.version:

@@ -65,6 +65,28 @@ def test_job_help_is_grouped_text_at_a_terminal_and_json_when_piped(cli_env):
     assert piped.returncode == 0 and {"name", "group", "params"} <= set(jobs[0])
 
 
+def test_job_dash_dash_help_lists_the_jobs(cli_env, tmp_path):
+    """`reme-tui job --help` is the grouped job list (argparse used to print the top-level usage, which names no
+    job); `job NAME --help` is that job's entry; flags before `job` are skipped over; an unknown name is exit 2."""
+    every = cli(["job", "--help"], cli_env)
+    assert every.returncode == 0, every.stderr
+    lines = every.stdout.splitlines()
+    assert "usage: reme-tui" not in every.stdout
+    for heading in ("find and read:", "change notes:", "daily notes:", "index and status:"):
+        assert heading in lines
+    from reme_engine.jobs import JOBS
+
+    for name in JOBS:
+        assert any(re.match(rf"^  {name} ", ln) for ln in lines), name
+    one = cli(["--vault", str(tmp_path), "job", "search", "-h"], cli_env)
+    assert one.returncode == 0, one.stderr
+    assert one.stdout.startswith("reme-tui job search key=value")
+    assert any(ln.strip().startswith("*query=<str>") for ln in one.stdout.splitlines())
+    assert not re.search(r"^  (read|write|traverse) ", one.stdout, re.M)
+    bad = cli(["job", "serach", "--help"], cli_env)
+    assert bad.returncode == 2 and "did you mean search?" in bad.stderr and "find and read:" in bad.stdout
+
+
 def test_misspelt_job_and_parameter_get_did_you_mean(cli_env, demo_vault):
     r = cli(["job", "serach", "query=x"], cli_env)
     d = json.loads(r.stdout)
