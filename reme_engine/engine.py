@@ -414,7 +414,8 @@ class Engine:
         """Create or replace a text file atomically and index it. ``overwrite=False`` refuses an existing file;
         ``expected_sha`` (from a read) refuses when the file changed since (EngineError, nothing written).
         ``indexed`` is False when the index left the file out (over ``max_file_bytes``, binary …): it is written
-        as the app's editor writes it, and :meth:`index_skip_reason` says why search leaves it out."""
+        as the app's editor writes it, and ``not_indexed`` (:meth:`index_skip_reason`) says why search leaves it
+        out."""
         return self._index_truth(files.write(self, path, content, overwrite=overwrite, expected_sha=expected_sha))
 
     def edit(self, path: str, old: str, new: str, *, count: int = 1, expected_sha: str | None = None) -> WriteResult:
@@ -432,13 +433,14 @@ class Engine:
         return row[0] if row else None
 
     def _index_truth(self, res: WriteResult) -> WriteResult:
-        """``res`` with ``indexed=False`` when the write's own index pass skipped the file (the write functions
-        index at once and cannot see the outcome)."""
-        if self.index_skip_reason(res.path) is None:
+        """``res`` with ``indexed=False`` and the reason as ``not_indexed`` when the write's own index pass skipped
+        the file (the write functions index at once and cannot see the outcome)."""
+        why = self.index_skip_reason(res.path)
+        if why is None:
             return res
         from dataclasses import replace
 
-        return replace(res, indexed=False)
+        return replace(res, indexed=False, not_indexed=why)
 
     def delete(self, path: str, expected_sha: str | None = None) -> DeleteResult:
         """Delete a file and report the links that still point to it (now dangling); with ``expected_sha``, only

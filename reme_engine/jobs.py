@@ -260,18 +260,29 @@ def _search(e: Engine, a: dict) -> dict:
 CLI_KIND = "cli:{}"
 
 
+def _not_indexed(res: dict) -> dict:
+    """A write's result with ``not_indexed`` only when the index left the note out, then saying what still works
+    (as MCP's ``write_note`` reply has it)."""
+    why = res.pop("not_indexed", None)
+    if res.get("indexed", True) is False:
+        limit = " (the index limit is the setting max_file_bytes)" if why and why.startswith("too large") else ""
+        res["not_indexed"] = (f"{why or 'skipped by the index'}: the note is saved and `job read` reads it, but "
+                              f"search, links and traverse leave it out{limit}")
+    return res
+
+
 def _write(e: Engine, a: dict) -> dict:
     from .agent_capture import journaled_write
 
-    return journaled_write(e, a["path"], a["content"], overwrite=a["overwrite"], expected_sha=a["expected_sha"],
-                           kind=CLI_KIND.format("write"))
+    return _not_indexed(journaled_write(e, a["path"], a["content"], overwrite=a["overwrite"],
+                                        expected_sha=a["expected_sha"], kind=CLI_KIND.format("write")))
 
 
 def _edit(e: Engine, a: dict) -> dict:
     from .agent_capture import journaled_edit
 
-    return journaled_edit(e, a["path"], a["old"], a["new"], count=a["count"], expected_sha=a["expected_sha"],
-                          kind=CLI_KIND.format("edit"))
+    return _not_indexed(journaled_edit(e, a["path"], a["old"], a["new"], count=a["count"],
+                                       expected_sha=a["expected_sha"], kind=CLI_KIND.format("edit")))
 
 
 def _delete(e: Engine, a: dict) -> Any:

@@ -38,13 +38,16 @@ class ReadResult:
 
 @dataclass
 class WriteResult:
-    """A write or edit: ``created`` when the file did not exist, ``bytes`` of UTF-8 text written."""
+    """A write or edit: ``created`` when the file did not exist, ``bytes`` of UTF-8 text written; ``indexed``
+    False when the index left the file out, and then ``not_indexed`` is the index's one-line reason (e.g.
+    ``too large (9,000 bytes > limit 8,000)``; None when indexed)."""
 
     path: str
     created: bool
     sha: str
     bytes: int
     indexed: bool = True
+    not_indexed: str | None = None
 
 
 @dataclass

@@ -253,6 +253,8 @@ def _run_job_cli(args: argparse.Namespace, rest: list[str], log_to) -> int:
     code = exit_code(result)
     if code == 2:
         result.setdefault("usage_error", True)
+    if result.get("success") and result.get("not_indexed"):  # saved, yet search will not find it: say so
+        _err(f"{result.get('path')} is not indexed: {result['not_indexed']}")
     _print_json(result)
     return code
 

@@ -431,8 +431,9 @@ def _visible(vs: VaultServer, path: Any) -> None:
 
 def _index_truth(vs: VaultServer, res: dict) -> dict:
     """A write's reply with ``not_indexed`` (why, and what still works) when the index left the note out."""
+    why = res.pop("not_indexed", None)  # the WriteResult's reason: replaced by the reply's fuller line
     if res.get("indexed", True) is False:
-        why = vs.engine.index_skip_reason(res["path"]) or "skipped by the index"
+        why = why or vs.engine.index_skip_reason(res["path"]) or "skipped by the index"
         res["not_indexed"] = (f"{why}: the note is saved and read_note reads it, but search, links and traverse "
                               "leave it out (the index limit is the setting max_file_bytes)")
     return res

@@ -87,6 +87,31 @@ def test_job_dash_dash_help_lists_the_jobs(cli_env, tmp_path):
     assert bad.returncode == 2 and "did you mean search?" in bad.stderr and "find and read:" in bad.stdout
 
 
+def test_job_write_says_why_a_note_was_not_indexed(cli_env, tmp_path):
+    """A note over max_file_bytes is saved but left out of the index: `job write`/`edit` print `indexed: false`
+    with `not_indexed` naming the index's reason (in the JSON and one line on stderr), as MCP's write_note does;
+    a note that is indexed carries no `not_indexed`."""
+    v = tmp_path / "v"
+    v.mkdir()
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("max_file_bytes: 4000\n", encoding="utf-8")
+    base = ["--vault", str(v), "--config", str(cfg), "--no-server", "job"]
+    big = "# Big\n\n" + "zebrafish notes line\n" * 400  # 8,007 bytes
+    r = cli([*base, "write", "path=big.md", f"content={big}"], cli_env)
+    d = json.loads(r.stdout)
+    assert r.returncode == 0 and d["success"] and (v / "big.md").read_text(encoding="utf-8") == big
+    assert d["indexed"] is False and "too large" in d["not_indexed"] and "4,000" in d["not_indexed"], d
+    assert "max_file_bytes" in d["not_indexed"]
+    assert re.search(r"^reme-tui: big\.md is not indexed: too large", r.stderr, re.M), r.stderr
+    ok = cli([*base, "write", "path=small.md", "content=# Small\n\nzebrafish\n"], cli_env)
+    d = json.loads(ok.stdout)
+    assert d["indexed"] is True and "not_indexed" not in d and "not indexed" not in ok.stderr, (d, ok.stderr)
+    e = cli([*base, "edit", "path=small.md", "old=zebrafish", "new=" + "zebrafish\n" * 500], cli_env)
+    d = json.loads(e.stdout)
+    assert d["success"] and d["indexed"] is False and "too large" in d["not_indexed"], d
+    assert "small.md is not indexed" in e.stderr
+
+
 def test_misspelt_job_and_parameter_get_did_you_mean(cli_env, demo_vault):
     r = cli(["job", "serach", "query=x"], cli_env)
     d = json.loads(r.stdout)
