@@ -671,8 +671,10 @@ class Engine:
     def start_local_server(self) -> LocalServer | None:
         """Answer read-only one-shot jobs (``reme-tui job search`` …) over ``<state dir>/jobs.sock``, mode 0600,
         from this open engine, so they skip opening the index and loading the model (see
-        :mod:`reme_engine.local_server`). Idempotent; :meth:`close` stops it. Returns None when another process
-        already serves this state dir, the socket cannot be bound (logged) or the job table is not loaded."""
+        :mod:`reme_engine.local_server`). Idempotent; :meth:`close` stops it. Callers need not import the job
+        table: the server imports it at its first request. Returns the server (``running``, or ``standing_by``
+        while another process serves this state dir), or None when the socket cannot be bound or the state dir is
+        another user's (logged)."""
         from .local_server import start_server
 
         with Engine._local_server_guard:  # two front-end threads starting it at once bind one socket

@@ -14,8 +14,9 @@ connection:
 
 Only :data:`READ_ONLY_JOBS` go over the socket; writing jobs keep running in the caller under its own locks.
 The client half (:func:`ask`) imports only the standard library, so a one-shot job that a server answers never
-loads the engine, numpy or the model. Neither half imports the engine or the job table: the table registers its
-runner here (:func:`register_job_runner`) and the façade starts the server (``Engine.start_local_server``).
+loads the engine, numpy or the model. Neither half imports the engine or the job table at import time: the
+façade starts the server (``Engine.start_local_server``) and the server imports the table by name
+(:data:`JOB_TABLE`) at its first request, unless a runner was registered (:func:`register_job_runner`).
 """
 
 from __future__ import annotations
@@ -71,10 +72,15 @@ SUPPORTED = hasattr(socket, "AF_UNIX") and hasattr(os, "getuid")
 
 _runner: Callable[[Any, str, dict], dict] | None = None
 
+#: The module whose import registers the job runner, and the runner's name in it. Named, not imported: the table
+#: sits above the façade, which sits above this module, so an import would close a cycle; and the app's first
+#: paint need not pay for the table (~5 ms, more on a cold disk) before anyone asks.
+JOB_TABLE = ("reme_engine.jobs", "run_job")
+
 
 def register_job_runner(fn: Callable[[Any, str, dict], dict]) -> None:
     """Install ``fn(engine, job_name, raw_params) -> result dict`` (:func:`reme_engine.jobs.run_job`) as what a
-    server runs. The job table calls this when imported; the server refuses to start without it."""
+    server runs. The job table calls this when imported; a server imports it at its first request otherwise."""
     global _runner
     _runner = fn
 
@@ -82,6 +88,18 @@ def register_job_runner(fn: Callable[[Any, str, dict], dict]) -> None:
 def job_runner() -> Callable[[Any, str, dict], dict] | None:
     """The registered runner, or None when :mod:`reme_engine.jobs` was never imported."""
     return _runner
+
+
+def _run_job(engine: Any, name: str, raw: dict) -> dict:
+    """Run job ``name`` on ``engine`` with the registered runner, importing :data:`JOB_TABLE` first when none is
+    (its import registers :func:`reme_engine.jobs.run_job`)."""
+    fn = _runner
+    if fn is None:
+        import importlib
+
+        mod = importlib.import_module(JOB_TABLE[0])
+        fn = _runner or getattr(mod, JOB_TABLE[1])
+    return fn(engine, name, raw)
 
 
 def socket_path(state_dir: str | os.PathLike) -> Path:
@@ -504,17 +522,14 @@ class LocalServer:
 
 
 def start_server(engine: Any, **kw: Any) -> LocalServer | None:
-    """A started :class:`LocalServer` for ``engine`` (running the registered job runner on it) — answering, or
-    standing by while another process answers for the state dir (it takes over when that one ends) — or None
-    when no runner is registered or the folder is not this user's (see :meth:`LocalServer.start`).
-    ``kw``: ``job_timeout``, ``max_concurrent``. Never raises for a socket that cannot be bound: logs it."""
-    runner = _runner
+    """A started :class:`LocalServer` for ``engine`` (running the job table's runner on it, imported at the first
+    request when not loaded yet) — answering, or standing by while another process answers for the state dir (it
+    takes over when that one ends) — or None when the folder is not this user's (see :meth:`LocalServer.start`)
+    or Unix sockets are missing. ``kw``: ``job_timeout``, ``max_concurrent``. Never raises for a socket that
+    cannot be bound: logs it."""
     if not SUPPORTED:
         return None
-    if runner is None:
-        log.info("local job socket not started: the job table is not loaded")
-        return None
-    srv = LocalServer(engine.state_dir, lambda name, raw: runner(engine, name, raw),
+    srv = LocalServer(engine.state_dir, lambda name, raw: _run_job(engine, name, raw),
                       settings_identity(engine.settings), **kw)
     try:
         srv.start(standby=True)

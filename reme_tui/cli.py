@@ -464,7 +464,6 @@ def run_serve(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    import reme_engine.jobs  # noqa: F401  (registers the job runner the local socket uses)
 
     with Engine.open(settings) as engine:
         # read-only one-shot jobs ask this process from now on (what the first sync has committed so far)
@@ -566,7 +565,6 @@ def main(argv: list[str] | None = None) -> int:
             return run_refresh(args)
         if args.serve:
             return run_serve(args)
-        _register_lazy_job_runner()
         from reme_tui.app import run_app
 
         return run_app(load(args))
@@ -579,23 +577,6 @@ def main(argv: list[str] | None = None) -> int:
             _err(str(exc))
             return 2
         raise
-
-
-def _register_lazy_job_runner() -> None:
-    """Give the app's local socket a job runner that imports the job table (:mod:`reme_engine.jobs`, ~5 ms after
-    the app's own imports, more on a cold disk) at the first request, not before the first paint; importing the
-    table registers the real runner over this one."""
-    from reme_engine import local_server
-
-    if local_server.job_runner() is not None:
-        return
-
-    def run_job(engine, name: str, params: dict) -> dict:
-        from reme_engine.jobs import run_job as real
-
-        return real(engine, name, params)
-
-    local_server.register_job_runner(run_job)
 
 
 if __name__ == "__main__":  # pragma: no cover
