@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from .llm.client import LLMClient, Message, StreamDelta, UsageTally
+from .llm.client import CancelToken, LLMClient, Message, StreamDelta, UsageTally
 from .markdown.links import parse_links
 from .memory.prompts import load_prompt
 
@@ -84,11 +84,13 @@ class ChatAnswerer:
         self.engine = engine
         self.llm = llm
 
-    def stream(self, history: list[Message], question: str, turn: ChatTurn | None = None) -> Iterator[StreamDelta]:
+    def stream(self, history: list[Message], question: str, turn: ChatTurn | None = None, *,
+               cancel: CancelToken | None = None) -> Iterator[StreamDelta]:
         """Yield the answer's text pieces (and a final ``done`` item). ``turn`` (optional) is filled in.
 
-        ``history``: earlier messages of the session (oldest first), without the new question.
-        Raises :class:`~reme_engine.llm.client.LLMError` when the provider fails.
+        ``history``: earlier messages of the session (oldest first), without the new question. ``cancel``: set
+        from any thread, it stops every LLM round of this answer (see :class:`~reme_engine.llm.client.CancelToken`).
+        Raises :class:`~reme_engine.llm.client.LLMError` when the provider fails, ``LLMCancelled`` when cancelled.
         """
         turn = turn or ChatTurn(question)
         prev_user = next((m.content for m in reversed(history) if m.role == "user"), "")
@@ -104,7 +106,7 @@ class ChatAnswerer:
             buffered: list[StreamDelta] = []
             decided = False
             final = None
-            for d in self.llm.stream(msgs, system=system, step="chat", tally=turn.tally):
+            for d in self.llm.stream(msgs, system=system, step="chat", tally=turn.tally, cancel=cancel):
                 if d.done:
                     final = d
                     continue

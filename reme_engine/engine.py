@@ -31,6 +31,7 @@ from .embed_pass import EmbedCoordinator
 from .errors import BadArgument, EngineError
 from .index.indexer import Indexer, IndexReport, Progress
 from .index.store import Store
+from .llm.client import CancelToken, LLMCancelled  # the chat answer's cancel hook (no SDK import)
 from .results import (HEALTH_FIRST_N, MAX_READ_CHARS, MAX_READ_LINES, DeleteResult, DreamLog, EngineStatus, FileProblems,
                       FrontmatterRead, FrontmatterUpdate, HealthReport, ListResult, MoveResult, NoteTitle,
                       ReadResult, StatResult, WriteResult, result_to_dict)
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
 
 # Callers import these from here (``from reme_engine.engine import Engine, EngineError, result_to_dict``).
 __all__ = ["Engine", "EngineError", "ReadResult", "WriteResult", "DeleteResult", "MoveResult", "StatResult",
-           "NoteTitle", "result_to_dict", "MAX_READ_LINES", "HEALTH_FIRST_N"]
+           "NoteTitle", "result_to_dict", "MAX_READ_LINES", "HEALTH_FIRST_N", "CancelToken", "LLMCancelled"]
 
 log = logging.getLogger("reme.engine")
 
@@ -356,10 +357,14 @@ class Engine:
         words are on the card but the journal, catalog or index could not be updated."""
         return frontend.chat_capture(self, session_id, messages)
 
-    def chat_answer(self, session_id: str, question_id: str, on_text: Callable[[str], Any]) -> ChatTurn:
+    def chat_answer(self, session_id: str, question_id: str, on_text: Callable[[str], Any],
+                    cancel: CancelToken | None = None) -> ChatTurn:
         """Answer message ``question_id`` of the session from the vault (citations), streaming text to
-        ``on_text`` on this thread, and record the answer. Raises what the chat pipeline raises."""
-        return frontend.chat_answer(self, session_id, question_id, on_text)
+        ``on_text`` on this thread, and record the answer. ``cancel`` (set from any thread, e.g. the UI's
+        Escape) stops the answer within milliseconds even while the endpoint has sent nothing: its connection is
+        shut down and :class:`LLMCancelled` raised; a cancelled answer is not recorded. Raises what the chat
+        pipeline raises (LLMError and its kinds)."""
+        return frontend.chat_answer(self, session_id, question_id, on_text, cancel)
 
     @staticmethod
     def replace_file(path: Path, text: str, before: bytes | None) -> None:

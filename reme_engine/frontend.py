@@ -13,6 +13,7 @@ from .errors import EngineError
 
 if TYPE_CHECKING:
     from .chat import ChatTurn
+    from .llm.client import CancelToken
     from .engine import Engine
     from .markdown.links import Resolution
     from .memory.session import ChatMessage
@@ -110,7 +111,8 @@ def chat_capture(engine: "Engine", session_id: str, messages: list) -> list[str]
     return list(res.paths)
 
 
-def chat_answer(engine: "Engine", session_id: str, question_id: str, on_text: Callable[[str], Any]) -> "ChatTurn":
+def chat_answer(engine: "Engine", session_id: str, question_id: str, on_text: Callable[[str], Any],
+                cancel: "CancelToken | None" = None) -> "ChatTurn":
     """See :meth:`Engine.chat_answer`."""
     from .chat import ChatAnswerer, ChatTurn
     from .llm.client import Message
@@ -119,7 +121,7 @@ def chat_answer(engine: "Engine", session_id: str, question_id: str, on_text: Ca
     question = next((m.content for m in history if m.id == question_id), "")
     past = [Message(m.role, m.content) for m in history if m.id != question_id and m.role in ("user", "assistant")]
     turn = ChatTurn(question)
-    for d in ChatAnswerer(engine, engine.llm_client("chat")).stream(past, question, turn):
+    for d in ChatAnswerer(engine, engine.llm_client("chat")).stream(past, question, turn, cancel=cancel):
         if d.text:
             on_text(d.text)
     chat_append(engine, session_id, "assistant", turn.answer)

@@ -54,9 +54,10 @@ class ChatSession:
         paths = self.engine.chat_capture(self.session_id, [msg])
         return paths[0] if paths else None
 
-    def answer(self, question_id: str, on_text: Callable[[str], None]) -> str:
-        """(Worker thread.) Stream the answer to ``question_id`` into ``on_text``; returns the bubble's status."""
-        turn = self.engine.chat_answer(self.session_id, question_id, on_text)
+    def answer(self, question_id: str, on_text: Callable[[str], None], cancel=None) -> str:
+        """(Worker thread.) Stream the answer to ``question_id`` into ``on_text``; returns the bubble's status.
+        ``cancel``: the engine's CancelToken (set: LLMCancelled, nothing recorded)."""
+        turn = self.engine.chat_answer(self.session_id, question_id, on_text, cancel)
         status = f"{len(turn.citations)} note(s) retrieved" + (" · nothing relevant found" if turn.nothing_found else "")
         if turn.unknown_citations:
             status += f" · ⚠ cites unknown {', '.join(turn.unknown_citations[:3])}"

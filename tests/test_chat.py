@@ -79,3 +79,49 @@ def test_provider_failure_raises_llm_error(eng):
     with ScriptedServer(default=lambda p, b: (500, {"error": {"message": "down"}})) as srv:
         with pytest.raises(LLMError):
             list(ChatAnswerer(eng, _client("openai", srv)).stream([], "光伏"))
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_a_cancelled_chat_answer_frees_its_thread_and_records_nothing(make_engine, tmp_path, provider):
+    """``Engine.chat_answer(…, cancel)`` on an endpoint that holds its reply (no byte sent): setting the token from
+    another thread (the TUI's Escape) ends the answer within a second with LLMCancelled, not after
+    llm.total_timeout (60 s here); the chat record keeps the question only; a READ round after it is never asked."""
+    import threading
+    import time
+
+    from reme_engine.engine import CancelToken, LLMCancelled
+    from wire.server import Hold
+
+    v = tmp_path / "v"
+    v.mkdir()
+    (v / "pv.md").write_text("# PV\n\nThe photovoltaic chain has five stages.\n", encoding="utf-8")
+    release = threading.Event()
+    with ScriptedServer([Hold(release, STREAM[provider](["late words"]))]) as srv:
+        base = f"http://127.0.0.1:{srv.port}" if provider == "anthropic" else srv.base_url
+        e = make_engine(v, embed=False, llm={"provider": provider, "model": "m", "base_url": base, "api_key": "k",
+                                             "total_timeout": 60})
+        e.index()
+        q = e.chat_append("s1", "user", "photovoltaic chain?")
+        cancel, out, texts = CancelToken(), {}, []
+
+        def answer():
+            try:
+                out["turn"] = e.chat_answer("s1", q.id, texts.append, cancel)
+            except BaseException as exc:  # noqa: BLE001 - inspected below
+                out["error"] = exc
+        th = threading.Thread(target=answer, daemon=True)
+        th.start()
+        try:
+            end = time.monotonic() + 30
+            while len(srv.requests) < 1:  # the question is with the model, which says nothing yet
+                assert time.monotonic() < end and th.is_alive(), out
+                time.sleep(0.01)
+            t0 = time.monotonic()
+            cancel.set()
+            th.join(10)
+            assert not th.is_alive() and time.monotonic() - t0 < 3.0
+        finally:
+            release.set()
+        assert isinstance(out.get("error"), LLMCancelled), out
+        assert texts == [] and len(srv.requests) == 1
+        assert [(m.role, m.content) for m in e.chat_history("s1")] == [("user", "photovoltaic chain?")]

@@ -245,3 +245,93 @@ def test_llm_timeouts_must_be_positive(tmp_path):
         load_settings({}, env={}, config_path=cfg)
     cfg.write_text("llm:\n  total_timeout: 45\n")
     assert load_settings({}, env={}, config_path=cfg).llm.total_timeout == 45
+
+
+def _stream_in_thread(c, cancel, tally):
+    """Run ``c.stream`` on a worker thread as the TUI does; returns (thread, outcome dict: pieces, error)."""
+    import threading
+
+    out = {"pieces": [], "error": None}
+
+    def run():
+        try:
+            for d in c.stream([Message("user", "q")], step="chat", tally=tally, cancel=cancel):
+                out["pieces"].append(d.text)
+        except BaseException as exc:  # noqa: BLE001 - the test inspects what came out
+            out["error"] = exc
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return th, out
+
+
+def _until(cond, timeout=30.0):
+    import time
+
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "condition not met"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_a_cancelled_stream_frees_its_thread_before_the_endpoint_sends_a_byte(provider):
+    """The endpoint has read the request and sends nothing (no status line yet): setting the call's CancelToken
+    shuts its connection down, so the thread is free within a second (before: it waited out total_timeout, here
+    60 s), with LLMCancelled, one request on the wire (the SDK's retries are not made) and no failure counted."""
+    import threading
+    import time
+
+    from reme_engine.llm.client import CancelToken, LLMCancelled
+    from wire.server import Hold
+
+    release = threading.Event()
+    with ScriptedServer([Hold(release, STREAM[provider](["late"]))]) as srv:
+        try:
+            c = _client(provider, srv, total_timeout=60.0, max_retries=2)
+            cancel, tally = CancelToken(), UsageTally()
+            th, out = _stream_in_thread(c, cancel, tally)
+            _until(lambda: len(srv.requests) == 1)  # the request is in; the server holds its reply
+            t0 = time.monotonic()
+            cancel.set()
+            th.join(10)
+            freed = time.monotonic() - t0
+            assert not th.is_alive() and freed < 3.0, freed  # ~5 ms on an idle machine
+            assert isinstance(out["error"], LLMCancelled), out
+            assert out["pieces"] == [] and len(srv.requests) == 1
+            assert (tally.calls, tally.retries, tally.failed_calls) == (1, 0, 0)
+        finally:
+            release.set()
+
+
+def test_a_cancelled_stream_stops_mid_answer_and_a_set_token_sends_nothing():
+    """Cancelled after its first words while the model pauses: the thread stops at once with what arrived. A
+    token already set: the call raises before any request."""
+    import threading
+
+    from reme_engine.llm.client import CancelToken, LLMCancelled
+    from wire.server import SSE
+
+    release = threading.Event()
+    status, sse = openai_stream(["The chain has ", "five stages"])
+    events = list(sse.events)
+
+    def stalling():
+        yield from events[:2]  # role + the first words
+        release.wait(60)
+        yield from events[2:]
+
+    with ScriptedServer([(status, SSE(stalling()))]) as srv:
+        try:
+            c = _client("openai", srv, total_timeout=60.0)
+            cancel = CancelToken()
+            th, out = _stream_in_thread(c, cancel, UsageTally())
+            _until(lambda: "The chain has " in out["pieces"])
+            cancel.set()
+            th.join(10)
+            assert not th.is_alive() and isinstance(out["error"], LLMCancelled), out
+            assert "".join(out["pieces"]) == "The chain has "
+        finally:
+            release.set()
+        with pytest.raises(LLMCancelled):
+            list(c.stream([Message("user", "again")], cancel=cancel))
+        assert len(srv.requests) == 1

@@ -1,4 +1,5 @@
-"""Chat: Escape cancels an answer in flight (scripted local LLM server that stalls mid-stream); a message that
+"""Chat: Escape cancels an answer in flight (scripted local LLM server that stalls mid-stream, or has not started
+its reply: the worker is freed at once either way); a message that
 cannot be saved (read-only ``session/dialog``) goes back into the input with a visible error."""
 
 from __future__ import annotations
@@ -67,6 +68,42 @@ async def test_escape_cancels_a_streaming_answer_and_keeps_the_question(app_for,
             # Escape now does what it did before: back to the note
             await pilot.press("escape")
             await wait_for(pilot, lambda: pilot.app.focused is not m.chat.input, what="back to the note")
+
+
+async def test_escape_frees_the_worker_of_an_answer_the_endpoint_has_not_started(app_for, demo_vault):
+    """The LLM endpoint read the question and sends nothing (no status line): Escape marks the bubble cancelled
+    and the answer's worker is free within a second or two — the engine's cancel hook shuts the connection down —
+    instead of blocking until llm.total_timeout (60 s here); nothing is recorded and auto-memory is not asked."""
+    import time
+
+    from wire.server import Hold, ScriptedServer, openai_stream
+
+    release = threading.Event()
+    with ScriptedServer([Hold(release, openai_stream(["too late"]))]) as srv:
+        try:
+            app = app_for(llm={"provider": "openai", "model": "m", "base_url": srv.base_url, "api_key": "k",
+                               "total_timeout": 60})
+            async with app.run_test(size=(160, 48)) as pilot:
+                m = await started(pilot)
+                await pilot.press("c", *"光伏产业链", "enter")
+                await wait_for(pilot, lambda: len(srv.requests) == 1 and m.chat.replying, what="question sent",
+                               timeout=30)
+                t0 = time.monotonic()
+                await pilot.press("escape")
+                await wait_for(pilot, lambda: not [w for w in pilot.app.workers
+                                                   if w.group == "chat-answer" and not w.is_finished],
+                               what="the answer's worker freed", timeout=5)
+                freed = time.monotonic() - t0
+                reply = [b for b in m.chat.bubbles.values() if b.role == "assistant"][-1]
+                assert reply.status.startswith("cancelled") and reply.text == "" and freed < 5
+                release.set()
+                await settle(pilot)
+                record = demo_vault / "session" / "dialog" / f"{m.chat.session.session_id}.jsonl"
+                lines = [json.loads(x) for x in record.read_text(encoding="utf-8").splitlines() if x.strip()]
+                assert [(x["role"], x["content"]) for x in lines] == [("user", "光伏产业链")]
+                assert len(srv.requests) == 1 and not m.chat.cancel_tokens
+        finally:
+            release.set()
 
 
 def _block(dialog: Path, how: str) -> None:

@@ -5,6 +5,8 @@ its ``base_url`` makes it any OpenAI-compatible server: Ollama, vLLM, LM Studio,
 - ``stream(messages, system=…)`` → iterator of :class:`StreamDelta` (text pieces, then one final item with usage);
 - every HTTP request is counted in a :class:`UsageTally` (per pipeline run), the SDKs' own retries included:
   an httpx request hook on the SDK's HTTP client counts what actually goes on the wire;
+- ``stream(…, cancel=CancelToken())``: setting the token from another thread shuts the call's sockets down and the
+  call raises :class:`LLMCancelled` at once, bytes or no bytes received (a chat answer the person cancelled);
 - retries with exponential backoff on timeouts, 429 and 5xx are the SDKs' own (``max_retries``), so the real
   retry code runs; near the run's ``max_calls`` budget a call gets only the retries the budget has left, so the
   requests of a run never exceed it; failures surface as :class:`LLMError` with a one-line reason.
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Iterator, Protocol, Sequence
+from typing import Callable, Iterator, Protocol, Sequence
 
 PROVIDERS = ("anthropic", "openai")
 
@@ -34,11 +36,63 @@ class LLMBudgetExceeded(LLMError):
     """The run's configured call or token budget is spent; the remaining work is retried next run."""
 
 
+class LLMCancelled(LLMError):
+    """The call was cancelled through its :class:`CancelToken` (the person stopped waiting): its connection was
+    shut down and nothing more is sent (no SDK retry)."""
+
+
 class LLMNotConfigured(LLMError):
     """No LLM is configured; the message says which feature needs it and how to configure one."""
 
     def __init__(self, feature: str = "this feature") -> None:
         super().__init__(f"{feature} needs an LLM: {HOW_TO_CONFIGURE}")
+
+
+class CancelToken(threading.Event):
+    """A cancel hook for the LLM calls of one task (a chat answer and its READ rounds): an Event that any thread may
+    ``set()``. Setting it shuts down every socket those calls opened (``shutdown(SHUT_RDWR)``, which wakes a
+    thread blocked reading from an endpoint that has sent nothing yet, as closing alone would not), and a call
+    checks it before each attempt, so the call raises :class:`LLMCancelled` within milliseconds instead of
+    waiting out ``llm.total_timeout``. Use one token per task: its sockets are kept (and shut down) until the
+    token is dropped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._closers: list[Callable[[], None]] = []
+        self._closers_lock = threading.Lock()
+
+    def set(self) -> None:
+        super().set()
+        with self._closers_lock:
+            closers, self._closers = self._closers, []
+        for close in closers:
+            close()
+
+    def on_set(self, close: Callable[[], None]) -> None:
+        """Run ``close()`` when the token is set (at once when it already is). ``close`` must not raise."""
+        with self._closers_lock:
+            if not self.is_set():
+                self._closers.append(close)
+                return
+        close()
+
+
+class _Abort(BaseException):
+    """Raised inside the SDK's HTTP stack once a call is cancelled: a BaseException, so neither SDK takes it for
+    a connection error to retry (both retry on ``Exception``); the client turns it into :class:`LLMCancelled`."""
+
+
+def _shutdown(sock) -> Callable[[], None]:
+    """A closer that shuts ``sock`` down both ways. ``socket.socket.shutdown`` even for a TLS socket: the
+    SSLSocket override would drop its TLS state under the reading thread; a socket closed meanwhile is EBADF."""
+    import socket
+
+    def close() -> None:
+        try:
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        except (OSError, ValueError):
+            pass
+    return close
 
 
 @dataclass
@@ -139,7 +193,8 @@ class LLMClient(Protocol):
                  temperature: float = 0.2, step: str = "", tally: UsageTally | None = None) -> LLMReply: ...
 
     def stream(self, messages: Sequence[Message], *, system: str = "", max_tokens: int = 2048,
-               temperature: float = 0.2, step: str = "", tally: UsageTally | None = None) -> Iterator[StreamDelta]: ...
+               temperature: float = 0.2, step: str = "", tally: UsageTally | None = None,
+               cancel: CancelToken | None = None) -> Iterator[StreamDelta]: ...
 
 
 def redact(text: str, *secrets: str | None) -> str:
@@ -160,7 +215,14 @@ class _RequestCounter:
     it runs for every attempt, so the SDK's retries count too), and the call's deadline: each attempt's httpx
     timeouts are cut to what is left of ``total`` seconds since :meth:`start` (httpx reads them from the request's
     ``timeout`` extension when it sends, after the hooks), so the SDK's retries still run but one call never
-    waits longer than ``total`` plus the SDK's backoff pauses."""
+    waits longer than ``total`` plus the SDK's backoff pauses.
+
+    With a :class:`CancelToken` (``start(cancel=…)``) the hook refuses an attempt once the token is set, and puts
+    an httpcore ``trace`` extension on the request: it hands each socket the attempt connects (TCP, then TLS) to
+    the token, and turns the failure a shut-down socket causes into :class:`_Abort`."""
+
+    #: httpcore trace events whose ``return_value`` is a new network stream (its socket: ``get_extra_info``).
+    _CONNECTED = (".connect_tcp.complete", ".connect_unix_socket.complete", ".start_tls.complete")
 
     def __init__(self, total: float | None = None) -> None:
         self._local = threading.local()
@@ -168,6 +230,11 @@ class _RequestCounter:
 
     def hook(self, request) -> None:
         self._local.n = getattr(self._local, "n", 0) + 1
+        cancel = getattr(self._local, "cancel", None)
+        if cancel is not None:
+            if cancel.is_set():
+                raise _Abort
+            request.extensions["trace"] = self._tracer(cancel, request.extensions.get("trace"))
         end = getattr(self._local, "deadline", None)
         if end is None:
             return
@@ -179,14 +246,37 @@ class _RequestCounter:
             t[k] = left if t.get(k) is None else min(t[k], left)
         request.extensions["timeout"] = t
 
-    def start(self) -> None:
+    def _tracer(self, cancel: CancelToken, inner):
+        def trace(name: str, info: dict) -> None:
+            if inner is not None:
+                inner(name, info)
+            if name.endswith(self._CONNECTED):
+                sock = getattr(info.get("return_value"), "get_extra_info", lambda _k: None)("socket")
+                if sock is not None:
+                    cancel.on_set(_shutdown(sock))
+            elif name.endswith(".failed") and cancel.is_set():
+                raise _Abort  # the shut-down socket's error: no retry, no "connection error" message
+        return trace
+
+    def start(self, cancel: CancelToken | None = None) -> None:
         import time
 
         self._local.n = 0
         self._local.deadline = time.monotonic() + self._total if self._total else None
+        self._local.cancel = cancel
 
     def count(self) -> int:
         return getattr(self._local, "n", 0)
+
+
+def _check_cancel(cancel: CancelToken | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise LLMCancelled("cancelled")
+
+
+def _abort_if(cancel: CancelToken | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise _Abort
 
 
 class _SDKClient:
@@ -259,28 +349,37 @@ class AnthropicClient(_SDKClient):
             tally.add(step, reply.input_tokens, reply.output_tokens, requests=self._counter.count())
         return reply
 
-    def stream(self, messages, *, system="", max_tokens=2048, temperature=0.2, step="", tally=None):
+    def stream(self, messages, *, system="", max_tokens=2048, temperature=0.2, step="", tally=None, cancel=None):
         if tally is not None:
             tally.check_budget()
+        _check_cancel(cancel)
         kw = {"system": system} if system else {}
         inp = out = 0
         stop = None
         client = self._sdk_for(tally)
-        self._counter.start()
+        self._counter.start(cancel)
         sent = 0
         try:
             with client.messages.stream(model=self.model, max_tokens=max_tokens, messages=_msgs(messages),
                                         **kw) as s:
                 sent = self._counter.count()  # the request (and its retries) is made on entering
                 for text in s.text_stream:
+                    _abort_if(cancel)  # a close-delimited reply ends "cleanly" when its socket is shut down
                     if text:
                         yield StreamDelta(text=text)
+                _abort_if(cancel)
                 final = s.get_final_message()
                 inp, out, stop = final.usage.input_tokens or 0, final.usage.output_tokens or 0, final.stop_reason
         except self._sdk.AnthropicError as exc:
             if tally is not None:
                 tally.add(step, inp, out, failed=True, requests=sent or self._counter.count())
+            if cancel is not None and cancel.is_set():
+                raise LLMCancelled("anthropic: cancelled") from exc
             raise self._error(exc) from exc
+        except _Abort:
+            if tally is not None:
+                tally.add(step, inp, out, requests=sent or self._counter.count())
+            raise LLMCancelled("anthropic: cancelled") from None
         if tally is not None:
             tally.add(step, inp, out, requests=sent)
         yield StreamDelta(done=True, input_tokens=inp, output_tokens=out, stop_reason=stop)
@@ -333,20 +432,23 @@ class OpenAIClient(_SDKClient):
             tally.add(step, reply.input_tokens, reply.output_tokens, requests=self._counter.count())
         return reply
 
-    def stream(self, messages, *, system="", max_tokens=2048, temperature=0.2, step="", tally=None):
+    def stream(self, messages, *, system="", max_tokens=2048, temperature=0.2, step="", tally=None, cancel=None):
         if tally is not None:
             tally.check_budget()
+        _check_cancel(cancel)
         inp = out = 0
         stop = None
         client = self._sdk_for(tally)
-        self._counter.start()
+        self._counter.start(cancel)
         sent = 0
+        stream = None
         try:
             stream = client.chat.completions.create(
                 model=self.model, max_tokens=max_tokens, temperature=temperature, stream=True,
                 stream_options={"include_usage": True}, messages=self._with_system(messages, system))
             sent = self._counter.count()  # the request (and its retries) is made by create()
             for chunk in stream:
+                _abort_if(cancel)  # a close-delimited reply ends "cleanly" when its socket is shut down
                 if chunk.usage is not None:
                     inp = chunk.usage.prompt_tokens or 0
                     out = chunk.usage.completion_tokens or 0
@@ -355,10 +457,19 @@ class OpenAIClient(_SDKClient):
                         yield StreamDelta(text=ch.delta.content)
                     if ch.finish_reason:
                         stop = ch.finish_reason
+            _abort_if(cancel)
         except self._sdk.OpenAIError as exc:
             if tally is not None:
                 tally.add(step, inp, out, failed=True, requests=sent or self._counter.count())
+            if cancel is not None and cancel.is_set():
+                raise LLMCancelled("openai: cancelled") from exc
             raise self._error(exc) from exc
+        except _Abort:
+            if tally is not None:
+                tally.add(step, inp, out, requests=sent or self._counter.count())
+            if stream is not None:
+                stream.close()  # the response (its socket is shut down already)
+            raise LLMCancelled("openai: cancelled") from None
         if tally is not None:
             tally.add(step, inp, out, requests=sent)
         yield StreamDelta(done=True, input_tokens=inp, output_tokens=out, stop_reason=stop)

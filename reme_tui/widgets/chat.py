@@ -17,7 +17,8 @@ Wikilinks in a message — an answer's citations ``[[path#L12-L18]]`` — are cl
 a click posts :class:`~reme_tui.messages.FollowLink`, which opens the cited note at those lines; ``f`` with the
 transcript focused lists the last answer's citations (:meth:`ChatPane.last_citations`).
 
-Escape while an answer streams cancels it (:meth:`ChatPane.cancel_reply`): the bubble keeps what arrived, marked
+Escape while an answer streams cancels it (:meth:`ChatPane.cancel_reply`, which sets the answer's engine cancel hook:
+the worker is free at once, even before the endpoint's first byte): the bubble keeps what arrived, marked
 cancelled, and is not recorded; the question stays in the session record. A message that could not be saved
 (read-only folder, full disk) goes back into the input, so the user's words are never only in a failed bubble.
 """
@@ -149,6 +150,9 @@ class ChatPane(Vertical):
         #: answers being streamed (reply bubble ids) and those the user cancelled (their late chunks are dropped)
         self.in_flight: set[str] = set()
         self.cancelled: set[str] = set()
+        #: the engine's cancel hook of each answer in flight: Escape sets it, which frees the worker at once even
+        #: while the endpoint has sent nothing (it would wait out llm.total_timeout otherwise)
+        self.cancel_tokens: dict[str, object] = {}
         self.notice = Static(NO_LLM_NOTICE, id="chat-notice", markup=False)
         self.log_view = ChatLog(id="chat-log")
         self.input = Input(placeholder="Jot a thought, Enter saves it…", id="chat-input", compact=True)
@@ -254,18 +258,23 @@ class ChatPane(Vertical):
         if message.stage == "session":
             self.mark_saved(message.message_id, "saved" if self.llm else "saved · capturing…")
             if self.llm:
+                from reme_engine.engine import CancelToken
+
                 reply_id = self.begin_stream("assistant")
                 self.in_flight.add(reply_id)
+                self.cancel_tokens[reply_id] = cancel = CancelToken()
                 self._bindings_changed()
-                self._answer(message.message_id, reply_id)
+                self._answer(message.message_id, reply_id, cancel)
             return
         cap = message.capture_path or ""
         self.mark_saved(message.message_id, f"saved → {cap.rsplit('/', 1)[-1]}" if cap else "saved")
 
     @work(thread=True, group="chat-answer", exit_on_error=False)
-    def _answer(self, question_id: str, reply_id: str) -> None:
+    def _answer(self, question_id: str, reply_id: str, cancel=None) -> None:
         """Stream a grounded answer (retrieval + citations) into bubble ``reply_id``, then run auto-memory for the
-        session (the user's statements become a daily card)."""
+        session (the user's statements become a daily card). ``cancel``: the engine's CancelToken Escape sets."""
+        from reme_engine.engine import LLMCancelled
+
         from ..loaders import error_text
 
         def on_text(text: str) -> None:
@@ -274,13 +283,15 @@ class ChatPane(Vertical):
             self.post_message(ChatReply(reply_id, text))
 
         try:
-            status = self.session.answer(question_id, on_text)
+            status = self.session.answer(question_id, on_text, cancel)
             self.post_message(ChatReply(reply_id, done=True, status=status))
-        except ReplyCancelled:
+        except (ReplyCancelled, LLMCancelled):
             return
         except Exception as exc:
             self.post_message(ChatReply(reply_id, done=True, error=error_text(exc)))
             return
+        finally:
+            self.cancel_tokens.pop(reply_id, None)
         if reply_id in self.cancelled:  # cancelled after the last chunk: no auto-memory over it
             return
         try:
@@ -315,11 +326,15 @@ class ChatPane(Vertical):
 
     def cancel_reply(self) -> bool:
         """Cancel the answers being streamed: each bubble keeps what arrived, marked cancelled; the worker stops at
-        its next chunk (a silent endpoint: when its request times out) and records nothing. False when none."""
+        once (the engine's cancel hook shuts the answer's connection, even one that has sent nothing yet) and
+        records nothing. False when none."""
         if not self.in_flight:
             return False
         for reply_id in list(self.in_flight):
             self.cancelled.add(reply_id)
+            token = self.cancel_tokens.get(reply_id)
+            if token is not None:
+                token.set()  # a socket shutdown: never blocks
             self.end_stream(reply_id, CANCELLED)
         self.notify("The answer was cancelled; your message stays in the chat record", title="Chat", timeout=4)
         return True

@@ -29,6 +29,15 @@ class Delay:
         self.then = then
 
 
+class Hold:
+    """Send nothing at all (no status line, no headers) until ``release`` is set, then answer ``then``: an
+    endpoint that accepted the request and has not started its reply (a cold local model)."""
+
+    def __init__(self, release: threading.Event, then: Any) -> None:
+        self.release = release
+        self.then = then
+
+
 class ScriptedServer:
     def __init__(self, script: list | None = None, default: Callable | None = None) -> None:
         self.script = list(script or [])
@@ -57,6 +66,9 @@ class ScriptedServer:
                 with outer._lock:
                     outer.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
                     reply = outer.script.pop(0) if outer.script else outer.default
+                if isinstance(reply, Hold):
+                    reply.release.wait(120)
+                    reply = reply.then
                 if reply is None:
                     status, payload = 500, {"error": {"message": "script exhausted", "type": "server_error"}}
                 elif callable(reply):
