@@ -118,6 +118,12 @@ def new_name_problem(vault: Path, rel: str) -> str | None:
     return None
 
 
+#: Most components a vault path may have. No real vault comes near it (Obsidian vaults nest a handful of folders;
+#: Linux's PATH_MAX of 4,096 bytes allows ~2,000 one-letter ones): a path that deep walks a loop the symlink check
+#: cannot see (a bind mount of a folder into itself) or was built by a program going round one.
+MAX_PATH_DEPTH = 64
+
+
 def normalize_rel(rel: str) -> str:
     """NFC-normalise and convert separators; does not check safety (use :func:`resolve`)."""
     return unicodedata.normalize("NFC", rel.replace("\\", "/")).strip("/")
@@ -128,8 +134,10 @@ def resolve(vault: Path, rel: str | os.PathLike[str], *, allow_root: bool = Fals
     """Resolve ``rel`` against ``vault`` and prove it stays inside.
 
     Refuses (``VaultPathError``): NUL bytes, absolute paths, drive letters, ``.``/``..`` components, the root
-    itself unless ``allow_root``, any path whose real location (after symlinks) leaves the vault, and any path
-    through a folder symlink that points back at a folder containing it (a loop: ``a/loop -> ..``).
+    itself unless ``allow_root``, any path whose real location (after symlinks) leaves the vault, any path
+    through a folder symlink that points back at a folder containing it (a loop: ``a/loop -> ..``) or at a folder
+    the path already went through (a loop of several links: ``a/x -> ../b``, ``b/y -> ../a``, so ``a/x/y/…``), and
+    any path of more than :data:`MAX_PATH_DEPTH` components.
     With ``for_write``, also any dot-file or dot-folder component (``.obsidian/``, ``.git/``, ``.trash/``): those
     belong to other tools. The file need not exist.
     """
@@ -148,6 +156,9 @@ def resolve(vault: Path, rel: str | os.PathLike[str], *, allow_root: bool = Fals
             raise VaultPathError(f"'.' and '..' are not allowed in vault paths: {raw!r}")
     if for_write and any(p.startswith(".") for p in parts):
         raise VaultPathError(f"dot-files and dot-folders are not writable: {raw!r}")
+    if len(parts) > MAX_PATH_DEPTH:
+        raise VaultPathError(f"path is {len(parts)} folders deep, over the limit of {MAX_PATH_DEPTH} (a symlink or "
+                             f"mount loop?): {'/'.join(parts[:3])}/…/{parts[-1]}")
     norm = unicodedata.normalize("NFC", "/".join(parts))
     if not norm and not allow_root:
         raise VaultPathError("the vault root itself is not a valid target")
@@ -179,32 +190,49 @@ def resolve(vault: Path, rel: str | os.PathLike[str], *, allow_root: bool = Fals
     if norm and real != target:  # a symlink on the way: is it a folder symlink back into its own ancestry?
         loop = _loop_link(root, norm)
         if loop is not None:
-            raise VaultPathError(f"{loop!r} is a folder symlink to a folder that contains it (a loop); not "
-                                 f"followed: name the note by its own path")
+            link, again = loop
+            own = to_rel(root, real) if real != root else ""
+            name = f": {own}" if own and real.exists() else ""
+            if again is None:
+                raise VaultPathError(f"{link!r} is a folder symlink to a folder that contains it (a loop); not "
+                                     f"followed: name the note by its own path{name}")
+            raise VaultPathError(f"{link!r} is a folder symlink back to {again or 'the vault root'!r}, a folder this "
+                                 f"path already went through (a symlink loop); not followed: name the note by its "
+                                 f"own path{name}")
     if for_write and real != root and any(p.startswith(".") for p in real.relative_to(root).parts):
         raise VaultPathError(f"dot-files and dot-folders are not writable (through a symlink): {raw!r}")
     return VaultPath(norm, target)
 
 
-def _loop_link(root: Path, norm: str) -> str | None:
-    """The vault-relative prefix of ``norm`` that is a folder symlink pointing at one of its own ancestors (the
-    vault root included), or None. A path through such a link names a note that also has a shorter, real path
-    (``a/loop/a/n.md`` is ``a/n.md``); the index, the watcher and links know only the real one."""
-    cur = root
+def _loop_link(root: Path, norm: str) -> tuple[str, str | None] | None:
+    """``(link, again)`` for the first vault-relative prefix ``link`` of ``norm`` that is a folder symlink into a
+    loop, or None: ``again`` is None when it points at one of its own ancestors (the vault root included), else
+    the vault-relative real folder it leads back to, which an earlier prefix of the path was already in (a loop
+    of several links). A path through such a link names a note that also has a shorter, real path
+    (``a/loop/a/n.md`` is ``a/n.md``); the index, the watcher and links know only the real one. ``root`` is
+    resolved; one ``lstat`` per component, one ``resolve`` per symlink."""
+    real = root  # the real folder the walk is in
+    seen = {root}  # every real folder the path has been in so far
     parts = PurePosixPath(norm).parts
     for i, part in enumerate(parts):
-        cur = cur / part
+        entry = real / part
         try:
-            if not cur.is_symlink():
-                if not cur.exists():
+            if not entry.is_symlink():
+                if not entry.exists():
                     return None
+                real = entry
+                seen.add(real)
                 continue
-            target = cur.resolve()
-            here = cur.parent.resolve()
+            target = entry.resolve()
         except (OSError, RuntimeError):
-            return "/".join(parts[: i + 1])
-        if target.is_dir() and (here == target or here.is_relative_to(target)):
-            return "/".join(parts[: i + 1])
+            return "/".join(parts[: i + 1]), None
+        if target.is_dir():
+            if real == target or real.is_relative_to(target):
+                return "/".join(parts[: i + 1]), None
+            if target in seen:
+                return "/".join(parts[: i + 1]), to_rel(root, target) if target != root else ""
+        real = target
+        seen.add(real)
     return None
 
 
